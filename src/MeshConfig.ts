@@ -1,0 +1,381 @@
+/**
+ * The mesh's configuration (spec "Enabling it"), read through Effect's `Config` so a host can provide
+ * it from any `ConfigProvider` and tests from a map.
+ *
+ * Every variable has its spec default and, where the spec names one, its legacy `QUEEN_UDP_*` alias;
+ * the `QUEEN_MESH_*` name wins when both are set. The peer list is parsed tolerantly, exactly as the
+ * spec describes; any other malformed value fails with a `ConfigError` naming the variable rather than
+ * falling back to a default.
+ *
+ * @since 0.1.0
+ */
+import { randomBytes } from "node:crypto"
+import {
+  Config,
+  ConfigError,
+  ConfigProvider,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  Option,
+  Redacted
+} from "effect"
+
+/**
+ * A configured peer to dial.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Peer {
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MeshConfigShape {
+  /** This node's id, announced in HELLO (`QUEEN_SERVER_ID`, else `HOSTNAME`, else `queen-` + 8 hex). */
+  readonly serverId: string
+  /** `QUEEN_SYNC_ENABLED`: the mesh runs only when this is on and there is at least one peer. */
+  readonly enabled: boolean
+  /** `QUEEN_MESH_PEERS` / `QUEEN_UDP_PEERS`. */
+  readonly peers: ReadonlyArray<Peer>
+  /** `QUEEN_MESH_PORT` / `QUEEN_UDP_NOTIFY_PORT`: the listening port, also the default peer port. 0 = ephemeral. */
+  readonly port: number
+  /** `QUEEN_MESH_BIND_HOST`: the address the listener binds. */
+  readonly bindHost: string
+  /** `QUEEN_SYNC_SECRET`: empty means open mode. */
+  readonly secret: Redacted.Redacted<string>
+  /** `QUEEN_SYNC_HEARTBEAT_MS`. */
+  readonly heartbeatInterval: Duration.Duration
+  /** `QUEEN_SYNC_DEAD_THRESHOLD_MS`. */
+  readonly deadThreshold: Duration.Duration
+  /** `QUEEN_MESH_HANDSHAKE_TIMEOUT_MS`: how long an accepted connection may take to send its HELLO. */
+  readonly handshakeTimeout: Duration.Duration
+  /** `QUEEN_CACHE_REFRESH_INTERVAL_MS`: the host's reconcile period, the backstop for lost hints. */
+  readonly cacheRefreshInterval: Duration.Duration
+  /** `QUEEN_MESH_HOTLIST_FLUSH_MS`: the window over which hot-list marks are coalesced. */
+  readonly hotlistFlushWindow: Duration.Duration
+  /** `QUEEN_MESH_SEND_QUEUE`: frames each peer's send queue holds before dropping. */
+  readonly sendQueueCapacity: number
+}
+
+/**
+ * The mesh's configuration as a service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class MeshConfig extends Context.Tag("queen-mesh/MeshConfig")<MeshConfig, MeshConfigShape>() {}
+
+/**
+ * The spec's defaults. `serverId` is left empty here; `layer` fills it from {@link defaultServerId}.
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const defaults: MeshConfigShape = {
+  serverId: "",
+  enabled: true,
+  peers: [],
+  port: 6633,
+  bindHost: "0.0.0.0",
+  secret: Redacted.make(""),
+  heartbeatInterval: Duration.millis(1000),
+  deadThreshold: Duration.millis(5000),
+  handshakeTimeout: Duration.millis(5000),
+  cacheRefreshInterval: Duration.millis(60000),
+  hotlistFlushWindow: Duration.millis(20),
+  sendQueueCapacity: 1024
+}
+
+/**
+ * `queen-` followed by 8 random lowercase hex characters.
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const randomServerId = (): string => `queen-${randomBytes(4).toString("hex")}`
+
+/**
+ * Whether the mesh runs at all: enabled and at least one peer (spec "Enabling it").
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isActive = (config: MeshConfigShape): boolean => config.enabled && config.peers.length > 0
+
+// ---------------------------------------------------------------------------------------------
+// pure parsers
+// ---------------------------------------------------------------------------------------------
+
+const DIGITS = /^\d+$/
+
+/**
+ * A TCP port: an integer in `min..65535`.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parsePort = (raw: string, min = 0): Either.Either<number, string> => {
+  const text = raw.trim()
+  if (!DIGITS.test(text)) return Either.left(`expected a port number, got ${JSON.stringify(raw)}`)
+  const port = Number(text)
+  return port >= min && port <= 65535
+    ? Either.right(port)
+    : Either.left(`port ${port} is out of range (${min}-65535)`)
+}
+
+/**
+ * A non-negative integer number of milliseconds (or a positive one where zero makes no sense).
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parseMillis = (raw: string, min = 0): Either.Either<number, string> => {
+  const text = raw.trim()
+  if (!DIGITS.test(text)) {
+    return Either.left(`expected a whole number of milliseconds >= ${min}, got ${JSON.stringify(raw)}`)
+  }
+  const ms = Number(text)
+  if (!Number.isSafeInteger(ms)) return Either.left(`${text} is too large`)
+  return ms >= min ? Either.right(ms) : Either.left(`expected at least ${min}, got ${ms}`)
+}
+
+const TRUE = new Set(["true", "1", "yes", "on"])
+const FALSE = new Set(["false", "0", "no", "off"])
+
+/**
+ * true/false/1/0/yes/no/on/off in any case.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parseBoolean = (raw: string): Either.Either<boolean, string> => {
+  const text = raw.trim().toLowerCase()
+  if (TRUE.has(text)) return Either.right(true)
+  if (FALSE.has(text)) return Either.right(false)
+  return Either.left(`expected true/false/1/0/yes/no/on/off, got ${JSON.stringify(raw)}`)
+}
+
+/**
+ * One entry of the peer list: `host`, `host:port`, `[v6]:port`, `[v6]` or a bare IPv6 literal. A
+ * non-numeric port tail falls back to the mesh port; a numeric one must be a valid port.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, string> => {
+  let entry = raw.trim().replace(/^https?:\/\//i, "")
+  const slash = entry.indexOf("/")
+  if (slash >= 0) entry = entry.slice(0, slash)
+  entry = entry.trim()
+  if (entry === "") return Either.left(`peer ${JSON.stringify(raw)} has no host`)
+
+  let host: string
+  let tail: string | undefined
+  if (entry.startsWith("[")) {
+    const close = entry.indexOf("]")
+    if (close < 0) return Either.left(`peer ${JSON.stringify(raw)} has an unclosed [`)
+    host = entry.slice(1, close)
+    const rest = entry.slice(close + 1)
+    tail = rest.startsWith(":") ? rest.slice(1) : undefined
+  } else {
+    const first = entry.indexOf(":")
+    if (first >= 0 && first === entry.lastIndexOf(":")) {
+      host = entry.slice(0, first)
+      tail = entry.slice(first + 1)
+    } else {
+      // No colon, or several: a plain host or a bare IPv6 literal.
+      host = entry
+      tail = undefined
+    }
+  }
+  if (host === "") return Either.left(`peer ${JSON.stringify(raw)} has no host`)
+  if (tail === undefined || !DIGITS.test(tail.trim())) return Either.right({ host, port: meshPort })
+  return Either.map(
+    Either.mapLeft(parsePort(tail, 1), (why) => `peer ${JSON.stringify(raw)}: ${why}`),
+    (port) => ({ host, port })
+  )
+}
+
+/**
+ * The comma-separated peer list; empty entries are skipped.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parsePeers = (raw: string, meshPort: number): Either.Either<ReadonlyArray<Peer>, string> => {
+  const peers: Array<Peer> = []
+  for (const part of raw.split(",")) {
+    if (part.trim() === "") continue
+    const peer = parsePeer(part, meshPort)
+    if (Either.isLeft(peer)) return Either.left(peer.left)
+    peers.push(peer.right)
+  }
+  return Either.right(peers)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------
+
+/** A variable and its legacy alias as one optional string; the primary name wins. */
+const variable = (
+  name: string,
+  alias?: string
+): Config.Config<Option.Option<{ name: string; value: string }>> => {
+  const read = (key: string) =>
+    Config.option(Config.string(key)).pipe(Config.map(Option.map((value) => ({ name: key, value }))))
+  if (alias === undefined) return read(name)
+  return Config.all([read(name), read(alias)]).pipe(
+    Config.map(([primary, legacy]) => Option.orElse(primary, () => legacy))
+  )
+}
+
+const parsed = <A>(
+  name: string,
+  alias: string | undefined,
+  description: string,
+  fallback: A,
+  parse: (raw: string) => Either.Either<A, string>
+): Config.Config<A> =>
+  variable(name, alias).pipe(
+    Config.mapOrFail(
+      Option.match({
+        onNone: () => Either.right(fallback),
+        onSome: ({ name: used, value }) =>
+          Either.mapLeft(parse(value), (why) => ConfigError.InvalidData([used], `${used}: ${why}`))
+      })
+    ),
+    Config.withDescription(description)
+  )
+
+const millis = (name: string, description: string, fallback: Duration.Duration, min = 0) =>
+  parsed(name, undefined, description, fallback, (raw) => Either.map(parseMillis(raw, min), Duration.millis))
+
+/**
+ * The whole configuration as one `Config`, read from whatever `ConfigProvider` is current.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<MeshConfigShape> = Config.all({
+  port: parsed(
+    "QUEEN_MESH_PORT",
+    "QUEEN_UDP_NOTIFY_PORT",
+    "mesh listening port, also the port of peers given without one",
+    defaults.port,
+    (raw) => parsePort(raw)
+  ),
+  rawPeers: variable("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS"),
+  enabled: parsed("QUEEN_SYNC_ENABLED", undefined, "turn the mesh on or off", defaults.enabled, parseBoolean),
+  bindHost: Config.string("QUEEN_MESH_BIND_HOST").pipe(
+    Config.withDefault(defaults.bindHost),
+    Config.withDescription("address the mesh listener binds")
+  ),
+  secret: Config.redacted("QUEEN_SYNC_SECRET").pipe(
+    Config.withDefault(defaults.secret),
+    Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
+  ),
+  heartbeatInterval: millis(
+    "QUEEN_SYNC_HEARTBEAT_MS",
+    "heartbeat period on idle links",
+    defaults.heartbeatInterval,
+    1
+  ),
+  deadThreshold: millis(
+    "QUEEN_SYNC_DEAD_THRESHOLD_MS",
+    "silence after which a peer counts as dead",
+    defaults.deadThreshold,
+    1
+  ),
+  handshakeTimeout: millis(
+    "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
+    "time an accepted connection has to send HELLO",
+    defaults.handshakeTimeout,
+    1
+  ),
+  cacheRefreshInterval: millis(
+    "QUEEN_CACHE_REFRESH_INTERVAL_MS",
+    "the host's reconcile period",
+    defaults.cacheRefreshInterval,
+    1
+  ),
+  hotlistFlushWindow: millis(
+    "QUEEN_MESH_HOTLIST_FLUSH_MS",
+    "window over which hot-list marks are coalesced",
+    defaults.hotlistFlushWindow,
+    1
+  ),
+  sendQueueCapacity: parsed(
+    "QUEEN_MESH_SEND_QUEUE",
+    undefined,
+    "frames each peer's send queue holds before dropping",
+    defaults.sendQueueCapacity,
+    (raw) => parseMillis(raw, 1)
+  ),
+  serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
+  hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
+}).pipe(
+  Config.mapOrFail(({ rawPeers, serverId, hostname, ...rest }) => {
+    const peers = Option.match(rawPeers, {
+      onNone: () => Either.right<ReadonlyArray<Peer>>([]),
+      onSome: ({ name, value }) =>
+        Either.mapLeft(parsePeers(value, rest.port), (why) =>
+          ConfigError.InvalidData([name], `${name}: ${why}`)
+        )
+    })
+    return Either.map(peers, (peers) => ({
+      ...rest,
+      peers,
+      serverId: Option.getOrElse(
+        Option.orElse(serverId, () => hostname),
+        randomServerId
+      )
+    }))
+  })
+)
+
+/**
+ * Reads the configuration from the current `ConfigProvider`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError> = Layer.effect(MeshConfig, config)
+
+/**
+ * Reads the configuration from the process environment, whatever `ConfigProvider` is current.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFromEnv: Layer.Layer<MeshConfig, ConfigError.ConfigError> = Layer.effect(
+  MeshConfig,
+  Effect.withConfigProvider(config, ConfigProvider.fromEnv())
+)
+
+/**
+ * A configuration given in code: the spec's defaults overridden by `options`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Partial<MeshConfigShape> = {}): Layer.Layer<MeshConfig> =>
+  Layer.sync(MeshConfig, () => make(options))
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Partial<MeshConfigShape> = {}): MeshConfigShape => ({
+  ...defaults,
+  serverId: randomServerId(),
+  ...options
+})

@@ -1,0 +1,96 @@
+/**
+ * The typed errors of the mesh. Each one says what went wrong in its `message`; where one class covers
+ * several cases it carries a `reason` literal so callers can count or match them.
+ *
+ * @since 0.1.0
+ */
+import { Data } from "effect"
+
+/**
+ * The byte stream is not a valid frame sequence (spec "Framing"): a length prefix of 0, a length above
+ * the 16 MiB cap, or the stream ending inside a frame. The connection it came from cannot be resynced
+ * and must be closed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FramingError extends Data.TaggedError("FramingError")<{
+  readonly reason: "EmptyFrame" | "FrameTooLarge" | "Truncated"
+  readonly length: number
+}> {
+  override get message(): string {
+    if (this.reason === "EmptyFrame") return "frame length prefix is 0 (a frame holds at least its tag byte)"
+    if (this.reason === "FrameTooLarge") return `frame length prefix ${this.length} exceeds the 16 MiB cap`
+    return `stream ended inside a frame (${this.length} bytes of it buffered)`
+  }
+}
+
+/**
+ * A frame's payload does not match its Schema (spec "The frame set"). The frame is skipped and counted;
+ * the connection stays open, since the framing itself is intact.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FrameDecodeError extends Data.TaggedError("FrameDecodeError")<{
+  readonly tag: number
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `invalid payload for frame tag ${this.tag}: ${this.detail}`
+  }
+}
+
+/**
+ * A frame that would exceed the 16 MiB cap once encoded. The sender splits batches to avoid it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FrameTooLargeError extends Data.TaggedError("FrameTooLargeError")<{
+  readonly length: number
+}> {
+  override get message(): string {
+    return `encoded frame of ${this.length} bytes exceeds the 16 MiB cap`
+  }
+}
+
+/**
+ * A HELLO that does not authenticate the dialer (spec "The handshake").
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HandshakeError extends Data.TaggedError("HandshakeError")<{
+  readonly reason: "NotHello" | "InvalidHello" | "MissingServerId" | "BadMac" | "Timeout" | "Closed"
+  readonly detail?: string
+}> {
+  override get message(): string {
+    const base = {
+      NotHello: "the first frame was not a HELLO",
+      InvalidHello: "the HELLO payload is malformed",
+      MissingServerId: "the HELLO carries no server_id",
+      BadMac: "the HELLO MAC does not match the shared secret",
+      Timeout: "no HELLO arrived within the handshake timeout",
+      Closed: "the connection closed before a HELLO arrived"
+    }[this.reason]
+    return this.detail === undefined ? base : `${base}: ${this.detail}`
+  }
+}
+
+/**
+ * A transport failure: a refused or failed dial, a bind failure, a write or read on a broken connection.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransportError extends Data.TaggedError("TransportError")<{
+  readonly reason: "Dial" | "Listen" | "Read" | "Write" | "Closed"
+  readonly address: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    const why = this.cause instanceof Error ? `: ${this.cause.message}` : ""
+    return `${this.reason.toLowerCase()} failed on ${this.address}${why}`
+  }
+}
