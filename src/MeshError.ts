@@ -94,3 +94,18 @@ export class TransportError extends Data.TaggedError("TransportError")<{
     return `${this.reason.toLowerCase()} failed on ${this.address}${why}`
   }
 }
+
+/**
+ * A call of the `Mesh` API with input that no peer would accept, such as an empty queue name. Nothing
+ * is sent.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidInputError extends Data.TaggedError("InvalidInputError")<{
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `invalid mesh input: ${this.detail}`
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * The receive side of the mesh (spec "Topology", "The handshake"): accepted connections are
+ * receive-only. The first frame must be a HELLO that verifies within the handshake timeout; after it,
+ * every frame refreshes the sender's liveness and is applied. A payload that fails its Schema is counted
+ * and skipped, an unknown tag is skipped, and a framing error closes only that connection.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Deferred, type Duration, Effect, Either, type Redacted, type Scope, Stream } from "effect"
+import * as Frame from "./Frame.js"
+import { FrameDecoder } from "./FrameDecoder.js"
+import * as Handshake from "./Handshake.js"
+import type { Liveness } from "./Liveness.js"
+import { type FrameDecodeError, type FramingError, HandshakeError, type TransportError } from "./MeshError.js"
+import type { MeshEvent } from "./MeshEvent.js"
+import type { Counters } from "./MeshStats.js"
+import { type Connection, Transport } from "./Transport.js"
+
+/**
+ * What the listener needs from the mesh around it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListenerOptions {
+  readonly host: string
+  readonly port: number
+  readonly secret: Redacted.Redacted<string>
+  readonly handshakeTimeout: Duration.DurationInput
+  readonly counters: Counters
+  readonly liveness: Liveness
+  /** Applies one received frame from the peer `from`. */
+  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void>
+  readonly publish: (event: MeshEvent) => Effect.Effect<void>
+}
+
+type Decoded = Either.Either<Frame.Frame | Frame.UnknownFrame, FrameDecodeError>
+
+/** How often, at most, a rising handshake-failure count is logged at warning level. */
+const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
+
+/**
+ * Serves one accepted connection until it closes or breaks. Never fails: every per-connection failure
+ * is counted or logged and ends only this connection.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeHandler = (options: ListenerOptions) => {
+  const { counters, liveness, apply, publish } = options
+  let lastWarningAt = Number.NEGATIVE_INFINITY
+  let failuresAtLastWarning = 0
+
+  const handshakeFailed = (remote: string, error: HandshakeError) =>
+    Effect.gen(function* () {
+      counters.handshakeFailures++
+      yield* publish({ _tag: "HandshakeFailed", remote, reason: error.reason })
+      const now = yield* Clock.currentTimeMillis
+      if (now - lastWarningAt >= HANDSHAKE_WARNING_INTERVAL_MS) {
+        yield* Effect.logWarning("mesh handshake refused").pipe(
+          Effect.annotateLogs({
+            remote,
+            reason: error.message,
+            handshake_failures: counters.handshakeFailures,
+            since_last_warning: counters.handshakeFailures - failuresAtLastWarning
+          })
+        )
+        lastWarningAt = now
+        failuresAtLastWarning = counters.handshakeFailures
+      } else {
+        yield* Effect.logDebug("mesh handshake refused").pipe(
+          Effect.annotateLogs({ remote, reason: error.message })
+        )
+      }
+    })
+
+  return (connection: Connection): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      const remote = connection.remoteAddress._tag === "Some" ? connection.remoteAddress.value : "unknown"
+      const decoder = new FrameDecoder()
+      const hello = yield* Deferred.make<string>()
+      let peer: string | undefined
+      let batch: Array<Decoded> = []
+      const collect = (tag: number, payload: Uint8Array) => {
+        batch.push(Frame.decodePayload(tag, payload))
+      }
+
+      const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> => {
+        const failure = decoder.push(chunk, collect)
+        const frames = batch
+        batch = []
+        return Effect.gen(function* () {
+          for (const decoded of frames) {
+            if (peer === undefined) {
+              peer = yield* accept(decoded)
+              yield* Deferred.succeed(hello, peer)
+              continue
+            }
+            if (Either.isLeft(decoded)) {
+              counters.invalid++
+              const error = decoded.left
+              yield* publish({ _tag: "InvalidFrame", from: peer, tag: error.tag, detail: error.detail })
+              yield* Effect.logDebug("skipped an invalid frame").pipe(
+                Effect.annotateLogs({ peer, reason: error.message })
+              )
+              continue
+            }
+            const frame = decoded.right
+            if (frame._tag === "Unknown") {
+              counters.unknown++
+              continue
+            }
+            counters.received++
+            yield* apply(peer, frame)
+          }
+          if (peer !== undefined && frames.length > 0) yield* liveness.heard(peer)
+          if (failure !== undefined) return yield* failure
+        })
+      }
+
+      const accept = (decoded: Decoded) => {
+        if (Either.isLeft(decoded)) {
+          return Effect.fail(new HandshakeError({ reason: "InvalidHello", detail: decoded.left.detail }))
+        }
+        const frame = decoded.right
+        if (frame._tag !== "Hello") return Effect.fail(new HandshakeError({ reason: "NotHello" }))
+        return Either.match(Handshake.verify(frame, options.secret), {
+          onLeft: Effect.fail,
+          onRight: (serverId) =>
+            Effect.as(
+              Effect.logDebug("mesh peer authenticated").pipe(
+                Effect.annotateLogs({ remote, peer: serverId })
+              ),
+              serverId
+            )
+        })
+      }
+
+      const read = Stream.runForEach(connection.chunks, onChunk).pipe(
+        Effect.zipRight(
+          Effect.suspend((): Effect.Effect<void, FramingError | HandshakeError> => {
+            const failure = decoder.end()
+            if (failure !== undefined) return Effect.fail(failure)
+            return peer === undefined ? Effect.fail(new HandshakeError({ reason: "Closed" })) : Effect.void
+          })
+        )
+      )
+      const deadline = Deferred.await(hello).pipe(
+        Effect.timeoutFail({
+          duration: options.handshakeTimeout,
+          onTimeout: () => new HandshakeError({ reason: "Timeout" })
+        }),
+        Effect.zipRight(Effect.never)
+      )
+
+      yield* Effect.raceFirst(read, deadline).pipe(
+        Effect.catchTags({
+          HandshakeError: (error) => handshakeFailed(remote, error),
+          FramingError: (error) =>
+            Effect.logWarning("closing a mesh connection: bad framing").pipe(
+              Effect.annotateLogs({ remote, peer: peer ?? "unauthenticated", reason: error.message })
+            ),
+          TransportError: (error: TransportError) =>
+            Effect.logDebug("inbound mesh connection broke").pipe(
+              Effect.annotateLogs({ remote, peer: peer ?? "unauthenticated", reason: error.message })
+            )
+        }),
+        Effect.catchAllCause((cause) => Effect.logError("inbound mesh connection failed", cause))
+      )
+    }).pipe(Effect.annotateLogs({ module: "Listener" }))
+}
+
+/**
+ * Binds the listener for the life of the scope and returns the bound port.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: ListenerOptions
+): Effect.Effect<number, TransportError, Scope.Scope | Transport> =>
+  Effect.flatMap(Transport, (transport) =>
+    transport.listen({ host: options.host, port: options.port }, makeHandler(options))
+  )

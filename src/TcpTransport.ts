@@ -1,0 +1,157 @@
+/**
+ * The TCP transport (spec "Topology"): `@effect/platform-node`'s socket server for listening, plain
+ * `node:net` connections for dialling, and `NodeStream.fromReadable` for reading, so that a slow
+ * reader back-pressures the socket instead of buffering without bound.
+ *
+ * Every dial resolves the hostname again, so a peer whose IP moved is picked up without a DNS refresh
+ * loop; no-delay is on, since the mesh carries small latency-bound frames and coalesces its own writes.
+ *
+ * @since 0.1.0
+ */
+import * as Net from "node:net"
+import { NodeSocket, NodeSocketServer, NodeStream } from "@effect/platform-node"
+import { Duration, Effect, Layer, Option, type Scope } from "effect"
+import { TransportError } from "./MeshError.js"
+import { type Connection, Transport, type TransportShape } from "./Transport.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface TcpOptions {
+  /** How long a dial may take before it counts as failed. Default 5 seconds. */
+  readonly connectTimeout?: Duration.DurationInput
+}
+
+const fromSocket = (socket: Net.Socket, address: string): Connection => ({
+  remoteAddress: Option.fromNullable(socket.remoteAddress),
+  chunks: NodeStream.fromReadable<TransportError, Uint8Array>(
+    () => socket,
+    (cause) => new TransportError({ reason: "Read", address, cause }),
+    { closeOnDone: false }
+  ),
+  write: (bytes) =>
+    Effect.async<void, TransportError>((resume) => {
+      if (socket.destroyed || !socket.writable) {
+        resume(Effect.fail(new TransportError({ reason: "Closed", address })))
+        return
+      }
+      if (socket.write(bytes)) {
+        resume(Effect.void)
+        return
+      }
+      // The socket's buffer is over its high-water mark: wait for it to drain, or for the end.
+      const cleanup = () => {
+        socket.off("drain", onDrain)
+        socket.off("close", onClose)
+      }
+      const onDrain = () => {
+        cleanup()
+        resume(Effect.void)
+      }
+      const onClose = () => {
+        cleanup()
+        resume(Effect.fail(new TransportError({ reason: "Write", address })))
+      }
+      socket.on("drain", onDrain)
+      socket.on("close", onClose)
+      return Effect.sync(cleanup)
+    })
+})
+
+const destroy = (socket: Net.Socket) =>
+  Effect.sync(() => {
+    if (!socket.destroyed) socket.destroy()
+  })
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: TcpOptions = {}): TransportShape => {
+  const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
+
+  const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> => {
+    const address = `${host}:${port}`
+    return Effect.acquireRelease(
+      Effect.async<Net.Socket, TransportError>((resume) => {
+        const socket = Net.createConnection({ host, port, noDelay: true })
+        // A permanent listener: an 'error' with none would crash the process.
+        socket.on("error", () => {})
+        const onConnect = () => {
+          socket.off("error", onError)
+          resume(Effect.succeed(socket))
+        }
+        const onError = (cause: Error) => {
+          socket.off("connect", onConnect)
+          socket.destroy()
+          resume(Effect.fail(new TransportError({ reason: "Dial", address, cause })))
+        }
+        socket.once("connect", onConnect)
+        socket.once("error", onError)
+        return Effect.sync(() => socket.destroy())
+      }).pipe(
+        Effect.timeoutFail({
+          duration: connectTimeout,
+          onTimeout: () =>
+            new TransportError({ reason: "Dial", address, cause: new Error("connect timed out") })
+        })
+      ),
+      destroy
+    ).pipe(Effect.map((socket) => fromSocket(socket, address)))
+  }
+
+  const listen: TransportShape["listen"] = (listenOptions, onConnection) =>
+    Effect.gen(function* () {
+      const server = yield* NodeSocketServer.make({
+        host: listenOptions.host,
+        port: listenOptions.port
+      }).pipe(
+        Effect.mapError(
+          (cause) =>
+            new TransportError({
+              reason: "Listen",
+              address: `${listenOptions.host}:${listenOptions.port}`,
+              cause: cause.cause
+            })
+        )
+      )
+      const port = server.address._tag === "TcpAddress" ? server.address.port : listenOptions.port
+      yield* server
+        .run(() =>
+          Effect.flatMap(
+            Effect.serviceOption(NodeSocket.NetSocket),
+            Option.match({
+              onNone: () => Effect.void,
+              onSome: (socket) =>
+                Effect.acquireUseRelease(
+                  Effect.succeed(socket),
+                  (socket) => {
+                    socket.setNoDelay(true)
+                    return onConnection(
+                      fromSocket(socket, `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`)
+                    )
+                  },
+                  destroy
+                )
+            })
+          )
+        )
+        .pipe(
+          Effect.catchAllCause((cause) => Effect.logError("mesh listener stopped", cause)),
+          Effect.forkScoped
+        )
+      return port
+    })
+
+  return { dial, listen }
+}
+
+/**
+ * TCP over `node:net`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: TcpOptions = {}): Layer.Layer<Transport> =>
+  Layer.sync(Transport, () => make(options))

@@ -1,0 +1,67 @@
+/**
+ * The seam between the mesh and the network: something that can listen on a port and dial a
+ * `host:port`, giving byte streams (spec "Topology"). The mesh ships a TCP transport
+ * (`TcpTransport.layer`) and an in-memory one for deterministic tests (`MemoryTransport.layer`); a
+ * user can provide any other, for example one tunnelled through their own network layer.
+ *
+ * @since 0.1.0
+ */
+import { Context, type Effect, type Option, type Scope, type Stream } from "effect"
+import type { TransportError } from "./MeshError.js"
+
+/**
+ * One established connection. The mesh uses each connection one way only (spec "Topology"): it
+ * writes on connections it dialled and reads from connections it accepted.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Connection {
+  /** The remote IP, where the transport knows it (the "resolved IP" of the stats). */
+  readonly remoteAddress: Option.Option<string>
+  /**
+   * The bytes from the peer in order. Pulling applies back-pressure; the stream ends when the peer
+   * closes its side and fails when the connection breaks.
+   */
+  readonly chunks: Stream.Stream<Uint8Array, TransportError>
+  /**
+   * Writes bytes. Completes once the transport has taken them; suspends while the peer does not read
+   * and the transport's own buffer is full.
+   */
+  readonly write: (bytes: Uint8Array) => Effect.Effect<void, TransportError>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListenOptions {
+  readonly host: string
+  /** 0 asks for an ephemeral port. */
+  readonly port: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransportShape {
+  /**
+   * Listens until the scope closes. Each accepted connection is handed to `onConnection` in a fiber of
+   * its own, and closed when that fiber ends or the scope closes. Returns the bound port.
+   */
+  readonly listen: (
+    options: ListenOptions,
+    onConnection: (connection: Connection) => Effect.Effect<void>
+  ) => Effect.Effect<number, TransportError, Scope.Scope>
+  /**
+   * Dials `host:port`, resolving `host` afresh on every call. The connection closes with the scope.
+   */
+  readonly dial: (host: string, port: number) => Effect.Effect<Connection, TransportError, Scope.Scope>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Transport extends Context.Tag("queen-mesh/Transport")<Transport, TransportShape>() {}

@@ -1,0 +1,214 @@
+/**
+ * Waking parked pops (spec "The frame set", tags 1 and 2). `Waker` is what the mesh calls for every
+ * received wake; a host injects its own, or uses the shipped `LocalWaker`, a real parked-pop registry.
+ *
+ * The tenant rule: an **absent** tenant comes from a peer that predates tenant scoping and fans out to
+ * every tenant with pops parked on that queue name; attributing it to the default tenant would drop the
+ * wake for everyone else. With tenancy off no other tenant can exist, so an absent tenant names the
+ * default tenant and the lookup is one hash probe.
+ *
+ * @since 0.1.0
+ */
+import { Context, Deferred, type Duration, Effect, Layer, Option } from "effect"
+import type { QueueItem } from "./Frame.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface WakerShape {
+  /** Wake the pops parked on `item`'s queue (and tenant), and note the partition hint. */
+  readonly wake: (item: QueueItem) => Effect.Effect<void>
+}
+
+/**
+ * The host's waker, as the mesh sees it.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Waker extends Context.Tag("queen-mesh/Waker")<Waker, WakerShape>() {}
+
+/**
+ * What a parked pop is waiting on.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WaitTarget {
+  readonly queue: string
+  readonly tenant: Option.Option<string>
+}
+
+/**
+ * How a parked pop ended: woken by a hint, or its own backoff elapsed (the fallback when a hint is lost).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WakeOutcome = "woken" | "timeout"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LocalWakerShape extends WakerShape {
+  /** Parks the calling fiber until a wake for `target` arrives or `maxWait` elapses. */
+  readonly awaitWake: (
+    target: WaitTarget,
+    options: { readonly maxWait: Duration.DurationInput }
+  ) => Effect.Effect<WakeOutcome>
+  /** How many pops are parked now, in all. */
+  readonly parked: Effect.Effect<number>
+  /** Takes (and clears) the partitions hinted for `target` since the last call. */
+  readonly takePartitionHints: (target: WaitTarget) => Effect.Effect<ReadonlyArray<string>>
+}
+
+/**
+ * The shipped in-memory waker: a registry of parked pops.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class LocalWaker extends Context.Tag("queen-mesh/LocalWaker")<LocalWaker, LocalWakerShape>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LocalWakerOptions {
+  /** Whether tenants other than the default exist. Default true. */
+  readonly tenancy?: boolean
+  /** The default tenant's name. Default `"default"`. */
+  readonly defaultTenant?: string
+  /** Distinct `(tenant, queue)` keys of partition hints kept before new ones are ignored. Default 10,000. */
+  readonly maxHintKeys?: number
+  /** Partitions kept per key. Default 1,000. */
+  readonly maxHintsPerKey?: number
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerShape> =>
+  Effect.sync(() => {
+    const tenancy = options.tenancy ?? true
+    const defaultTenant = options.defaultTenant ?? "default"
+    const maxHintKeys = options.maxHintKeys ?? 10_000
+    const maxHintsPerKey = options.maxHintsPerKey ?? 1_000
+    // queue -> tenant -> parked pops
+    const parked = new Map<string, Map<string, Set<Deferred.Deferred<void>>>>()
+    const hints = new Map<string, Set<string>>()
+    let parkedCount = 0
+
+    const tenantKey = (tenant: Option.Option<string>) =>
+      Option.isSome(tenant) ? tenant.value : defaultTenant
+    const hintKey = (queue: string, tenant: string) => `${tenant}\u0000${queue}`
+
+    const release = (waiters: Set<Deferred.Deferred<void>> | undefined) => {
+      if (waiters === undefined) return
+      for (const waiter of waiters) Deferred.unsafeDone(waiter, Effect.void)
+    }
+
+    const recordHint = (queue: string, tenant: string, partition: string) => {
+      const key = hintKey(queue, tenant)
+      let set = hints.get(key)
+      if (set === undefined) {
+        if (hints.size >= maxHintKeys) return
+        set = new Set()
+        hints.set(key, set)
+      }
+      if (set.size < maxHintsPerKey) set.add(partition)
+    }
+
+    const wake = (item: QueueItem): Effect.Effect<void> =>
+      Effect.sync(() => {
+        const byTenant = parked.get(item.queue)
+        if (Option.isSome(item.tenant) || !tenancy) {
+          const tenant = tenantKey(item.tenant)
+          recordHint(item.queue, tenant, item.partition)
+          release(byTenant?.get(tenant))
+          return
+        }
+        // Absent tenant with tenancy on: every tenant with pops parked on this queue name.
+        if (byTenant === undefined) return
+        for (const [tenant, waiters] of byTenant) {
+          recordHint(item.queue, tenant, item.partition)
+          release(waiters)
+        }
+      })
+
+    const awaitWake: LocalWakerShape["awaitWake"] = (target, { maxWait }) =>
+      Effect.flatMap(Deferred.make<void>(), (waiter) => {
+        const tenant = tenantKey(target.tenant)
+        const register = Effect.sync(() => {
+          let byTenant = parked.get(target.queue)
+          if (byTenant === undefined) {
+            byTenant = new Map()
+            parked.set(target.queue, byTenant)
+          }
+          let waiters = byTenant.get(tenant)
+          if (waiters === undefined) {
+            waiters = new Set()
+            byTenant.set(tenant, waiters)
+          }
+          waiters.add(waiter)
+          parkedCount++
+        })
+        const unregister = Effect.sync(() => {
+          const byTenant = parked.get(target.queue)
+          const waiters = byTenant?.get(tenant)
+          if (waiters === undefined || !waiters.delete(waiter)) return
+          parkedCount--
+          if (waiters.size === 0) byTenant!.delete(tenant)
+          if (byTenant!.size === 0) parked.delete(target.queue)
+        })
+        return Effect.acquireUseRelease(
+          register,
+          () =>
+            Deferred.await(waiter).pipe(
+              Effect.as<WakeOutcome>("woken"),
+              Effect.timeoutTo({
+                duration: maxWait,
+                onTimeout: (): WakeOutcome => "timeout",
+                onSuccess: (o) => o
+              })
+            ),
+          () => unregister
+        )
+      })
+
+    return {
+      wake,
+      awaitWake,
+      parked: Effect.sync(() => parkedCount),
+      takePartitionHints: (target) =>
+        Effect.sync(() => {
+          const key = hintKey(target.queue, tenantKey(target.tenant))
+          const set = hints.get(key)
+          hints.delete(key)
+          return set === undefined ? [] : [...set]
+        })
+    }
+  })
+
+/**
+ * The shipped parked-pop registry, provided both as `LocalWaker` (for the host's pops) and as the
+ * `Waker` the mesh calls.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerLocal = (options: LocalWakerOptions = {}): Layer.Layer<LocalWaker | Waker> =>
+  Layer.effectContext(
+    Effect.map(makeLocal(options), (local) => Context.make(LocalWaker, local).pipe(Context.add(Waker, local)))
+  )
+
+/**
+ * A waker that does nothing, for hosts that only want the mesh's other effects.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerNoop: Layer.Layer<Waker> = Layer.succeed(Waker, { wake: () => Effect.void })
