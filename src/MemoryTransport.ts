@@ -147,6 +147,8 @@ export const make = Effect.gen(function* () {
                 )
               ).pipe(Effect.mapError((e) => (e instanceof TransportError ? Option.some(e) : e)))
             )
+        // A reader stopped while it waited holds on to what it took, as a process that stops reading would.
+        if (gate !== undefined) yield* gate.await
         const now = yield* Clock.currentTimeMillis
         if (item.at > now) yield* Effect.sleep(Duration.millis(item.at - now))
         return item.bytes

@@ -241,9 +241,12 @@ export const make: Effect.Effect<
           )
   })
 
-  // Hot-list marks, coalesced per flush window.
+  // Hot-list marks, coalesced per flush window. The flush fiber sleeps on `hotMarked` while nothing is
+  // pending, so an idle mesh has no timer running.
   const pendingHot = new Map<string, Frame.QueueItem>()
+  const hotMarked = yield* Effect.makeLatch(false)
   const flushHot = Effect.suspend(() => {
+    hotMarked.unsafeClose()
     if (pendingHot.size === 0) return Effect.void
     const items = [...pendingHot.values()]
     pendingHot.clear()
@@ -276,8 +279,9 @@ export const make: Effect.Effect<
         ),
       { discard: true }
     )
-    yield* flushHot.pipe(
-      Effect.delay(config.hotlistFlushWindow),
+    yield* hotMarked.await.pipe(
+      Effect.zipRight(Effect.sleep(config.hotlistFlushWindow)),
+      Effect.zipRight(flushHot),
       Effect.forever,
       Effect.annotateLogs({ module: "HotListFlush" }),
       Effect.forkScoped
@@ -316,7 +320,12 @@ export const make: Effect.Effect<
         port: link.peer.port,
         connected: link.connected,
         resolved: Option.isSome(link.resolvedIp),
-        resolved_ip: Option.getOrNull(link.resolvedIp)
+        resolved_ip: Option.getOrNull(link.resolvedIp),
+        // A negative size counts a waiting taker: the writer idles on an empty queue.
+        queued: Math.max(
+          0,
+          Option.getOrElse(link.queue.unsafeSize(), () => 0)
+        )
       })),
       servers_alive: alive,
       servers_dead: dead,
@@ -359,6 +368,7 @@ export const make: Effect.Effect<
         Effect.suspend(() => {
           if (links.length === 0) return Effect.void
           pendingHot.set(HotList.itemKey(item), item)
+          hotMarked.unsafeOpen()
           return pendingHot.size >= HOTLIST_FLUSH_AT ? flushHot : Effect.void
         })
     })

@@ -41,6 +41,8 @@ export interface PeerStats {
   /** Whether the host has ever resolved to an address we connected to. */
   readonly resolved: boolean
   readonly resolved_ip: string | null
+  /** Frames waiting in the peer's bounded send queue. */
+  readonly queued: number
 }
 
 /**

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, Scope, SubscriptionRef } from "effect"
+import { Duration, Effect, Exit, Fiber, Option, Scope, SubscriptionRef } from "effect"
 import { allConnected, eventually, freePort, hearsFrom, type Node, tcpNode } from "./fixtures/cluster.js"
 
 const cluster = (secrets: readonly [string, string, string] = ["s3cr3t", "s3cr3t", "s3cr3t"]) =>
@@ -19,7 +19,25 @@ const cluster = (secrets: readonly [string, string, string] = ["s3cr3t", "s3cr3t
     return { nodes, ports }
   })
 
+const tcpHandles = () =>
+  process.getActiveResourcesInfo().filter((r) => r === "TCPServerWrap" || r === "TCPSocketWrap").length
+
 describe("Mesh over loopback TCP", () => {
+  it.scopedLive("closing the scope closes the listeners and every connection", () =>
+    Effect.gen(function* () {
+      // First in this file, so no earlier test's sockets are still closing.
+      const before = tcpHandles()
+      const scope = yield* Scope.make()
+      const { nodes } = yield* Scope.extend(cluster(), scope)
+      for (const node of nodes) yield* eventually(allConnected(node))
+      for (const node of nodes) yield* eventually(hearsFrom(node, 2))
+      // Three listeners and, between three nodes, six connections seen from both ends.
+      assert.strictEqual(tcpHandles() - before, 3 + 12)
+      yield* Scope.close(scope, Exit.void)
+      yield* eventually(Effect.sync(() => tcpHandles() <= before))
+    })
+  )
+
   it.scopedLive("a push on A wakes pops parked on B and on C", () =>
     Effect.gen(function* () {
       const { nodes } = yield* cluster()
@@ -108,6 +126,27 @@ describe("Mesh over loopback TCP", () => {
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))
       yield* a.mesh.messageAvailable({ queue: "q", partition: "p" })
       assert.strictEqual(yield* Fiber.join(parked), "woken")
+    })
+  )
+
+  it.scopedLive("counters add up over TCP: sent on A = received on B", () =>
+    Effect.gen(function* () {
+      const portA = yield* freePort
+      const portB = yield* freePort
+      const slow = { heartbeatInterval: Duration.hours(1) }
+      const b = yield* tcpNode({ serverId: "node-b", port: portB, peers: [portA], config: slow })
+      const a = yield* tcpNode({ serverId: "node-a", port: portA, peers: [portB], config: slow })
+      yield* eventually(allConnected(a))
+      yield* eventually(hearsFrom(b, 1))
+      for (let i = 0; i < 5000; i++) {
+        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i % 7), tenant: "t" })
+        // Paced below the 1024-frame queue, so that nothing is dropped.
+        if (i % 500 === 499)
+          yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.peers[0]!.queued === 0))
+      }
+      yield* eventually(Effect.map(b.mesh.stats, (s) => s.enabled && s.messages_received === 5000))
+      const sent = yield* a.mesh.stats
+      assert.isTrue(sent.enabled && sent.messages_dropped === 0 && sent.messages_sent === 5000)
     })
   )
 })

@@ -1,0 +1,152 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import * as Frame from "../src/Frame.js"
+import * as Handshake from "../src/Handshake.js"
+import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
+import { memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
+
+const active = (stats: MeshStats): ActiveStats => {
+  if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
+  return stats
+}
+
+const hello = (serverId: string, secret: string) =>
+  Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(secret), "00112233445566778899aabbccddeeff"))
+
+const wake = (queue: string) =>
+  Frame.encode({ _tag: "MessageAvailable", ...Frame.queueItem({ queue, partition: "p" }) })
+
+const rawFrame = (tag: number, json: string) => {
+  const payload = Buffer.from(json)
+  const out = Buffer.alloc(5 + payload.length)
+  out.writeUInt32BE(1 + payload.length, 0)
+  out[4] = tag
+  payload.copy(out, 5)
+  return out
+}
+
+/** A mesh node on port 7100 whose only peer is an address nobody listens on, plus a raw client. */
+const setup = Effect.gen(function* () {
+  const { network, transport, transportLayer } = yield* memoryNetwork
+  const node = yield* memoryNode(transportLayer, { serverId: "node", port: 7100, peers: [7199] })
+  yield* settle
+  return { network, transport, node }
+})
+
+describe("Listener", () => {
+  it.scoped("accepts a verified HELLO, then applies frames and refreshes liveness", () =>
+    Effect.gen(function* () {
+      const { transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      const parked = yield* Effect.fork(
+        node.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 hour" })
+      )
+      yield* settleUntil(Effect.map(node.waker.parked, (n) => n === 1))
+      yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), wake("q")]))
+      assert.strictEqual(yield* Fiber.join(parked), "woken")
+      const stats = active(yield* node.mesh.stats)
+      assert.include(stats, { servers_alive: 1, messages_received: 1, handshake_failures: 0 })
+    })
+  )
+
+  it.scoped("a wrong MAC is refused and counted, and nothing after it is applied", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      yield* connection.write(
+        Buffer.concat([
+          hello("intruder", "wrong"),
+          Frame.encode({ _tag: "MaintenanceModeSet", enabled: true })
+        ])
+      )
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 1))
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+      const stats = active(yield* node.mesh.stats)
+      assert.include(stats, { maintenance_mode: false, messages_received: 0, servers_alive: 0 })
+    })
+  )
+
+  it.scoped("a first frame that is not a HELLO is refused", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      yield* connection.write(wake("q"))
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 1))
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+    })
+  )
+
+  it.scoped("no HELLO within the handshake timeout closes the connection", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      yield* transport.dial("127.0.0.1", 7100)
+      yield* settle
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      assert.strictEqual(yield* network.openConnections(7100), 1)
+      assert.strictEqual(active(yield* node.mesh.stats).handshake_failures, 0)
+      yield* TestClock.adjust("1 millis")
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+      assert.strictEqual(active(yield* node.mesh.stats).handshake_failures, 1)
+    })
+  )
+
+  it.scoped("an invalid payload is counted and skipped, an unknown tag skipped, the link stays open", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      yield* connection.write(
+        Buffer.concat([
+          hello("peer", "s3cr3t"),
+          rawFrame(Frame.Tag.MESSAGE_AVAILABLE, '{"queue":"","partition":"p"}'),
+          rawFrame(Frame.Tag.MESSAGE_AVAILABLE, "not json"),
+          rawFrame(99, '{"future":true}'),
+          Frame.encode({ _tag: "MaintenanceModeSet", enabled: true })
+        ])
+      )
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).maintenance_mode))
+      const stats = active(yield* node.mesh.stats)
+      assert.include(stats, { frames_invalid: 2, frames_unknown: 1, messages_received: 1 })
+      assert.strictEqual(yield* network.openConnections(7100), 1)
+    })
+  )
+
+  it.scoped("a framing error closes only that connection", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const good = yield* transport.dial("127.0.0.1", 7100)
+      yield* good.write(hello("good", "s3cr3t"))
+      const bad = yield* transport.dial("127.0.0.1", 7100)
+      const oversized = Buffer.alloc(4)
+      oversized.writeUInt32BE(16 * 1024 * 1024 + 1, 0)
+      yield* bad.write(Buffer.concat([hello("bad", "s3cr3t"), oversized]))
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 1))
+      yield* good.write(Frame.encode({ _tag: "PopMaintenanceModeSet", enabled: true }))
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).pop_maintenance_mode))
+    })
+  )
+
+  it.scoped("the stream ending inside a frame closes the connection; inbound links are never written", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const bytesBack = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const connection = yield* transport.dial("127.0.0.1", 7100)
+          const back = yield* connection.chunks.pipe(
+            Stream.runFold(0, (n, chunk) => n + chunk.length),
+            Effect.either,
+            Effect.fork
+          )
+          yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), wake("q").subarray(0, 7)]))
+          yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).servers_alive === 1))
+          return back
+        })
+      )
+      // The client closed with half a frame sent: the listener drops the connection.
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+      const back = yield* Fiber.join(bytesBack)
+      assert.isTrue(back._tag === "Left" || back.right === 0, "the listener wrote on an inbound link")
+      assert.strictEqual(active(yield* node.mesh.stats).messages_received, 0)
+    })
+  )
+})
