@@ -1,0 +1,65 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Either, FastCheck as fc } from "effect"
+import * as Frame from "../src/Frame.js"
+
+// Values shaped like payloads, with every field sometimes missing, null, empty or of the wrong type.
+const field = fc.oneof(
+  fc.string({ maxLength: 6 }),
+  fc.constant(""),
+  fc.constant(null),
+  fc.integer(),
+  fc.boolean(),
+  fc.constant([]),
+  fc.constant({})
+)
+const itemLike = fc.record(
+  { queue: field, partition: field, tenant: field, extra: field },
+  { requiredKeys: [] }
+)
+const payloadLike = fc.oneof(
+  itemLike,
+  fc.record({ items: fc.oneof(fc.array(itemLike, { maxLength: 4 }), field) }, { requiredKeys: [] }),
+  fc.record({ enabled: field }, { requiredKeys: [] }),
+  fc.record({ server_id: field, nonce: field, mac: field }, { requiredKeys: [] }),
+  fc.jsonValue({ maxDepth: 3 })
+)
+
+describe("Frame quick decoders", () => {
+  it.prop(
+    "accept exactly what the Schemas accept, and build the same frames",
+    [fc.constantFrom(...Object.values(Frame.Tag)), payloadLike],
+    ([tag, payload]) => {
+      // Through JSON, as on the wire.
+      const json: unknown = JSON.parse(JSON.stringify(payload))
+      const quick = Frame.quickDecoders[tag]!(json)
+      const schema = Frame.schemaDecoders[tag]!(json)
+      if (quick !== undefined) {
+        assert.isTrue(Either.isRight(schema), "the quick path accepted what the Schema rejects")
+        assert.deepStrictEqual(quick, Either.getOrThrow(schema))
+      }
+      // When the quick path declines, decodePayload defers to the Schema, so the verdicts agree.
+      const decoded = Frame.decodePayload(tag, Buffer.from(JSON.stringify(payload)))
+      assert.strictEqual(Either.isRight(decoded), Either.isRight(schema))
+    },
+    { fastCheck: { numRuns: 3000 } }
+  )
+
+  it("take every well-formed payload without falling back to the Schema", () => {
+    const item = Frame.queueItem({ queue: "q", partition: "p", tenant: "t" })
+    const frames: ReadonlyArray<Frame.Frame> = [
+      { _tag: "MessageAvailable", ...item },
+      { _tag: "MessageAvailableBatch", items: [item, Frame.queueItem({ queue: "r", partition: "" })] },
+      Frame.heartbeat("id"),
+      { _tag: "Hello", server_id: "s", nonce: "n", mac: "" },
+      { _tag: "HotlistDirtyBatch", items: [item] },
+      { _tag: "QueueConfigSet", ...Frame.queueRef({ queue: "q" }) },
+      { _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: "t" }) },
+      { _tag: "MaintenanceModeSet", enabled: true },
+      { _tag: "PopMaintenanceModeSet", enabled: false }
+    ]
+    for (const frame of frames) {
+      const json: unknown = JSON.parse(JSON.stringify(Frame.payloadOf(frame) ?? {}))
+      assert.deepStrictEqual(Frame.quickDecoders[Frame.tagOf(frame)]!(json), frame)
+    }
+  })
+})
