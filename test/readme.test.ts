@@ -1,0 +1,78 @@
+/**
+ * The README's examples, run as written (bar the environment and the runtime), so the docs keep
+ * matching the code.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Fiber, Layer, Option } from "effect"
+import {
+  Frame,
+  FrameDecoder,
+  HotList,
+  MaintenanceFlags,
+  Mesh,
+  MeshConfig,
+  QueueConfigCache,
+  TcpTransport,
+  Waker
+} from "../src/index.js"
+
+describe("README", () => {
+  it.scoped("the Effect example wakes its own consumer", () =>
+    Effect.gen(function* () {
+      const mesh = yield* Mesh.Mesh
+      const waker = yield* Waker.LocalWaker
+      const consumer = yield* Effect.fork(
+        waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "5 seconds" })
+      )
+      yield* Effect.yieldNow()
+      yield* mesh.messageAvailable({ queue: "orders", partition: "p-1", tenant: "acme" })
+      assert.strictEqual(yield* Fiber.join(consumer), "woken")
+      assert.isFalse((yield* mesh.stats).enabled)
+    }).pipe(Effect.provide(Mesh.layerLocal().pipe(Layer.provide(MeshConfig.layer({ peers: [] })))))
+  )
+
+  it.scoped("a custom waker composes with the shipped services", () =>
+    Effect.gen(function* () {
+      const woken: Array<string> = []
+      const MyWaker = Layer.succeed(Waker.Waker, {
+        wake: (item) => Effect.sync(() => woken.push(item.queue))
+      })
+      const mesh = Mesh.layer.pipe(
+        Layer.provide(
+          Layer.mergeAll(
+            MyWaker,
+            QueueConfigCache.layerMemory(),
+            HotList.layerMemory(),
+            MaintenanceFlags.layer()
+          )
+        ),
+        Layer.provide(TcpTransport.layer()),
+        Layer.provide(MeshConfig.layer({ peers: [] }))
+      )
+      yield* Effect.flatMap(Mesh.Mesh, (m) => m.messageAvailable({ queue: "orders", partition: "p" })).pipe(
+        Effect.provide(mesh)
+      )
+      assert.deepStrictEqual(woken, ["orders"])
+    })
+  )
+
+  it("the codec example", () => {
+    const bytes = Frame.encode({
+      _tag: "MessageAvailable",
+      ...Frame.queueItem({ queue: "orders", partition: "p-1" })
+    })
+    assert.strictEqual(Buffer.from(bytes.subarray(0, 5)).toString("hex"), "0000002501")
+    assert.strictEqual(Buffer.from(bytes.subarray(5)).toString(), '{"queue":"orders","partition":"p-1"}')
+    const decoder = new FrameDecoder.FrameDecoder()
+    const frames: Array<Frame.Frame | Frame.UnknownFrame> = []
+    const failure = decoder.push(bytes, (tag, payload) => {
+      const frame = Frame.decodePayload(tag, payload)
+      if (Either.isRight(frame)) frames.push(frame.right)
+    })
+    assert.isUndefined(failure)
+    assert.isUndefined(decoder.end())
+    assert.deepStrictEqual(frames, [
+      { _tag: "MessageAvailable", queue: "orders", partition: "p-1", tenant: Option.none() }
+    ])
+  })
+})
