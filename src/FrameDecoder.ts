@@ -27,6 +27,16 @@ export type OnFrame = (tag: number, payload: Uint8Array) => void
  * @category models
  */
 export class FrameDecoder {
+  /**
+   * The largest length prefix accepted; at most the spec's 16 MiB cap. A listener lowers it until the
+   * peer has authenticated, so an unauthenticated connection cannot make it reserve a large buffer.
+   */
+  maxFrameLength: number
+
+  constructor(options: { readonly maxFrameLength?: number } = {}) {
+    this.maxFrameLength = Math.min(options.maxFrameLength ?? MAX_FRAME_LENGTH, MAX_FRAME_LENGTH)
+  }
+
   /** The partial length prefix, when a chunk ended inside it. */
   private readonly header = new Uint8Array(LENGTH_PREFIX_BYTES)
   private headerFilled = 0
@@ -76,7 +86,7 @@ export class FrameDecoder {
         length = readU32(this.header, 0)
       }
       if (length === 0) return this.fail("EmptyFrame", length)
-      if (length > MAX_FRAME_LENGTH) return this.fail("FrameTooLarge", length)
+      if (length > this.maxFrameLength) return this.fail("FrameTooLarge", length)
       if (end - offset >= length) {
         // The whole frame is in this chunk: hand on a view, no copy.
         onFrame(chunk[offset]!, chunk.subarray(offset + 1, offset + length))
@@ -114,4 +124,5 @@ const readU32 = (bytes: Uint8Array, at: number): number =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (): FrameDecoder => new FrameDecoder()
+export const make = (options: { readonly maxFrameLength?: number } = {}): FrameDecoder =>
+  new FrameDecoder(options)

@@ -36,6 +36,9 @@ export interface ListenerOptions {
 
 type Decoded = Either.Either<Frame.Frame | Frame.UnknownFrame, FrameDecodeError>
 
+/** The largest frame accepted before the HELLO verifies: a HELLO is a few hundred bytes. */
+const HELLO_MAX_LENGTH = 64 * 1024
+
 /** How often, at most, a rising handshake-failure count is logged at warning level. */
 const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
 
@@ -77,25 +80,56 @@ export const makeHandler = (options: ListenerOptions) => {
   return (connection: Connection): Effect.Effect<void> =>
     Effect.gen(function* () {
       const remote = connection.remoteAddress._tag === "Some" ? connection.remoteAddress.value : "unknown"
-      const decoder = new FrameDecoder()
+      // Until the HELLO verifies, no frame may be larger than a HELLO could be.
+      const decoder = new FrameDecoder({ maxFrameLength: HELLO_MAX_LENGTH })
       const hello = yield* Deferred.make<string>()
       let peer: string | undefined
+      let refused: HandshakeError | undefined
       let batch: Array<Decoded> = []
+
+      // Runs inside the decoder, so the HELLO is judged before the next frame's length is read.
       const collect = (tag: number, payload: Uint8Array) => {
-        batch.push(Frame.decodePayload(tag, payload))
+        if (refused !== undefined) return
+        const decoded = Frame.decodePayload(tag, payload)
+        if (peer !== undefined) {
+          batch.push(decoded)
+          return
+        }
+        const verdict = authenticate(decoded)
+        if (Either.isLeft(verdict)) {
+          refused = verdict.left
+          return
+        }
+        peer = verdict.right
+        decoder.maxFrameLength = Frame.MAX_FRAME_LENGTH
+      }
+
+      const authenticate = (decoded: Decoded): Either.Either<string, HandshakeError> => {
+        if (Either.isLeft(decoded)) {
+          return Either.left(new HandshakeError({ reason: "InvalidHello", detail: decoded.left.detail }))
+        }
+        const frame = decoded.right
+        if (frame._tag !== "Hello") return Either.left(new HandshakeError({ reason: "NotHello" }))
+        return Handshake.verify(frame, options.secret)
       }
 
       const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> => {
+        const wasAuthenticated = peer !== undefined
         const failure = decoder.push(chunk, collect)
         const frames = batch
         batch = []
         return Effect.gen(function* () {
+          if (refused !== undefined) return yield* refused
+          if (peer === undefined) {
+            if (failure === undefined) return
+            // Not even a frame: whatever is dialling us does not speak the mesh.
+            return yield* new HandshakeError({ reason: "InvalidHello", detail: failure.message })
+          }
+          if (!wasAuthenticated) {
+            yield* Deferred.succeed(hello, peer)
+            yield* Effect.logDebug("mesh peer authenticated").pipe(Effect.annotateLogs({ remote, peer }))
+          }
           for (const decoded of frames) {
-            if (peer === undefined) {
-              peer = yield* accept(decoded)
-              yield* Deferred.succeed(hello, peer)
-              continue
-            }
             if (Either.isLeft(decoded)) {
               counters.invalid++
               const error = decoded.left
@@ -113,26 +147,8 @@ export const makeHandler = (options: ListenerOptions) => {
             counters.received++
             yield* apply(peer, frame)
           }
-          if (peer !== undefined && frames.length > 0) yield* liveness.heard(peer)
+          yield* liveness.heard(peer)
           if (failure !== undefined) return yield* failure
-        })
-      }
-
-      const accept = (decoded: Decoded) => {
-        if (Either.isLeft(decoded)) {
-          return Effect.fail(new HandshakeError({ reason: "InvalidHello", detail: decoded.left.detail }))
-        }
-        const frame = decoded.right
-        if (frame._tag !== "Hello") return Effect.fail(new HandshakeError({ reason: "NotHello" }))
-        return Either.match(Handshake.verify(frame, options.secret), {
-          onLeft: Effect.fail,
-          onRight: (serverId) =>
-            Effect.as(
-              Effect.logDebug("mesh peer authenticated").pipe(
-                Effect.annotateLogs({ remote, peer: serverId })
-              ),
-              serverId
-            )
         })
       }
 

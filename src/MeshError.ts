@@ -20,7 +20,7 @@ export class FramingError extends Data.TaggedError("FramingError")<{
 }> {
   override get message(): string {
     if (this.reason === "EmptyFrame") return "frame length prefix is 0 (a frame holds at least its tag byte)"
-    if (this.reason === "FrameTooLarge") return `frame length prefix ${this.length} exceeds the 16 MiB cap`
+    if (this.reason === "FrameTooLarge") return `frame length prefix ${this.length} exceeds the cap`
     return `stream ended inside a frame (${this.length} bytes of it buffered)`
   }
 }

@@ -149,4 +149,33 @@ describe("Listener", () => {
       assert.strictEqual(active(yield* node.mesh.stats).messages_received, 0)
     })
   )
+
+  it.scoped("before the HELLO verifies, a large length prefix is refused without reserving it", () =>
+    Effect.gen(function* () {
+      const { network, transport, node } = yield* setup
+      const big = yield* transport.dial("127.0.0.1", 7100)
+      const header = Buffer.alloc(4)
+      header.writeUInt32BE(1024 * 1024, 0)
+      yield* big.write(header)
+      const http = yield* transport.dial("127.0.0.1", 7100)
+      yield* http.write(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 2))
+      yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+    })
+  )
+
+  it.scoped("after the HELLO, in the same chunk, large frames are accepted", () =>
+    Effect.gen(function* () {
+      const { transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      const items = Array.from({ length: 20_000 }, (_, i) =>
+        Frame.queueItem({ queue: "q", partition: String(i) })
+      )
+      const batch = Frame.encode({ _tag: "HotlistDirtyBatch", items })
+      assert.isAbove(batch.length, 64 * 1024)
+      yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), batch]))
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).messages_received === 1))
+      assert.strictEqual((yield* node.hotList.pending).length, 20_000)
+    })
+  )
 })
