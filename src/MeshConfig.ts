@@ -147,6 +147,20 @@ export const parseMillis = (raw: string, min = 0): Either.Either<number, string>
   return ms >= min ? Either.right(ms) : Either.left(`expected at least ${min}, got ${ms}`)
 }
 
+/**
+ * A positive whole number of things, such as frames.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parseCount = (raw: string): Either.Either<number, string> => {
+  const text = raw.trim()
+  const n = Number(text)
+  return DIGITS.test(text) && Number.isSafeInteger(n) && n >= 1
+    ? Either.right(n)
+    : Either.left(`expected a whole number >= 1, got ${JSON.stringify(raw)}`)
+}
+
 const TRUE = new Set(["true", "1", "yes", "on"])
 const FALSE = new Set(["false", "0", "no", "off"])
 
@@ -318,7 +332,7 @@ export const config: Config.Config<MeshConfigShape> = Config.all({
     undefined,
     "frames each peer's send queue holds before dropping",
     defaults.sendQueueCapacity,
-    (raw) => parseMillis(raw, 1)
+    parseCount
   ),
   serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))

@@ -15,6 +15,7 @@ import {
   TcpTransport,
   Waker
 } from "../src/index.js"
+import { assertEqual } from "./fixtures/equality.js"
 
 describe("README", () => {
   it.scoped("the Effect example wakes its own consumer", () =>
@@ -71,7 +72,7 @@ describe("README", () => {
     })
     assert.isUndefined(failure)
     assert.isUndefined(decoder.end())
-    assert.deepStrictEqual(frames, [
+    assertEqual(frames, [
       { _tag: "MessageAvailable", queue: "orders", partition: "p-1", tenant: Option.none() }
     ])
   })

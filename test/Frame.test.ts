@@ -1,0 +1,559 @@
+/**
+ * The frame codec (spec "Framing" and "The frame set"): tag values, the byte layout, the tenant rules,
+ * the payload Schemas and the hand-written encoder's agreement with them, and the 16 MiB cap.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Either, FastCheck as fc, Option, Schema } from "effect"
+import * as Frame from "../src/Frame.js"
+import { FrameDecodeError, FrameTooLargeError } from "../src/MeshError.js"
+import * as Arb from "./fixtures/arbitraries.js"
+import { assertEqual, plain } from "./fixtures/equality.js"
+
+const utf8 = new TextEncoder()
+const text = new TextDecoder("utf-8", { fatal: true })
+
+const decodeJson = (tag: number, json: string) => Frame.decodePayload(tag, utf8.encode(json))
+
+/** The frame a payload decodes to, failing the test on a `FrameDecodeError`. */
+const decoded = (tag: number, json: string): Frame.Frame | Frame.UnknownFrame =>
+  Either.getOrThrowWith(decodeJson(tag, json), (error) => new Error(`unexpected ${error.message}`))
+
+const assertDecodeError = (
+  result: Either.Either<unknown, FrameDecodeError>,
+  tag: number
+): FrameDecodeError => {
+  if (Either.isRight(result)) assert.fail(`expected a FrameDecodeError, got ${String(result.right)}`)
+  assert.instanceOf(result.left, FrameDecodeError)
+  assert.strictEqual(result.left._tag, "FrameDecodeError")
+  assert.strictEqual(result.left.tag, tag)
+  return result.left
+}
+
+/** The JSON text of an encoded frame, after checking its prefix and tag byte. */
+const jsonOf = (bytes: Uint8Array, tag: number): string => {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  assert.strictEqual(view.getUint32(0), bytes.length - 4)
+  assert.strictEqual(bytes[4], tag)
+  return text.decode(bytes.subarray(5))
+}
+
+const expectedTag: { readonly [K in Frame.Frame["_tag"]]: number } = {
+  MessageAvailable: 1,
+  MessageAvailableBatch: 2,
+  Heartbeat: 3,
+  Hello: 4,
+  HotlistDirtyBatch: 5,
+  QueueConfigSet: 10,
+  QueueConfigDelete: 11,
+  MaintenanceModeSet: 40,
+  PopMaintenanceModeSet: 41
+}
+
+const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A) => {
+  const encoded = Schema.encodeSync(schema)(value)
+  return { encoded, decoded: Schema.decodeUnknownSync(schema)(encoded) }
+}
+
+/** Each frame through the Schema of its own kind. */
+const viaSchema = (frame: Frame.Frame): { readonly encoded: unknown; readonly decoded: unknown } => {
+  switch (frame._tag) {
+    case "MessageAvailable":
+      return roundTrip(Frame.MessageAvailable, frame)
+    case "MessageAvailableBatch":
+      return roundTrip(Frame.MessageAvailableBatch, frame)
+    case "Heartbeat":
+      return roundTrip(Frame.Heartbeat, frame)
+    case "Hello":
+      return roundTrip(Frame.Hello, frame)
+    case "HotlistDirtyBatch":
+      return roundTrip(Frame.HotlistDirtyBatch, frame)
+    case "QueueConfigSet":
+      return roundTrip(Frame.QueueConfigSet, frame)
+    case "QueueConfigDelete":
+      return roundTrip(Frame.QueueConfigDelete, frame)
+    case "MaintenanceModeSet":
+      return roundTrip(Frame.MaintenanceModeSet, frame)
+    case "PopMaintenanceModeSet":
+      return roundTrip(Frame.PopMaintenanceModeSet, frame)
+  }
+}
+
+describe("Frame", () => {
+  it("test fixture: the comparison used here tells Some from None (chai alone does not)", () => {
+    assert.notDeepEqual(plain(Option.some("")), plain(Option.none()))
+    assert.notDeepEqual(plain({ tenant: Option.some("t") }), plain({ tenant: Option.none() }))
+    assert.notDeepEqual(plain(Either.right(Option.none())), plain(Either.right(Option.some(1))))
+    assert.notDeepEqual(plain(Uint8Array.of(1)), plain(Uint8Array.of(2)))
+  })
+
+  describe("tags", () => {
+    it("has the spec's tag values", () => {
+      assertEqual(Frame.Tag, {
+        MESSAGE_AVAILABLE: 1,
+        MESSAGE_AVAILABLE_BATCH: 2,
+        HEARTBEAT: 3,
+        HELLO: 4,
+        HOTLIST_DIRTY_BATCH: 5,
+        QUEUE_CONFIG_SET: 10,
+        QUEUE_CONFIG_DELETE: 11,
+        MAINTENANCE_MODE_SET: 40,
+        POP_MAINTENANCE_MODE_SET: 41
+      })
+    })
+
+    it.prop("tagOf maps every frame kind to its tag", [Arb.frame], ([frame]) => {
+      assert.strictEqual(Frame.tagOf(frame), expectedTag[frame._tag])
+    })
+
+    it("caps frames at 16 MiB behind a 4-byte prefix", () => {
+      assert.strictEqual(Frame.MAX_FRAME_LENGTH, 16 * 1024 * 1024)
+      assert.strictEqual(Frame.LENGTH_PREFIX_BYTES, 4)
+    })
+  })
+
+  describe("encode layout", () => {
+    it("writes u32 BE length (tag byte + payload bytes), the tag byte, then the JSON", () => {
+      const bytes = Frame.encode({
+        _tag: "MessageAvailable",
+        ...Frame.queueItem({ queue: "q", partition: "p" })
+      })
+      const json = '{"queue":"q","partition":"p"}'
+      assertEqual(Array.from(bytes), [0, 0, 0, 1 + json.length, 1, ...Array.from(utf8.encode(json))])
+    })
+
+    it("counts UTF-8 bytes, not characters, in the length prefix", () => {
+      const bytes = Frame.encode({
+        _tag: "QueueConfigSet",
+        ...Frame.queueRef({ queue: "ü😀", tenant: "漢" })
+      })
+      const json = '{"queue":"ü😀","tenant":"漢"}'
+      const payload = utf8.encode(json)
+      assert.isAbove(payload.length, json.length)
+      assert.strictEqual(jsonOf(bytes, 10), json)
+      assert.strictEqual(bytes.length, 5 + payload.length)
+    })
+
+    it("writes a prefix with the high byte set as unsigned big-endian", () => {
+      // 0x01_00_00 + 1 bytes: the length needs three bytes, in network order.
+      const bytes = Frame.encode({ _tag: "Hello", server_id: "x".repeat(0x10000), nonce: "", mac: "" })
+      const length =
+        1 + Buffer.byteLength(JSON.stringify({ server_id: "x".repeat(0x10000), nonce: "", mac: "" }))
+      assertEqual(Array.from(bytes.subarray(0, 5)), [
+        (length >>> 24) & 0xff,
+        (length >>> 16) & 0xff,
+        (length >>> 8) & 0xff,
+        length & 0xff,
+        4
+      ])
+    })
+
+    it("encodes a heartbeat without server id as the tag byte alone", () => {
+      assertEqual(Array.from(Frame.encode(Frame.heartbeat())), [0, 0, 0, 1, 3])
+    })
+
+    it("encodes a heartbeat with a server id as its JSON", () => {
+      assert.strictEqual(jsonOf(Frame.encode(Frame.heartbeat("x")), 3), '{"server_id":"x"}')
+    })
+
+    it("encodes the remaining frames as the spec's payloads", () => {
+      assert.strictEqual(
+        jsonOf(Frame.encode({ _tag: "Hello", server_id: "a", nonce: "n", mac: "m" }), 4),
+        '{"server_id":"a","nonce":"n","mac":"m"}'
+      )
+      assert.strictEqual(
+        jsonOf(Frame.encode({ _tag: "MaintenanceModeSet", enabled: true }), 40),
+        '{"enabled":true}'
+      )
+      assert.strictEqual(
+        jsonOf(Frame.encode({ _tag: "PopMaintenanceModeSet", enabled: false }), 41),
+        '{"enabled":false}'
+      )
+      assert.strictEqual(
+        jsonOf(
+          Frame.encode({
+            _tag: "MessageAvailableBatch",
+            items: [Frame.queueItem({ queue: "a", partition: "0", tenant: "t" })]
+          }),
+          2
+        ),
+        '{"items":[{"queue":"a","partition":"0","tenant":"t"}]}'
+      )
+      assert.strictEqual(jsonOf(Frame.encode({ _tag: "HotlistDirtyBatch", items: [] }), 5), '{"items":[]}')
+      assert.strictEqual(
+        jsonOf(
+          Frame.encode({ _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: "t" }) }),
+          11
+        ),
+        '{"queue":"q","tenant":"t"}'
+      )
+    })
+
+    it.prop(
+      "encode = encodeEither, and its bytes decode back to the frame",
+      [Arb.frame],
+      ([frame]) => {
+        const bytes = Frame.encode(frame)
+        assertEqual(Frame.encodeEither(frame), Either.right(bytes))
+        const payload = Frame.payloadOf(frame)
+        assert.strictEqual(
+          jsonOf(bytes, expectedTag[frame._tag]),
+          payload === undefined ? "" : JSON.stringify(payload)
+        )
+        assertEqual(Frame.decodePayload(bytes[4]!, bytes.subarray(5)), Either.right(frame))
+      },
+      { fastCheck: { numRuns: 300 } }
+    )
+  })
+
+  describe("tenant", () => {
+    const cases: ReadonlyArray<readonly [string, string, Option.Option<string>]> = [
+      ["absent", "", Option.none()],
+      ["null", ',"tenant":null', Option.none()],
+      ['""', ',"tenant":""', Option.none()],
+      ['"t"', ',"tenant":"t"', Option.some("t")]
+    ]
+    for (const [name, field, tenant] of cases) {
+      it(`${name} decodes to ${Option.isSome(tenant) ? "Option.some" : "Option.none"} in every queue-carrying frame`, () => {
+        assertEqual(decoded(1, `{"queue":"q","partition":"p"${field}}`), {
+          _tag: "MessageAvailable",
+          queue: "q",
+          partition: "p",
+          tenant
+        })
+        assertEqual(decoded(2, `{"items":[{"queue":"q","partition":"p"${field}}]}`), {
+          _tag: "MessageAvailableBatch",
+          items: [{ queue: "q", partition: "p", tenant }]
+        })
+        assertEqual(decoded(5, `{"items":[{"queue":"q","partition":"p"${field}}]}`), {
+          _tag: "HotlistDirtyBatch",
+          items: [{ queue: "q", partition: "p", tenant }]
+        })
+        assertEqual(decoded(10, `{"queue":"q"${field}}`), {
+          _tag: "QueueConfigSet",
+          queue: "q",
+          tenant
+        })
+        assertEqual(decoded(11, `{"queue":"q"${field}}`), {
+          _tag: "QueueConfigDelete",
+          queue: "q",
+          tenant
+        })
+      })
+    }
+
+    it("keeps a tenant that is only whitespace (it is not empty)", () => {
+      assertEqual(decoded(10, '{"queue":"q","tenant":" "}'), {
+        _tag: "QueueConfigSet",
+        queue: "q",
+        tenant: Option.some(" ")
+      })
+    })
+
+    it("rejects a tenant that is not a string or null", () => {
+      assertDecodeError(decodeJson(1, '{"queue":"q","partition":"p","tenant":5}'), 1)
+      assertDecodeError(decodeJson(10, '{"queue":"q","tenant":{}}'), 10)
+    })
+
+    it("encoder omits an absent tenant: the JSON has no tenant key", () => {
+      const none = Frame.queueItem({ queue: "q", partition: "p" })
+      const frames: ReadonlyArray<Frame.Frame> = [
+        { _tag: "MessageAvailable", ...none },
+        { _tag: "MessageAvailableBatch", items: [none, none] },
+        { _tag: "HotlistDirtyBatch", items: [none] },
+        { _tag: "QueueConfigSet", ...Frame.queueRef({ queue: "q" }) },
+        { _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: Option.none() }) }
+      ]
+      for (const frame of frames) {
+        const json = jsonOf(Frame.encode(frame), expectedTag[frame._tag])
+        assert.notInclude(json, "tenant")
+        assert.notInclude(json, "null")
+      }
+    })
+
+    it.prop(
+      "encoder writes a tenant key exactly when the tenant is present",
+      [Arb.queueItem],
+      ([item]) => {
+        const wire: unknown = JSON.parse(jsonOf(Frame.encode({ _tag: "MessageAvailable", ...item }), 1))
+        assertEqual(
+          wire,
+          Option.match(item.tenant, {
+            onNone: () => ({ queue: item.queue, partition: item.partition }),
+            onSome: (tenant) => ({ queue: item.queue, partition: item.partition, tenant })
+          })
+        )
+      },
+      { fastCheck: { numRuns: 200 } }
+    )
+
+    it("tenantOf treats undefined, null and empty as absent", () => {
+      assertEqual(Frame.tenantOf(undefined), Option.none())
+      assertEqual(Frame.tenantOf(null), Option.none())
+      assertEqual(Frame.tenantOf(""), Option.none())
+      assertEqual(Frame.tenantOf(Option.none()), Option.none())
+      assertEqual(Frame.tenantOf(Option.some("")), Option.none())
+      assertEqual(Frame.tenantOf("t"), Option.some("t"))
+      assertEqual(Frame.tenantOf(Option.some("t")), Option.some("t"))
+    })
+
+    it("queueItem, queueRef and heartbeat build frames the wire would produce", () => {
+      assertEqual(Frame.queueItem({ queue: "q", partition: "p", tenant: "" }), {
+        queue: "q",
+        partition: "p",
+        tenant: Option.none()
+      })
+      assertEqual(Frame.queueItem({ queue: "q", partition: "p", tenant: null }), {
+        queue: "q",
+        partition: "p",
+        tenant: Option.none()
+      })
+      assertEqual(Frame.queueRef({ queue: "q", tenant: "t" }), {
+        queue: "q",
+        tenant: Option.some("t")
+      })
+      assertEqual(Frame.heartbeat(), { _tag: "Heartbeat", server_id: Option.none() })
+      assertEqual(Frame.heartbeat("x"), { _tag: "Heartbeat", server_id: Option.some("x") })
+    })
+  })
+
+  describe("queue names", () => {
+    const cases: ReadonlyArray<readonly [number, (item: string) => string]> = [
+      [1, (item) => item],
+      [2, (item) => `{"items":[${item}]}`],
+      [5, (item) => `{"items":[${item}]}`],
+      [2, (item) => `{"items":[{"queue":"ok","partition":"p"},${item}]}`],
+      [5, (item) => `{"items":[{"queue":"ok","partition":"p"},${item}]}`]
+    ]
+    for (const [tag, wrap] of cases) {
+      it(`tag ${tag}: an item with an empty or missing queue is a FrameDecodeError (${wrap("I")})`, () => {
+        assertDecodeError(decodeJson(tag, wrap('{"queue":"","partition":"p","tenant":"t"}')), tag)
+        assertDecodeError(decodeJson(tag, wrap('{"partition":"p","tenant":"t"}')), tag)
+        assertDecodeError(decodeJson(tag, wrap('{"queue":null,"partition":"p"}')), tag)
+        assertDecodeError(decodeJson(tag, wrap('{"queue":7,"partition":"p"}')), tag)
+      })
+    }
+
+    for (const tag of [10, 11]) {
+      it(`tag ${tag}: an empty or missing queue is a FrameDecodeError`, () => {
+        assertDecodeError(decodeJson(tag, '{"queue":"","tenant":"t"}'), tag)
+        assertDecodeError(decodeJson(tag, '{"tenant":"t"}'), tag)
+        assertDecodeError(decodeJson(tag, "{}"), tag)
+      })
+    }
+
+    it("a missing partition is a FrameDecodeError", () => {
+      assertDecodeError(decodeJson(1, '{"queue":"q"}'), 1)
+      assertDecodeError(decodeJson(2, '{"items":[{"queue":"q"}]}'), 2)
+    })
+
+    it("the error names the failing field", () => {
+      const error = assertDecodeError(
+        decodeJson(2, '{"items":[{"queue":"a","partition":"p"},{"queue":""}]}'),
+        2
+      )
+      assert.include(error.detail, "items.1.queue")
+      assert.include(error.message, "tag 2")
+    })
+  })
+
+  describe("decodePayload", () => {
+    it("ignores unknown extra JSON fields", () => {
+      assertEqual(decoded(1, '{"queue":"q","partition":"p","tenant":"t","priority":9,"x":{"y":[1]}}'), {
+        _tag: "MessageAvailable",
+        queue: "q",
+        partition: "p",
+        tenant: Option.some("t")
+      })
+      assertEqual(decoded(2, '{"items":[{"queue":"q","partition":"p","extra":true}],"count":1}'), {
+        _tag: "MessageAvailableBatch",
+        items: [{ queue: "q", partition: "p", tenant: Option.none() }]
+      })
+      assertEqual(decoded(3, '{"server_id":"s","load":0.5}'), {
+        _tag: "Heartbeat",
+        server_id: Option.some("s")
+      })
+      assertEqual(decoded(4, '{"server_id":"s","nonce":"n","mac":"m","version":2}'), {
+        _tag: "Hello",
+        server_id: "s",
+        nonce: "n",
+        mac: "m"
+      })
+      assertEqual(decoded(10, '{"queue":"q","by":"admin"}'), {
+        _tag: "QueueConfigSet",
+        queue: "q",
+        tenant: Option.none()
+      })
+      assertEqual(decoded(40, '{"enabled":true,"reason":"upgrade"}'), {
+        _tag: "MaintenanceModeSet",
+        enabled: true
+      })
+      assertEqual(decoded(41, '{"enabled":false,"_tag":"Hello"}'), {
+        _tag: "PopMaintenanceModeSet",
+        enabled: false
+      })
+    })
+
+    it("decodes a heartbeat with an empty payload", () => {
+      assertEqual(Frame.decodePayload(3, new Uint8Array(0)), Either.right(Frame.heartbeat()))
+    })
+
+    it('decodes a heartbeat with {"server_id":"x"}', () => {
+      assertEqual(decoded(3, '{"server_id":"x"}'), {
+        _tag: "Heartbeat",
+        server_id: Option.some("x")
+      })
+    })
+
+    it("decodes a heartbeat with {} or a null server_id as no server id", () => {
+      assertEqual(decoded(3, "{}"), Frame.heartbeat())
+      assertEqual(decoded(3, '{"server_id":null}'), Frame.heartbeat())
+    })
+
+    it("decodes an unknown tag to an Unknown frame carrying its payload", () => {
+      const payload = utf8.encode('{"anything":1}')
+      assertEqual(Frame.decodePayload(99, payload), Either.right({ _tag: "Unknown", tag: 99, payload }))
+      const empty = new Uint8Array(0)
+      assertEqual(Frame.decodePayload(0, empty), Either.right({ _tag: "Unknown", tag: 0, payload: empty }))
+      const junk = Uint8Array.of(0xff, 0x00)
+      assertEqual(Frame.decodePayload(255, junk), Either.right({ _tag: "Unknown", tag: 255, payload: junk }))
+    })
+
+    it.prop(
+      "every tag outside the table is Unknown, whatever its payload",
+      [Arb.unknownTag, fc.uint8Array({ maxLength: 32 })],
+      ([tag, payload]) => {
+        assertEqual(Frame.decodePayload(tag, payload), Either.right({ _tag: "Unknown", tag, payload }))
+      }
+    )
+
+    for (const tag of Object.values(Frame.Tag)) {
+      it(`tag ${tag}: a payload that is not JSON is a FrameDecodeError, not a throw`, () => {
+        assertDecodeError(decodeJson(tag, "not json"), tag)
+        assertDecodeError(decodeJson(tag, '{"queue":'), tag)
+        assertDecodeError(Frame.decodePayload(tag, Uint8Array.of(0xff, 0xfe, 0x7b)), tag)
+        assertDecodeError(decodeJson(tag, "null"), tag)
+        assertDecodeError(decodeJson(tag, "[]"), tag)
+        assertDecodeError(decodeJson(tag, "42"), tag)
+        if (tag !== Frame.Tag.HEARTBEAT) assertDecodeError(Frame.decodePayload(tag, new Uint8Array(0)), tag)
+      })
+    }
+
+    it("rejects payloads of the wrong shape", () => {
+      assertDecodeError(decodeJson(2, '{"items":{}}'), 2)
+      assertDecodeError(decodeJson(5, '{"items":[null]}'), 5)
+      assertDecodeError(decodeJson(5, "{}"), 5)
+      assertDecodeError(decodeJson(3, '{"server_id":5}'), 3)
+      assertDecodeError(decodeJson(4, '{"server_id":"s","nonce":"n"}'), 4)
+      assertDecodeError(decodeJson(4, '{"server_id":"s","nonce":1,"mac":"m"}'), 4)
+      assertDecodeError(decodeJson(40, '{"enabled":"true"}'), 40)
+      assertDecodeError(decodeJson(41, "{}"), 41)
+    })
+
+    it.prop(
+      "never throws on arbitrary payload bytes for any tag",
+      [
+        fc.integer({ min: 0, max: 255 }),
+        fc.oneof(
+          fc.uint8Array({ maxLength: 64 }),
+          Arb.text().map((s) => utf8.encode(s))
+        )
+      ],
+      ([tag, payload]) => {
+        const result = Frame.decodePayload(tag, payload)
+        if (Either.isLeft(result)) assert.instanceOf(result.left, FrameDecodeError)
+      },
+      { fastCheck: { numRuns: 300 } }
+    )
+  })
+
+  describe("Schemas", () => {
+    for (const [kind, arbitrary] of Object.entries(Arb.frameByKind)) {
+      it.prop(
+        `${kind}: the Schema round-trips, and payloadOf agrees with Schema.encode`,
+        [arbitrary],
+        ([frame]) => {
+          assert.strictEqual(frame._tag, kind)
+          const { decoded, encoded } = viaSchema(frame)
+          assertEqual(decoded, frame)
+          const payload = Frame.payloadOf(frame)
+          if (payload === undefined) {
+            // Only a heartbeat without server id has an empty payload; its Schema form is `{}`.
+            assertEqual(frame, Frame.heartbeat())
+            assertEqual(encoded, {})
+          } else {
+            assertEqual(payload, encoded)
+          }
+          assert.isTrue(Schema.is(Frame.Frame)(frame))
+        },
+        { fastCheck: { numRuns: 150 } }
+      )
+    }
+
+    it("the Frame union rejects values that are not frames", () => {
+      assert.isFalse(
+        Schema.is(Frame.Frame)({ _tag: "MessageAvailable", queue: "", partition: "p", tenant: Option.none() })
+      )
+      assert.isFalse(Schema.is(Frame.Frame)({ _tag: "Nope", enabled: true }))
+      assert.isFalse(Schema.is(Frame.Frame)({ _tag: "Heartbeat", server_id: "x" }))
+    })
+  })
+
+  describe("size cap", () => {
+    const items = (count: number, queue: (i: number) => string) =>
+      Array.from({ length: count }, (_, i) =>
+        Frame.queueItem({
+          queue: queue(i),
+          partition: `partition-${i}`,
+          tenant: i % 2 === 0 ? "tenant" : undefined
+        })
+      )
+
+    it("encodeEither rejects a batch above 16 MiB with FrameTooLargeError; encode throws it", () => {
+      const frame: Frame.Frame = {
+        _tag: "MessageAvailableBatch",
+        items: items(17_000, () => "q".repeat(1024))
+      }
+      const result = Frame.encodeEither(frame)
+      if (Either.isRight(result)) assert.fail("expected FrameTooLargeError")
+      assert.instanceOf(result.left, FrameTooLargeError)
+      assert.isAbove(result.left.length, Frame.MAX_FRAME_LENGTH)
+      assert.strictEqual(result.left.length, 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(frame))))
+      assert.throws(() => Frame.encode(frame), FrameTooLargeError)
+    })
+
+    it("a 100,000-item batch stays under the cap and decodes back", () => {
+      const frame: Frame.Frame = {
+        _tag: "HotlistDirtyBatch",
+        items: items(100_000, (i) => `queue-${i % 97}`)
+      }
+      const bytes = Either.getOrThrow(Frame.encodeEither(frame))
+      assert.isAtMost(bytes.length - 4, Frame.MAX_FRAME_LENGTH)
+      const back = Either.getOrThrow(Frame.decodePayload(bytes[4]!, bytes.subarray(5)))
+      if (back._tag !== "HotlistDirtyBatch") return assert.fail(`decoded as ${back._tag}`)
+      assert.strictEqual(back.items.length, 100_000)
+      assertEqual(
+        [back.items[0], back.items[1], back.items[99_999]],
+        [frame.items[0], frame.items[1], frame.items[99_999]]
+      )
+      // Whole-batch equality, cheaply: the decoded frame re-encodes to the very same bytes.
+      assert.isTrue(Buffer.from(Frame.encode(back)).equals(bytes))
+    })
+
+    it("accepts a frame of exactly 16 MiB and rejects one byte more", () => {
+      const hello = (padding: number): Frame.Frame => ({
+        _tag: "Hello",
+        server_id: "s".repeat(padding),
+        nonce: "",
+        mac: ""
+      })
+      const overhead = 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(hello(0))))
+      const exact = Either.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))
+      assert.strictEqual(exact.length, 4 + Frame.MAX_FRAME_LENGTH)
+      assert.strictEqual(new DataView(exact.buffer, exact.byteOffset).getUint32(0), Frame.MAX_FRAME_LENGTH)
+      assertEqual(
+        Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead + 1)),
+        Either.left(new FrameTooLargeError({ length: Frame.MAX_FRAME_LENGTH + 1 }))
+      )
+    })
+  })
+})

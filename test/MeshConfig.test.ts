@@ -1,0 +1,554 @@
+/**
+ * The mesh's configuration (spec "Enabling it"): defaults, legacy aliases, the tolerant peer list, and
+ * a `ConfigError` naming the variable for anything else that is malformed.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import {
+  ConfigError,
+  ConfigProvider,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  FastCheck as fc,
+  Layer,
+  Redacted
+} from "effect"
+import * as MeshConfig from "../src/MeshConfig.js"
+import { assertEqual } from "./fixtures/equality.js"
+
+const provider = (env: Readonly<Record<string, string>>) =>
+  ConfigProvider.fromMap(new Map(Object.entries(env)))
+
+/** The configuration read from exactly these variables. */
+const load = (env: Readonly<Record<string, string>>) =>
+  Effect.withConfigProvider(MeshConfig.config, provider(env))
+
+/** The configuration, failing the test on a `ConfigError`. */
+const loaded = (env: Readonly<Record<string, string>>) =>
+  Effect.orDieWith(load(env), (error) => new Error(String(error)))
+
+/** The `ConfigError` for these variables, failing the test if they load. */
+const rejected = (env: Readonly<Record<string, string>>) =>
+  Effect.gen(function* () {
+    const result = yield* Effect.either(load(env))
+    if (Either.isRight(result)) return assert.fail(`expected a ConfigError for ${JSON.stringify(env)}`)
+    assert.isTrue(ConfigError.isConfigError(result.left))
+    return result.left
+  })
+
+const assertNames = (error: ConfigError.ConfigError, name: string) => {
+  assert.include(String(error), name)
+}
+
+const millis = (duration: Duration.Duration) => Duration.toMillis(duration)
+
+const peersOf = (env: Readonly<Record<string, string>>) => Effect.map(loaded(env), (config) => config.peers)
+
+describe("MeshConfig", () => {
+  describe("defaults", () => {
+    it.effect("uses the spec's defaults when nothing is set", () =>
+      Effect.gen(function* () {
+        const config = yield* loaded({})
+        assert.strictEqual(config.port, 6633)
+        assert.strictEqual(millis(config.heartbeatInterval), 1000)
+        assert.strictEqual(millis(config.deadThreshold), 5000)
+        assert.strictEqual(millis(config.handshakeTimeout), 5000)
+        assert.strictEqual(millis(config.cacheRefreshInterval), 60000)
+        assert.strictEqual(millis(config.hotlistFlushWindow), 20)
+        assert.strictEqual(config.enabled, true)
+        assertEqual(config.peers, [])
+        assert.strictEqual(Redacted.value(config.secret), "")
+        assert.strictEqual(config.sendQueueCapacity, 1024)
+        assert.strictEqual(config.bindHost, "0.0.0.0")
+        assert.match(config.serverId, /^queen-[0-9a-f]{8}$/)
+        assert.isFalse(MeshConfig.isActive(config))
+      })
+    )
+
+    it("the defaults value carries the same numbers", () => {
+      const d = MeshConfig.defaults
+      assert.strictEqual(d.port, 6633)
+      assert.strictEqual(millis(d.heartbeatInterval), 1000)
+      assert.strictEqual(millis(d.deadThreshold), 5000)
+      assert.strictEqual(millis(d.handshakeTimeout), 5000)
+      assert.strictEqual(millis(d.cacheRefreshInterval), 60000)
+      assert.strictEqual(millis(d.hotlistFlushWindow), 20)
+      assert.strictEqual(d.enabled, true)
+      assertEqual(d.peers, [])
+      assert.strictEqual(Redacted.value(d.secret), "")
+      assert.strictEqual(d.sendQueueCapacity, 1024)
+    })
+
+    it.effect("reads every variable when set", () =>
+      Effect.gen(function* () {
+        const config = yield* loaded({
+          QUEEN_MESH_PORT: "7000",
+          QUEEN_MESH_PEERS: "a,b:7001",
+          QUEEN_MESH_BIND_HOST: "127.0.0.1",
+          QUEEN_SYNC_SECRET: "s3cr3t",
+          QUEEN_SYNC_ENABLED: "false",
+          QUEEN_SYNC_HEARTBEAT_MS: "250",
+          QUEEN_SYNC_DEAD_THRESHOLD_MS: "1500",
+          QUEEN_MESH_HANDSHAKE_TIMEOUT_MS: "800",
+          QUEEN_CACHE_REFRESH_INTERVAL_MS: "30000",
+          QUEEN_MESH_HOTLIST_FLUSH_MS: "5",
+          QUEEN_MESH_SEND_QUEUE: "64",
+          QUEEN_SERVER_ID: "node-1"
+        })
+        assert.strictEqual(config.port, 7000)
+        assertEqual(config.peers, [
+          { host: "a", port: 7000 },
+          { host: "b", port: 7001 }
+        ])
+        assert.strictEqual(config.bindHost, "127.0.0.1")
+        assert.strictEqual(Redacted.value(config.secret), "s3cr3t")
+        assert.strictEqual(config.enabled, false)
+        assert.strictEqual(millis(config.heartbeatInterval), 250)
+        assert.strictEqual(millis(config.deadThreshold), 1500)
+        assert.strictEqual(millis(config.handshakeTimeout), 800)
+        assert.strictEqual(millis(config.cacheRefreshInterval), 30000)
+        assert.strictEqual(millis(config.hotlistFlushWindow), 5)
+        assert.strictEqual(config.sendQueueCapacity, 64)
+        assert.strictEqual(config.serverId, "node-1")
+      })
+    )
+
+    it.effect("keeps the secret redacted", () =>
+      Effect.gen(function* () {
+        const config = yield* loaded({ QUEEN_SYNC_SECRET: "s3cr3t" })
+        assert.notInclude(String(config.secret), "s3cr3t")
+        assert.notInclude(JSON.stringify(config), "s3cr3t")
+      })
+    )
+
+    it.effect("port 0 (ephemeral) is allowed for the listener", () =>
+      Effect.map(loaded({ QUEEN_MESH_PORT: "0" }), (config) => assert.strictEqual(config.port, 0))
+    )
+  })
+
+  describe("legacy aliases", () => {
+    it.effect("QUEEN_UDP_PEERS alone works", () =>
+      Effect.map(peersOf({ QUEEN_UDP_PEERS: "a,b:7001" }), (peers) =>
+        assertEqual(peers, [
+          { host: "a", port: 6633 },
+          { host: "b", port: 7001 }
+        ])
+      )
+    )
+
+    it.effect("QUEEN_UDP_NOTIFY_PORT alone works", () =>
+      Effect.map(loaded({ QUEEN_UDP_NOTIFY_PORT: "7100" }), (config) => assert.strictEqual(config.port, 7100))
+    )
+
+    it.effect("QUEEN_MESH_PEERS wins over QUEEN_UDP_PEERS", () =>
+      Effect.map(peersOf({ QUEEN_MESH_PEERS: "mesh", QUEEN_UDP_PEERS: "udp" }), (peers) =>
+        assertEqual(peers, [{ host: "mesh", port: 6633 }])
+      )
+    )
+
+    it.effect("QUEEN_MESH_PORT wins over QUEEN_UDP_NOTIFY_PORT", () =>
+      Effect.map(loaded({ QUEEN_MESH_PORT: "7000", QUEEN_UDP_NOTIFY_PORT: "7100" }), (config) =>
+        assert.strictEqual(config.port, 7000)
+      )
+    )
+
+    it.effect("the winning primary name hides an invalid alias", () =>
+      Effect.map(loaded({ QUEEN_MESH_PORT: "7000", QUEEN_UDP_NOTIFY_PORT: "junk" }), (config) =>
+        assert.strictEqual(config.port, 7000)
+      )
+    )
+
+    it.effect("an invalid alias value names the alias", () =>
+      Effect.gen(function* () {
+        const port = yield* rejected({ QUEEN_UDP_NOTIFY_PORT: "abc" })
+        assertNames(port, "QUEEN_UDP_NOTIFY_PORT")
+        assert.notInclude(String(port), "QUEEN_MESH_PORT")
+        const peers = yield* rejected({ QUEEN_UDP_PEERS: "h:70000" })
+        assertNames(peers, "QUEEN_UDP_PEERS")
+        assert.notInclude(String(peers), "QUEEN_MESH_PEERS")
+      })
+    )
+
+    it.effect("an invalid primary value names the primary even when the alias is valid", () =>
+      Effect.gen(function* () {
+        const error = yield* rejected({ QUEEN_MESH_PORT: "abc", QUEEN_UDP_NOTIFY_PORT: "7100" })
+        assertNames(error, "QUEEN_MESH_PORT")
+      })
+    )
+  })
+
+  describe("QUEEN_SYNC_ENABLED", () => {
+    const cases: ReadonlyArray<readonly [string, boolean]> = [
+      ["true", true],
+      ["false", false],
+      ["1", true],
+      ["0", false],
+      ["yes", true],
+      ["no", false],
+      ["on", true],
+      ["off", false],
+      ["YES", true],
+      ["Off", false],
+      ["TRUE", true],
+      ["False", false],
+      ["oN", true],
+      ["NO", false]
+    ]
+    for (const [raw, enabled] of cases) {
+      it.effect(`"${raw}" is ${enabled}`, () =>
+        Effect.map(loaded({ QUEEN_SYNC_ENABLED: raw }), (config) =>
+          assert.strictEqual(config.enabled, enabled)
+        )
+      )
+    }
+
+    it.prop(
+      "accepts the eight words in any case",
+      [
+        fc.constantFrom("true", "false", "1", "0", "yes", "no", "on", "off"),
+        fc.array(fc.boolean(), { minLength: 5, maxLength: 5 })
+      ],
+      ([word, upper]) => {
+        const raw = Array.from(word, (c, i) => (upper[i] ? c.toUpperCase() : c)).join("")
+        assertEqual(MeshConfig.parseBoolean(raw), Either.right(["true", "1", "yes", "on"].includes(word)))
+      }
+    )
+
+    for (const raw of ["maybe", "", "2", "enabled", "y"]) {
+      it.effect(`rejects "${raw}" with a ConfigError naming the variable`, () =>
+        Effect.map(rejected({ QUEEN_SYNC_ENABLED: raw }), (error) => assertNames(error, "QUEEN_SYNC_ENABLED"))
+      )
+    }
+
+    it.effect("fails through Exit as a typed failure, not a defect", () =>
+      Effect.gen(function* () {
+        const exit = yield* Effect.exit(load({ QUEEN_SYNC_ENABLED: "maybe" }))
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isSuccess(exit)) return
+        const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        assert.isDefined(failure)
+        assert.isTrue(ConfigError.isConfigError(failure))
+      })
+    )
+  })
+
+  describe("server id", () => {
+    it.effect("QUEEN_SERVER_ID wins over HOSTNAME", () =>
+      Effect.map(loaded({ QUEEN_SERVER_ID: "node-1", HOSTNAME: "host-1" }), (config) =>
+        assert.strictEqual(config.serverId, "node-1")
+      )
+    )
+
+    it.effect("HOSTNAME is used without QUEEN_SERVER_ID", () =>
+      Effect.map(loaded({ HOSTNAME: "host-1" }), (config) => assert.strictEqual(config.serverId, "host-1"))
+    )
+
+    it.effect("without either, a fresh queen-<8 hex> id", () =>
+      Effect.gen(function* () {
+        const first = yield* loaded({})
+        const second = yield* loaded({})
+        assert.match(first.serverId, /^queen-[0-9a-f]{8}$/)
+        assert.match(second.serverId, /^queen-[0-9a-f]{8}$/)
+        assert.notStrictEqual(first.serverId, second.serverId)
+      })
+    )
+
+    it.effect("an empty value counts as unset", () =>
+      Effect.gen(function* () {
+        assert.strictEqual((yield* loaded({ QUEEN_SERVER_ID: "", HOSTNAME: "host-1" })).serverId, "host-1")
+        assert.match((yield* loaded({ HOSTNAME: "" })).serverId, /^queen-[0-9a-f]{8}$/)
+      })
+    )
+
+    it("randomServerId and make follow the same shape", () => {
+      assert.match(MeshConfig.randomServerId(), /^queen-[0-9a-f]{8}$/)
+      assert.match(MeshConfig.make().serverId, /^queen-[0-9a-f]{8}$/)
+      assert.strictEqual(MeshConfig.make({ serverId: "x" }).serverId, "x")
+    })
+  })
+
+  describe("peer list", () => {
+    it.effect("is comma-separated, trims whitespace and skips empty entries", () =>
+      Effect.map(peersOf({ QUEEN_MESH_PEERS: " a , b:7001,, ,\tc\t," }), (peers) =>
+        assertEqual(peers, [
+          { host: "a", port: 6633 },
+          { host: "b", port: 7001 },
+          { host: "c", port: 6633 }
+        ])
+      )
+    )
+
+    it.effect("an empty or blank list is no peers", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "" }), [])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: " , ," }), [])
+      })
+    )
+
+    it.effect("strips http:// and https://", () =>
+      Effect.map(
+        peersOf({ QUEEN_MESH_PEERS: "http://a:7001,https://b,HTTPS://c:7002/,http://[::1]:7003/path" }),
+        (peers) =>
+          assertEqual(peers, [
+            { host: "a", port: 7001 },
+            { host: "b", port: 6633 },
+            { host: "c", port: 7002 },
+            { host: "::1", port: 7003 }
+          ])
+      )
+    )
+
+    it.effect("a bare host uses the mesh port", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h" }), [{ host: "h", port: 6633 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h", QUEEN_MESH_PORT: "7000" }), [
+          { host: "h", port: 7000 }
+        ])
+      })
+    )
+
+    it.effect("a bare host uses a mesh port set through the alias", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h", QUEEN_UDP_NOTIFY_PORT: "7100" }), [
+          { host: "h", port: 7100 }
+        ])
+        assertEqual(yield* peersOf({ QUEEN_UDP_PEERS: "h", QUEEN_UDP_NOTIFY_PORT: "7100" }), [
+          { host: "h", port: 7100 }
+        ])
+      })
+    )
+
+    it.effect("a non-numeric port tail falls back to the mesh port", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h:abc" }), [{ host: "h", port: 6633 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h:abc", QUEEN_MESH_PORT: "7000" }), [
+          { host: "h", port: 7000 }
+        ])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h:" }), [{ host: "h", port: 6633 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "h:-1" }), [{ host: "h", port: 6633 }])
+      })
+    )
+
+    it.effect("bracketed IPv6 with a port", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "[::1]:7000" }), [{ host: "::1", port: 7000 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "[fe80::1]" }), [{ host: "fe80::1", port: 6633 }])
+      })
+    )
+
+    it.effect("bare IPv6 literals use the mesh port", () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "::1" }), [{ host: "::1", port: 6633 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "fe80::1, ::1", QUEEN_MESH_PORT: "7000" }), [
+          { host: "fe80::1", port: 7000 },
+          { host: "::1", port: 7000 }
+        ])
+      })
+    )
+
+    it.effect("an out-of-range peer port is a ConfigError naming the variable", () =>
+      Effect.gen(function* () {
+        for (const entry of ["h:70000", "h:0", "ok,h:65536", "[::1]:99999"]) {
+          const error = yield* rejected({ QUEEN_MESH_PEERS: entry })
+          assertNames(error, "QUEEN_MESH_PEERS")
+        }
+      })
+    )
+
+    it.effect("the highest and lowest valid peer ports are accepted", () =>
+      Effect.map(peersOf({ QUEEN_MESH_PEERS: "a:1,b:65535" }), (peers) =>
+        assertEqual(peers, [
+          { host: "a", port: 1 },
+          { host: "b", port: 65535 }
+        ])
+      )
+    )
+
+    const hostname = fc
+      .array(fc.stringMatching(/^[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?$/), { minLength: 1, maxLength: 3 })
+      .map((labels) => labels.join("."))
+    const entry = fc.record({
+      host: hostname,
+      port: fc.option(fc.integer({ min: 1, max: 65535 }), { nil: undefined }),
+      scheme: fc.constantFrom("", "http://", "https://", "HTTP://"),
+      pad: fc.constantFrom("", " ", "  ", "\t")
+    })
+
+    it.prop(
+      "parsePeers reads any well-formed list, with empty entries anywhere",
+      [
+        fc.array(entry, { maxLength: 6 }),
+        fc.array(fc.constantFrom("", " "), { maxLength: 3 }),
+        fc.integer({ min: 1, max: 65535 })
+      ],
+      ([entries, blanks, meshPort]) => {
+        const parts = entries.map(
+          ({ host, port, scheme, pad }) =>
+            `${pad}${scheme}${host}${port === undefined ? "" : `:${port}`}${pad}`
+        )
+        const raw = [...blanks, ...parts.flatMap((part, i) => (i % 2 === 0 ? [part, ""] : [part]))].join(",")
+        assertEqual(
+          MeshConfig.parsePeers(raw, meshPort),
+          Either.right(entries.map(({ host, port }) => ({ host, port: port ?? meshPort })))
+        )
+      }
+    )
+  })
+
+  describe("invalid values", () => {
+    const intervals = [
+      "QUEEN_SYNC_HEARTBEAT_MS",
+      "QUEEN_SYNC_DEAD_THRESHOLD_MS",
+      "QUEEN_CACHE_REFRESH_INTERVAL_MS",
+      "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS"
+    ]
+
+    for (const name of intervals) {
+      it.effect(`${name}: a negative or non-numeric value is a ConfigError naming it`, () =>
+        Effect.gen(function* () {
+          for (const raw of ["-5", "abc", "1.5", "10ms", "", "1e3"]) {
+            const error = yield* rejected({ [name]: raw })
+            assertNames(error, name)
+          }
+        })
+      )
+
+      it.effect(`${name}: zero is rejected, a positive value accepted`, () =>
+        Effect.gen(function* () {
+          assertNames(yield* rejected({ [name]: "0" }), name)
+          const config = yield* loaded({ [name]: " 1234 " })
+          const value = {
+            QUEEN_SYNC_HEARTBEAT_MS: config.heartbeatInterval,
+            QUEEN_SYNC_DEAD_THRESHOLD_MS: config.deadThreshold,
+            QUEEN_CACHE_REFRESH_INTERVAL_MS: config.cacheRefreshInterval,
+            QUEEN_MESH_HANDSHAKE_TIMEOUT_MS: config.handshakeTimeout
+          }[name]
+          assert.isDefined(value)
+          if (value !== undefined) assert.strictEqual(millis(value), 1234)
+        })
+      )
+    }
+
+    it.effect("QUEEN_MESH_PORT: out of range, negative or non-numeric is a ConfigError naming it", () =>
+      Effect.gen(function* () {
+        for (const raw of ["70000", "65536", "-5", "abc", "80.5", ""]) {
+          assertNames(yield* rejected({ QUEEN_MESH_PORT: raw }), "QUEEN_MESH_PORT")
+        }
+      })
+    )
+
+    it.effect("QUEEN_MESH_SEND_QUEUE and QUEEN_MESH_HOTLIST_FLUSH_MS must be positive whole numbers", () =>
+      Effect.gen(function* () {
+        for (const name of ["QUEEN_MESH_SEND_QUEUE", "QUEEN_MESH_HOTLIST_FLUSH_MS"]) {
+          for (const raw of ["0", "-1", "abc"]) assertNames(yield* rejected({ [name]: raw }), name)
+        }
+      })
+    )
+
+    it.effect("one bad variable fails the whole configuration", () =>
+      Effect.gen(function* () {
+        const error = yield* rejected({ QUEEN_MESH_PEERS: "a,b", QUEEN_SYNC_HEARTBEAT_MS: "-5" })
+        assertNames(error, "QUEEN_SYNC_HEARTBEAT_MS")
+      })
+    )
+  })
+
+  describe("pure parsers", () => {
+    it("parsePort", () => {
+      assertEqual(MeshConfig.parsePort("6633"), Either.right(6633))
+      assertEqual(MeshConfig.parsePort(" 0 "), Either.right(0))
+      assertEqual(MeshConfig.parsePort("65535"), Either.right(65535))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePort("0", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePort("65536")))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePort("-1")))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePort("0x10")))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePort("99999999999999999999999")))
+    })
+
+    it("parseMillis", () => {
+      assertEqual(MeshConfig.parseMillis("0"), Either.right(0))
+      assertEqual(MeshConfig.parseMillis("1000"), Either.right(1000))
+      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("0", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("-5")))
+      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("abc")))
+      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("99999999999999999999")))
+    })
+
+    it("parsePeer", () => {
+      assertEqual(MeshConfig.parsePeer("h:7000", 1), Either.right({ host: "h", port: 7000 }))
+      assertEqual(MeshConfig.parsePeer("h:abc", 1), Either.right({ host: "h", port: 1 }))
+      assertEqual(MeshConfig.parsePeer("[::1]:7000", 1), Either.right({ host: "::1", port: 7000 }))
+      assertEqual(MeshConfig.parsePeer("::1", 1), Either.right({ host: "::1", port: 1 }))
+      assertEqual(MeshConfig.parsePeer("fe80::1", 1), Either.right({ host: "fe80::1", port: 1 }))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("h:0", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("h:70000", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePeer(":7000", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("[::1", 1)))
+      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("http://", 1)))
+    })
+
+    it.prop("parseBoolean and parsePort never throw", [fc.string({ maxLength: 12 })], ([raw]) => {
+      MeshConfig.parseBoolean(raw)
+      MeshConfig.parsePort(raw)
+      MeshConfig.parseMillis(raw)
+      MeshConfig.parsePeers(raw, 6633)
+    })
+  })
+
+  describe("isActive", () => {
+    it("is enabled and at least one peer", () => {
+      const peer = { host: "h", port: 6633 }
+      assert.isTrue(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [peer] })))
+      assert.isTrue(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [peer, peer] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: false, peers: [peer] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: false, peers: [] })))
+    })
+
+    it.effect("follows the variables", () =>
+      Effect.gen(function* () {
+        assert.isTrue(MeshConfig.isActive(yield* loaded({ QUEEN_MESH_PEERS: "h" })))
+        assert.isFalse(
+          MeshConfig.isActive(yield* loaded({ QUEEN_MESH_PEERS: "h", QUEEN_SYNC_ENABLED: "off" }))
+        )
+        assert.isFalse(MeshConfig.isActive(yield* loaded({ QUEEN_SYNC_ENABLED: "on" })))
+      })
+    )
+  })
+
+  describe("layers", () => {
+    it.effect("layerConfig reads the current ConfigProvider", () =>
+      Effect.gen(function* () {
+        const config = yield* MeshConfig.MeshConfig
+        assert.strictEqual(config.port, 7000)
+        assert.strictEqual(config.serverId, "node-1")
+      }).pipe(
+        Effect.provide(MeshConfig.layerConfig),
+        Effect.withConfigProvider(provider({ QUEEN_MESH_PORT: "7000", QUEEN_SERVER_ID: "node-1" }))
+      )
+    )
+
+    it.effect("layerConfig fails with the ConfigError", () =>
+      Effect.gen(function* () {
+        const result = yield* Effect.either(
+          Layer.build(MeshConfig.layerConfig).pipe(
+            Effect.scoped,
+            Effect.withConfigProvider(provider({ QUEEN_MESH_PORT: "abc" }))
+          )
+        )
+        assert.isTrue(Either.isLeft(result))
+        if (Either.isLeft(result)) assertNames(result.left, "QUEEN_MESH_PORT")
+      })
+    )
+
+    it.effect("layer overrides the defaults", () =>
+      Effect.gen(function* () {
+        const config = yield* MeshConfig.MeshConfig
+        assert.strictEqual(config.port, 9000)
+        assert.strictEqual(millis(config.heartbeatInterval), 1000)
+        assert.match(config.serverId, /^queen-[0-9a-f]{8}$/)
+      }).pipe(Effect.provide(MeshConfig.layer({ port: 9000 })))
+    )
+  })
+})
