@@ -6,11 +6,11 @@
  * dialer reads from them only to notice the close.
  *
  * Any failure marks the peer disconnected and retries on a `Schedule` from 250 ms, doubling, capped at
- * 5 s, and reset after a successful connect.
+ * 5 s, and reset after a successful connect (one that stayed up for a heartbeat interval).
  *
  * @since 0.1.0
  */
-import { Data, Duration, Effect, Option, Queue, type Redacted, Schedule, Stream } from "effect"
+import { Clock, Data, Duration, Effect, Option, Queue, type Redacted, Schedule, Stream } from "effect"
 import * as Frame from "./Frame.js"
 import * as Handshake from "./Handshake.js"
 import type { Peer } from "./MeshConfig.js"
@@ -45,20 +45,22 @@ export const makePeerLink = (peer: Peer, capacity: number): Effect.Effect<PeerLi
   }))
 
 /**
- * Why a link session ended; `connected` says whether it got as far as a connection, which resets the
- * backoff.
+ * Why a link session ended. `connected`: it got as far as a connection and a HELLO written;
+ * `established`: the link then stayed up for at least one heartbeat interval, which is what resets the
+ * backoff (a peer that refuses our HELLO closes at once, and must not be redialled in a tight loop).
  *
  * @since 0.1.0
  * @category errors
  */
 export class LinkDown extends Data.TaggedError("LinkDown")<{
   readonly connected: boolean
+  readonly established: boolean
   readonly cause: TransportError | "closed by peer"
 }> {}
 
 /**
  * The reconnect delays: 250 ms doubling, capped at 5 s (`union` takes the shorter delay), started
- * afresh after a session that had connected.
+ * afresh after a session that was established.
  *
  * @since 0.1.0
  * @category schedules
@@ -68,7 +70,7 @@ export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Schedule
   LinkDown,
   never
 >(Schedule.exponential(Duration.millis(250)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(5))))).pipe(
-  Schedule.resetWhen((down) => down.connected)
+  Schedule.resetWhen((down) => down.established)
 )
 
 /**
@@ -100,14 +102,25 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
     const heartbeat = Frame.encode(Frame.heartbeat())
     const { host, port } = link.peer
 
+    const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval))
+
     const session = Effect.gen(function* () {
-      let connected = false
-      const down = (cause: TransportError | "closed by peer") => new LinkDown({ connected, cause })
-      const connection = yield* Effect.mapError(transport.dial(host, port), down)
+      let upSince: number | undefined
+      const down = (cause: TransportError | "closed by peer") =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.fail(
+            new LinkDown({
+              connected: upSince !== undefined,
+              established: upSince !== undefined && now - upSince >= heartbeatMillis,
+              cause
+            })
+          )
+        )
+      const connection = yield* Effect.catchAll(transport.dial(host, port), down)
       const hello = yield* Handshake.makeHello(options.serverId, options.secret)
-      yield* Effect.mapError(connection.write(Frame.encode(hello)), down)
+      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
       yield* Queue.takeAll(link.queue)
-      connected = true
+      upSince = yield* Clock.currentTimeMillis
       link.connected = true
       link.resolvedIp = Option.orElse(connection.remoteAddress, () => link.resolvedIp)
       yield* Effect.logInfo("mesh link up").pipe(
@@ -133,7 +146,7 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
         Effect.fail("closed by peer" as const)
       )
 
-      return yield* Effect.raceFirst(writer, closed).pipe(Effect.mapError(down))
+      return yield* Effect.raceFirst(writer, closed).pipe(Effect.catchAll(down))
     }).pipe(
       Effect.scoped,
       Effect.ensuring(
@@ -141,11 +154,17 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
           link.connected = false
         })
       ),
-      Effect.tapError((down) =>
-        down.connected
-          ? Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason: describe(down.cause) }))
-          : Effect.logDebug("mesh dial failed").pipe(Effect.annotateLogs({ reason: describe(down.cause) }))
-      )
+      Effect.tapError((down) => {
+        const reason = describe(down.cause)
+        if (down.established) return Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
+        if (down.connected) {
+          // The listener closes on a HELLO it refuses, and says nothing more.
+          return Effect.logWarning(
+            "mesh link closed right after the handshake; does the peer share the secret?"
+          ).pipe(Effect.annotateLogs({ reason }))
+        }
+        return Effect.logDebug("mesh dial failed").pipe(Effect.annotateLogs({ reason }))
+      })
     )
 
     return yield* Effect.retry(session, reconnectSchedule).pipe(

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schedule } from "effect"
 import * as Dialer from "../src/Dialer.js"
 
-const delays = (inputs: ReadonlyArray<boolean>) =>
+const delays = (inputs: ReadonlyArray<boolean>, connectedOnly = false) =>
   Effect.gen(function* () {
     // Step the schedule by hand: no clock involved, just its decisions.
     const schedule = Schedule.delays(Dialer.reconnectSchedule)
@@ -12,7 +12,11 @@ const delays = (inputs: ReadonlyArray<boolean>) =>
     for (const connected of inputs) {
       const [next, delay] = yield* schedule.step(
         now,
-        new Dialer.LinkDown({ connected, cause: "closed by peer" }),
+        new Dialer.LinkDown({
+          connected,
+          established: connected && !connectedOnly,
+          cause: "closed by peer"
+        }),
         state
       )
       state = next
@@ -32,6 +36,8 @@ describe("Dialer.reconnectSchedule", () => {
         yield* delays([false, false, false, true, false, false]),
         [250, 500, 1000, 250, 500, 1000]
       )
+      // A link refused right after its HELLO was connected but never established: no reset.
+      assert.deepStrictEqual(yield* delays([false, true, true, true], true), [250, 500, 1000, 2000])
     })
   )
 })

@@ -33,6 +33,9 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
         yield* settle
       }
       assert.strictEqual(yield* network.openConnections(7002), 1)
+      // Established: up for a heartbeat interval.
+      yield* TestClock.adjust("1 second")
+      yield* settle
       yield* network.refuse(7002, true)
       const before = (yield* network.dials).length
       const cutAt = yield* TestClock.currentTimeMillis
@@ -48,6 +51,31 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
         retries.slice(1, 3).map((d, i) => d.at - retries[i]!.at),
         [500, 1000]
       )
+    })
+  )
+
+  it.scoped("a peer that refuses our HELLO is redialled on the growing backoff, not in a tight loop", () =>
+    Effect.gen(function* () {
+      const { network, transportLayer } = yield* memoryNetwork
+      const b = yield* memoryNode(transportLayer, {
+        serverId: "b",
+        port: 7062,
+        peers: [7061],
+        secret: "other"
+      })
+      yield* memoryNode(transportLayer, { serverId: "a", port: 7061, peers: [7062] })
+      yield* settle
+      for (let i = 0; i < 40; i++) {
+        yield* TestClock.adjust("250 millis")
+        yield* settle
+      }
+      const dials = (yield* network.dials).filter((d) => d.port === 7062)
+      assert.isTrue(dials.every((d) => d.outcome === "connected"))
+      assert.deepStrictEqual(
+        dials.slice(1, 6).map((d, i) => d.at - dials[i]!.at),
+        [250, 500, 1000, 2000, 4000]
+      )
+      assert.strictEqual(active(yield* b.mesh.stats).handshake_failures, dials.length)
     })
   )
 
