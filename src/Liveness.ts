@@ -29,6 +29,10 @@ export interface Liveness {
   readonly peers: Effect.Effect<HashMap.HashMap<string, PeerLiveness>>
   /** Alive and dead counts, judged against the threshold at the current time. */
   readonly counts: Effect.Effect<{ readonly alive: number; readonly dead: number }>
+  /** Every peer heard so far with its state now, sorted by server id. */
+  readonly servers: Effect.Effect<
+    ReadonlyArray<{ readonly serverId: string; readonly alive: boolean; readonly silentFor: number }>
+  >
 }
 
 /**
@@ -93,6 +97,17 @@ export const make = (options: {
     return {
       heard,
       peers: Ref.get(state),
+      servers: Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.map(Ref.get(state), (map) =>
+          [...map]
+            .map(([serverId, peer]) => ({
+              serverId,
+              alive: now - peer.lastSeen < threshold,
+              silentFor: now - peer.lastSeen
+            }))
+            .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+        )
+      ),
       counts: Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.map(Ref.get(state), (map) => {
           let alive = 0

@@ -308,7 +308,8 @@ export const make: Effect.Effect<
         pop_maintenance_mode
       } as const
     }
-    const { alive, dead } = yield* liveness.counts
+    const servers = yield* liveness.servers
+    const alive = servers.filter((server) => server.alive).length
     return {
       enabled: true,
       server_id: config.serverId,
@@ -328,7 +329,12 @@ export const make: Effect.Effect<
         )
       })),
       servers_alive: alive,
-      servers_dead: dead,
+      servers_dead: servers.length - alive,
+      servers: servers.map((server) => ({
+        server_id: server.serverId,
+        alive: server.alive,
+        last_seen_ms_ago: server.silentFor
+      })),
       messages_sent: counters.sent,
       messages_received: counters.received,
       messages_dropped: counters.dropped,

@@ -46,6 +46,19 @@ export interface PeerStats {
 }
 
 /**
+ * One peer as inbound liveness knows it: by the server id it announced in its HELLO.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServerStats {
+  readonly server_id: string
+  readonly alive: boolean
+  /** Milliseconds since the last frame from it. */
+  readonly last_seen_ms_ago: number
+}
+
+/**
  * The stats body of an active mesh.
  *
  * @since 0.1.0
@@ -60,6 +73,8 @@ export interface ActiveStats {
   readonly peers: ReadonlyArray<PeerStats>
   readonly servers_alive: number
   readonly servers_dead: number
+  /** Every peer heard from so far, alive or dead (never-heard peers are absent). */
+  readonly servers: ReadonlyArray<ServerStats>
   readonly messages_sent: number
   readonly messages_received: number
   readonly messages_dropped: number

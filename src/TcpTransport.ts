@@ -9,7 +9,9 @@
  * @since 0.1.0
  */
 import * as Net from "node:net"
-import { NodeSocket, NodeSocketServer, NodeStream } from "@effect/platform-node"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Duration, Effect, Layer, Option, type Scope } from "effect"
 import { TransportError } from "./MeshError.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"

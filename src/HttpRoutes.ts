@@ -1,0 +1,268 @@
+/**
+ * The mesh's HTTP surface (spec "Observing it"): the two stats routes, which serve `Mesh.stats`, and
+ * the deliberately minimal `/api/v1/system/shared-state`. `router` is what a host mounts into its own
+ * server; `app` adds a JSON 404 for serving the routes on their own, as `queen-mesh node` does.
+ *
+ * The bodies also exist as Schemas, so clients (the `queen-mesh stats` command, tests) decode what the
+ * routes answer instead of trusting it.
+ *
+ * @since 0.1.0
+ */
+import * as Http from "node:http"
+import {
+  type HttpApp,
+  HttpRouter,
+  HttpServer,
+  type HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Effect, type Layer, Schema, type Scope } from "effect"
+import { Mesh } from "./Mesh.js"
+import type { MeshStats } from "./MeshStats.js"
+
+/**
+ * The paths the routes answer on.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const paths = {
+  sharedStateStats: "/internal/api/shared-state/stats",
+  interInstanceStats: "/internal/api/inter-instance/stats",
+  sharedState: "/api/v1/system/shared-state"
+} as const
+
+// ---------------------------------------------------------------------------------------------
+// bodies
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One configured peer in the stats body.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PeerStatsBody = Schema.Struct({
+  host: Schema.String,
+  port: Schema.Number,
+  connected: Schema.Boolean,
+  resolved: Schema.Boolean,
+  resolved_ip: Schema.NullOr(Schema.String),
+  /** Frames waiting in the peer's send queue. */
+  queued: Schema.Number
+})
+
+/**
+ * One peer as inbound liveness knows it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ServerStatsBody = Schema.Struct({
+  server_id: Schema.String,
+  alive: Schema.Boolean,
+  last_seen_ms_ago: Schema.Number
+})
+
+/**
+ * The stats body of an active mesh.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ActiveStatsBody = Schema.Struct({
+  enabled: Schema.Literal(true),
+  server_id: Schema.String,
+  transport: Schema.Literal("tcp-mesh"),
+  port: Schema.Number,
+  peer_count: Schema.Number,
+  peers: Schema.Array(PeerStatsBody),
+  servers_alive: Schema.Number,
+  servers_dead: Schema.Number,
+  servers: Schema.Array(ServerStatsBody),
+  messages_sent: Schema.Number,
+  messages_received: Schema.Number,
+  messages_dropped: Schema.Number,
+  handshake_failures: Schema.Number,
+  frames_invalid: Schema.Number,
+  frames_unknown: Schema.Number,
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean
+})
+
+/**
+ * The stats body when the mesh does not run.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InactiveStatsBody = Schema.Struct({
+  enabled: Schema.Literal(false),
+  reason: Schema.Literal("no_peers", "disabled"),
+  server_id: Schema.String,
+  transport: Schema.Literal("tcp-mesh"),
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean
+})
+
+/**
+ * The body of both stats routes: `Mesh.stats` as JSON.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StatsBody = Schema.Union(ActiveStatsBody, InactiveStatsBody)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StatsBody = typeof StatsBody.Type
+
+// Keeps the Schema in step with `MeshStats`: this fails to compile if the served value drifts from it.
+const _statsFitsBody = (stats: MeshStats): typeof StatsBody.Encoded => stats
+void _statsFitsBody
+
+/**
+ * The body of `/api/v1/system/shared-state`: always disabled, since each replica is a single-node
+ * segments broker as far as shared state goes; only the maintenance flags are live.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SharedStateBody = Schema.Struct({
+  enabled: Schema.Literal(false),
+  reason: Schema.Literal("single_node_segments_broker"),
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SharedStateBody = typeof SharedStateBody.Type
+
+/**
+ * The body of a 404.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const NotFoundBody = Schema.Struct({
+  error: Schema.Literal("not_found"),
+  method: Schema.String,
+  path: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sharedState = (stats: MeshStats): SharedStateBody => ({
+  enabled: false,
+  reason: "single_node_segments_broker",
+  maintenance_mode: stats.maintenance_mode,
+  pop_maintenance_mode: stats.pop_maintenance_mode
+})
+
+// ---------------------------------------------------------------------------------------------
+// routes
+// ---------------------------------------------------------------------------------------------
+
+/** Stats change from one request to the next: nothing in between should cache them. */
+const json = (body: unknown, status = 200) =>
+  HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
+
+const statsHandler = Effect.map(
+  Effect.flatMap(Mesh, (mesh) => mesh.stats),
+  (stats) => json(stats)
+)
+
+const sharedStateHandler = Effect.map(
+  Effect.flatMap(Mesh, (mesh) => mesh.stats),
+  (stats) => json(sharedState(stats))
+)
+
+/**
+ * The three routes, for a host to mount into its own router or server. Unknown paths are left to the
+ * host (they fail with `RouteNotFound`).
+ *
+ * @since 0.1.0
+ * @category routers
+ */
+export const router: HttpRouter.HttpRouter<never, Mesh> = HttpRouter.empty.pipe(
+  HttpRouter.get(paths.sharedStateStats, statsHandler),
+  HttpRouter.get(paths.interInstanceStats, statsHandler),
+  HttpRouter.get(paths.sharedState, sharedStateHandler)
+)
+
+/**
+ * The JSON 404 answered for anything the routes do not know.
+ *
+ * @since 0.1.0
+ * @category handlers
+ */
+export const notFound: Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  never,
+  HttpServerRequest.HttpServerRequest
+> = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+  json(
+    {
+      error: "not_found",
+      method: request.method,
+      path: new URL(request.url, "http://localhost").pathname
+    },
+    404
+  )
+)
+
+/**
+ * The routes as a complete app: `router` with a JSON 404.
+ *
+ * @since 0.1.0
+ * @category apps
+ */
+export const app: HttpApp.Default<never, Mesh> = router.pipe(
+  Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound)
+)
+
+/**
+ * Serves `app` on whatever `HttpServer` is provided, for the life of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Mesh> = HttpServer.serve(app)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeOptions {
+  readonly host: string
+  /** 0 asks for an ephemeral port. */
+  readonly port: number
+}
+
+/**
+ * Starts a Node HTTP server serving `app` in the current scope, and returns the bound port once it is
+ * listening.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const serve = (
+  options: ServeOptions
+): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
+  Effect.gen(function* () {
+    const server = yield* NodeHttpServer.make(() => Http.createServer(), {
+      host: options.host,
+      port: options.port
+    })
+    yield* HttpServer.serveEffect(app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    return server.address._tag === "TcpAddress" ? server.address.port : options.port
+  })

@@ -1,0 +1,490 @@
+/**
+ * `queen-mesh demo` (`npm start`): three mesh nodes in one process on loopback, a simulated broker on
+ * each, and a live view of what the mesh buys. Midway the third node is cut off and put back, so the
+ * viewer sees the fallback to backoff, the peer passing the dead threshold, the reconnect and the
+ * recovery (docs/cli.md, "demo").
+ *
+ * The nodes run on the real TCP transport behind a `Switchboard` that can partition a node; heartbeat
+ * and dead threshold are short (250 ms, 1 s) and the send queues small, so all of it fits in seconds.
+ *
+ * @since 0.1.0
+ */
+import { randomBytes } from "node:crypto"
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Fiber,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Redacted,
+  Schedule,
+  Stream
+} from "effect"
+import * as Mesh from "../Mesh.js"
+import * as MeshConfig from "../MeshConfig.js"
+import type { MeshStats } from "../MeshStats.js"
+import { Transport } from "../Transport.js"
+import * as Waker from "../Waker.js"
+import * as Broker from "./broker.js"
+import { CliFailure, EXIT_FAILURE, print, printLine } from "./io.js"
+import * as Switchboard from "./switchboard.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface DemoOptions {
+  /** How long the demo runs, start-up included, in seconds. */
+  readonly duration: number
+  /** Plain periodic lines instead of a view redrawn in place (the default when stdout is not a TTY). */
+  readonly plain: boolean
+}
+
+const NAMES = ["node-a", "node-b", "node-c"] as const
+/** The node whose mesh link is cut midway. */
+const VICTIM = "node-c"
+const HEARTBEAT_MS = 250
+const DEAD_THRESHOLD_MS = 1000
+/** Small, so that the drops of a cut peer's send queue show within the demo. */
+const SEND_QUEUE = 8
+/** Latency figures in the live view cover this much recent time. */
+const WINDOW_MS = 2000
+
+interface TimelineEntry {
+  readonly at: number
+  readonly text: string
+}
+
+interface NodeState {
+  readonly name: string
+  readonly mesh: Mesh.MeshShape
+  readonly waker: Waker.LocalWakerShape
+  /** Peer liveness as the mesh reported it (absent: never heard). */
+  readonly alive: Map<string, boolean>
+  /** Outbound link state as last seen in the stats. */
+  readonly linked: Map<string, boolean>
+  stats: Option.Option<MeshStats>
+  pushes: number
+  wakesIn: number
+}
+
+interface Demo {
+  readonly nodes: Array<NodeState>
+  readonly samples: Array<Broker.WakeSample>
+  readonly timeline: Array<TimelineEntry>
+  readonly ports: () => ReadonlyMap<string, number>
+  cutAt: Option.Option<number>
+  restoredAt: Option.Option<number>
+  deadAt: Option.Option<number>
+  backAt: Option.Option<number>
+}
+
+// ---------------------------------------------------------------------------------------------
+// formatting
+// ---------------------------------------------------------------------------------------------
+
+const ms = (value: number): string => {
+  if (value < 10) return `${value.toFixed(2)} ms`
+  if (value < 100) return `${value.toFixed(1)} ms`
+  return `${Math.round(value)} ms`
+}
+
+const seconds = (at: number): string => `${(at / 1000).toFixed(1)}s`
+
+const p50p99 = (values: ReadonlyArray<number>): string => {
+  const p50 = Broker.percentile(values, 50)
+  const p99 = Broker.percentile(values, 99)
+  return Option.isSome(p50) && Option.isSome(p99)
+    ? `p50 ${ms(p50.value)}  p99 ${ms(p99.value)}`
+    : "p50 -  p99 -"
+}
+
+interface Paint {
+  readonly green: (s: string) => string
+  readonly red: (s: string) => string
+  readonly yellow: (s: string) => string
+  readonly dim: (s: string) => string
+  readonly bold: (s: string) => string
+}
+
+const ansi = (code: string) => (s: string) => `\x1b[${code}m${s}\x1b[0m`
+const colors: Paint = {
+  green: ansi("32"),
+  red: ansi("31"),
+  yellow: ansi("33"),
+  dim: ansi("2"),
+  bold: ansi("1")
+}
+const noColors: Paint = { green: (s) => s, red: (s) => s, yellow: (s) => s, dim: (s) => s, bold: (s) => s }
+
+/** Truncates to `width` visible columns, leaving ANSI sequences out of the count. */
+const truncate = (line: string, width: number): string => {
+  let visible = 0
+  let out = ""
+  for (let i = 0; i < line.length; i++) {
+    if (line[i] === "\x1b") {
+      const end = line.indexOf("m", i)
+      if (end >= 0) {
+        out += line.slice(i, end + 1)
+        i = end
+        continue
+      }
+    }
+    if (visible >= width) continue
+    out += line[i]
+    visible++
+  }
+  return out
+}
+
+const peerState = (node: NodeState, peer: string, paint: Paint): string => {
+  const linked = node.linked.get(peer) ?? false
+  const alive = node.alive.get(peer)
+  const heard = alive === undefined ? paint.dim("waiting") : alive ? paint.green("alive") : paint.red("dead")
+  return `${peer} ${linked ? paint.green("linked") : paint.red("unlinked")}/${heard}`
+}
+
+const phase = (demo: Demo, paint: Paint): string => {
+  if (Option.isNone(demo.cutAt)) return paint.green("all replicas linked")
+  if (Option.isNone(demo.restoredAt)) return paint.red(`${VICTIM} cut off: its pops fall back to backoff`)
+  if (Option.isNone(demo.backAt)) return paint.yellow(`${VICTIM} restored: reconnecting`)
+  return paint.green("recovered")
+}
+
+const recent = (demo: Demo, node: string, now: number) =>
+  demo.samples.filter((sample) => sample.node === node && sample.at >= now - WINDOW_MS)
+
+const counters = (node: NodeState): string =>
+  Option.match(node.stats, {
+    onNone: () => "frames -",
+    onSome: (stats) =>
+      stats.enabled
+        ? `frames sent ${stats.messages_sent}  received ${stats.messages_received}  dropped ${stats.messages_dropped}`
+        : "mesh not running"
+  })
+
+const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array<string> => {
+  const lines = [
+    `${paint.bold("queen-mesh demo")}  3 replicas on 127.0.0.1  ${seconds(now)} / ${seconds(total)}  ${phase(demo, paint)}`,
+    ""
+  ]
+  for (const node of demo.nodes) {
+    const port = demo.ports().get(node.name)
+    const peers = NAMES.filter((name) => name !== node.name).map((peer) => peerState(node, peer, paint))
+    const window = recent(demo, node.name, now)
+    lines.push(`${paint.bold(node.name)}  mesh :${port ?? "-"}   ${peers.join("   ")}`)
+    lines.push(`        ${counters(node)}   pushes ${node.pushes}   wakes in ${node.wakesIn}`)
+    lines.push(
+      `        wake latency ${p50p99(window.map((s) => s.latency))}   ${paint.dim("backoff only")} ${p50p99(
+        window.map((s) => s.backoffOnly)
+      )}   ${paint.dim(`(${window.filter((s) => s.woken).length} early, ${window.filter((s) => !s.woken).length} by timer, last 2 s)`)}`
+    )
+  }
+  lines.push("", paint.dim("events"))
+  for (const entry of demo.timeline.slice(-6)) lines.push(`  ${seconds(entry.at).padStart(5)}  ${entry.text}`)
+  return lines
+}
+
+const renderPlain = (demo: Demo, now: number): Array<string> =>
+  demo.nodes.map((node) => {
+    const peers = NAMES.filter((name) => name !== node.name)
+      .map((peer) => {
+        const alive = node.alive.get(peer)
+        return `${peer}=${node.linked.get(peer) ? "linked" : "unlinked"}/${alive === undefined ? "waiting" : alive ? "alive" : "dead"}`
+      })
+      .join(" ")
+    const window = recent(demo, node.name, now)
+    return `[${seconds(now).padStart(6)}] ${node.name}  ${peers}  ${counters(node)}  wakes in ${node.wakesIn}  wake ${p50p99(
+      window.map((s) => s.latency)
+    )}  backoff-only ${p50p99(window.map((s) => s.backoffOnly))}`
+  })
+
+/** Samples whose push happened while every link was up. */
+const healthy = (demo: Demo, end: number) => {
+  if (Option.isNone(demo.cutAt)) return demo.samples
+  const cutAt = demo.cutAt.value
+  const backAt = Option.getOrElse(demo.backAt, () => end)
+  return demo.samples.filter((s) => s.pushedAt < cutAt || s.pushedAt > backAt)
+}
+
+/** Samples of messages that had to cross the cut: pushed while it lasted, to or from the victim. */
+const acrossCut = (demo: Demo, end: number) => {
+  if (Option.isNone(demo.cutAt)) return []
+  const cutAt = demo.cutAt.value
+  const backAt = Option.getOrElse(demo.backAt, () => end)
+  return demo.samples.filter(
+    (s) => s.pushedAt >= cutAt && s.pushedAt <= backAt && (s.node === VICTIM || s.origin === VICTIM)
+  )
+}
+
+const renderSummary = (demo: Demo, end: number): Array<string> => {
+  const pushes = demo.nodes.reduce((sum, node) => sum + node.pushes, 0)
+  const wakesIn = demo.nodes.reduce((sum, node) => sum + node.wakesIn, 0)
+  const dropped = demo.nodes.reduce(
+    (sum, node) =>
+      sum +
+      Option.match(node.stats, { onNone: () => 0, onSome: (s) => (s.enabled ? s.messages_dropped : 0) }),
+    0
+  )
+  const good = healthy(demo, end)
+  const cut = acrossCut(demo, end)
+  const lines = [
+    `summary after ${seconds(end)}: 3 replicas, ${pushes} pushes, ${dropped} frames dropped`,
+    `  cross-replica wakes: ${wakesIn} received over the mesh`,
+    `  healthy mesh: ${good.length} remote messages seen by parked pops after ${p50p99(good.map((s) => s.latency))}`,
+    `  the same pops with the mesh cut (backoff only): ${p50p99(good.map((s) => s.backoffOnly))}`
+  ]
+  if (Option.isSome(demo.cutAt)) {
+    lines.push(
+      `  across the cut (${VICTIM} to and from its peers): ${cut.length} messages seen after ${p50p99(cut.map((s) => s.latency))}`
+    )
+    const restored = Option.match(demo.restoredAt, {
+      onNone: () => "",
+      onSome: (at) => `, restored at ${seconds(at)}`
+    })
+    const dead = Option.match(demo.deadAt, {
+      onNone: () => "; its peers never passed the dead threshold",
+      onSome: (at) => `; dead to its peers at ${seconds(at)}`
+    })
+    const back = Option.match(demo.backAt, {
+      onNone: () => "; not fully relinked before the end",
+      onSome: (at) => `; all links back at ${seconds(at)}`
+    })
+    lines.push(`  ${VICTIM} cut off at ${seconds(demo.cutAt.value)}${restored}${dead}${back}`)
+  }
+  return lines
+}
+
+// ---------------------------------------------------------------------------------------------
+// the cluster
+// ---------------------------------------------------------------------------------------------
+
+const nodeLayer = (name: string, switchboard: Switchboard.Switchboard, secret: Redacted.Redacted<string>) =>
+  Mesh.layer.pipe(
+    Layer.provideMerge(Mesh.layerHostLocal()),
+    Layer.provide(Layer.succeed(Transport, switchboard.transportFor(name))),
+    Layer.provide(
+      MeshConfig.layer({
+        serverId: name,
+        port: 0,
+        bindHost: "127.0.0.1",
+        // Names, not addresses: the switchboard maps each to the port that node bound.
+        peers: NAMES.filter((peer) => peer !== name).map((host) => ({ host, port: 0 })),
+        secret,
+        heartbeatInterval: Duration.millis(HEARTBEAT_MS),
+        deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
+        handshakeTimeout: Duration.millis(DEAD_THRESHOLD_MS),
+        sendQueueCapacity: SEND_QUEUE
+      })
+    )
+  )
+
+/**
+ * Runs the demo to completion.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
+  Effect.gen(function* () {
+    const totalMs = options.duration * 1000
+    const plain = options.plain || process.stdout.isTTY !== true
+    const paint = plain ? noColors : colors
+    const start = yield* Clock.currentTimeNanos
+    const now = Broker.elapsedSince(start)
+    const switchboard = yield* Switchboard.make()
+    const secret = Redacted.make(randomBytes(16).toString("hex"))
+    const timeline: Array<TimelineEntry> = []
+    const note = (text: string) =>
+      Effect.map(now, (at) => {
+        timeline.push({ at, text })
+      })
+
+    const demo: Demo = {
+      nodes: [],
+      samples: [],
+      timeline,
+      ports: switchboard.ports,
+      cutAt: Option.none(),
+      restoredAt: Option.none(),
+      deadAt: Option.none(),
+      backAt: Option.none()
+    }
+    const nodes = demo.nodes
+    for (const name of NAMES) {
+      const context = yield* Layer.build(nodeLayer(name, switchboard, secret)).pipe(
+        Effect.mapError(
+          (error) =>
+            new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh demo: ${name}: ${error.message}` })
+        )
+      )
+      const node: NodeState = {
+        name,
+        mesh: Context.get(context, Mesh.Mesh),
+        waker: Context.get(context, Waker.LocalWaker),
+        alive: new Map(),
+        linked: new Map(),
+        stats: Option.none(),
+        pushes: 0,
+        wakesIn: 0
+      }
+      nodes.push(node)
+      yield* node.mesh.events.pipe(
+        Stream.runForEach((event) => {
+          switch (event._tag) {
+            case "Wake":
+              node.wakesIn++
+              return Effect.void
+            case "PeerUp":
+              node.alive.set(event.serverId, true)
+              return note(`${name}: peer ${event.serverId} ${paint.green("alive")}`)
+            case "PeerDown":
+              node.alive.set(event.serverId, false)
+              return Effect.flatMap(now, (at) => {
+                if (event.serverId === VICTIM && Option.isSome(demo.cutAt) && Option.isNone(demo.deadAt)) {
+                  demo.deadAt = Option.some(at)
+                }
+                return note(
+                  `${name}: peer ${event.serverId} ${paint.red("dead")} (silent ${DEAD_THRESHOLD_MS} ms)`
+                )
+              })
+            default:
+              return Effect.void
+          }
+        }),
+        Effect.forkScoped
+      )
+      // Let the subscriber subscribe before the next node can dial this one.
+      yield* Effect.yieldNow()
+    }
+
+    const refreshStats = Effect.forEach(
+      nodes,
+      (node) =>
+        Effect.flatMap(node.mesh.stats, (stats) => {
+          node.stats = Option.some(stats)
+          if (!stats.enabled) return Effect.void
+          return Effect.forEach(
+            stats.peers,
+            (peer) => {
+              const before = node.linked.get(peer.host)
+              node.linked.set(peer.host, peer.connected)
+              if (before === undefined ? !peer.connected : before === peer.connected) return Effect.void
+              return note(
+                `${node.name} -> ${peer.host}: link ${peer.connected ? paint.green("up") : paint.red("down")}`
+              )
+            },
+            { discard: true }
+          )
+        }),
+      { discard: true }
+    )
+    const allLinked = Effect.map(refreshStats, () =>
+      nodes.every((node) => NAMES.every((peer) => peer === node.name || node.linked.get(peer) === true))
+    )
+
+    // Start-up: wait (bounded) until every link is up, so the first pushes are not lost hints.
+    yield* allLinked.pipe(
+      Effect.repeat({ schedule: Schedule.spaced(Duration.millis(20)), until: (ok) => ok }),
+      Effect.timeout(Duration.seconds(5)),
+      Effect.ignore
+    )
+
+    const observer: Broker.BrokerObserver = {
+      now,
+      onPush: (name) => {
+        const node = nodes.find((n) => n.name === name)
+        if (node !== undefined) node.pushes++
+      },
+      onSample: (sample) => {
+        demo.samples.push(sample)
+      }
+    }
+    const ledger = new Broker.Ledger()
+    for (const node of nodes)
+      yield* Broker.start(node.name, node.mesh, node.waker, ledger, Broker.defaults, observer)
+
+    // The scenario: cut the victim off at 40% of the run, restore it at 70%.
+    yield* Effect.gen(function* () {
+      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.4 - (yield* now))))
+      yield* switchboard.cut(VICTIM)
+      demo.cutAt = Option.some(yield* now)
+      yield* note(paint.bold(`cut ${VICTIM}'s mesh link`))
+      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.7 - (yield* now))))
+      yield* switchboard.restore(VICTIM)
+      demo.restoredAt = Option.some(yield* now)
+      yield* note(paint.bold(`restored ${VICTIM}'s mesh link`))
+    }).pipe(Effect.forkScoped)
+
+    // The monitor: link states from the stats, recovery, and (plain) the timeline as it happens.
+    let printed = 0
+    const monitor = Effect.gen(function* () {
+      const linked = yield* allLinked
+      const at = yield* now
+      if (linked && Option.isSome(demo.restoredAt) && Option.isNone(demo.backAt)) {
+        demo.backAt = Option.some(at)
+        timeline.push({ at, text: paint.green("all links back: recovered") })
+      }
+      if (plain) {
+        for (const entry of timeline.slice(printed)) {
+          yield* printLine(`[${seconds(entry.at).padStart(6)}] * ${entry.text}`)
+        }
+        printed = timeline.length
+      }
+    })
+    const monitorFiber = yield* Effect.forkScoped(
+      Effect.forever(Effect.zipRight(monitor, Effect.sleep(Duration.millis(100))))
+    )
+
+    let view: Fiber.RuntimeFiber<never>
+    let finish: Effect.Effect<void>
+    if (plain) {
+      yield* printLine(
+        `queen-mesh demo: 3 replicas on 127.0.0.1 for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
+      )
+      const report = Effect.flatMap(now, (at) =>
+        Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
+      )
+      view = yield* Effect.forkScoped(
+        Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(1000)), report))
+      )
+      finish = report
+    } else {
+      let drawn = 0
+      const width = () => Math.max(40, process.stdout.columns ?? 120)
+      const draw = Effect.flatMap(now, (at) => {
+        const lines = renderView(demo, Math.min(at, totalMs), totalMs, paint).map((line) =>
+          truncate(line, width() - 1)
+        )
+        const up = drawn > 0 ? `\x1b[${drawn}F\x1b[J` : ""
+        drawn = lines.length
+        return print(`${up}${lines.join("\n")}\n`)
+      })
+      yield* Effect.acquireRelease(print("\x1b[?25l"), () => print("\x1b[?25h"))
+      view = yield* Effect.forkScoped(
+        Effect.forever(Effect.zipRight(draw, Effect.sleep(Duration.millis(200))))
+      )
+      finish = draw
+    }
+
+    yield* Effect.sleep(Duration.millis(Math.max(0, totalMs - (yield* now))))
+    // The view and the monitor stop first, so nothing draws over the summary.
+    yield* Fiber.interrupt(view)
+    yield* Fiber.interrupt(monitorFiber)
+    yield* monitor
+    yield* finish
+    const end = yield* now
+    yield* printLine("")
+    yield* Effect.forEach(renderSummary(demo, end), printLine, { discard: true })
+  }).pipe(
+    Effect.scoped,
+    // The view reports what the logs would; in place of a redrawn view they would only garble it.
+    Logger.withMinimumLogLevel(
+      options.plain || process.stdout.isTTY !== true ? LogLevel.Warning : LogLevel.Error
+    ),
+    Effect.annotateLogs({ module: "cli/demo" })
+  )
