@@ -10,13 +10,59 @@
  *
  * @since 0.1.0
  */
-import { Clock, Data, Duration, Effect, Option, Queue, type Redacted, Schedule, Stream } from "effect"
+import { Clock, Data, Duration, Effect, Option, type Redacted, Schedule, Stream } from "effect"
 import * as Frame from "./Frame.js"
 import * as Handshake from "./Handshake.js"
 import type { Peer } from "./MeshConfig.js"
 import type { TransportError } from "./MeshError.js"
 import type { Counters } from "./MeshStats.js"
 import { Transport } from "./Transport.js"
+
+/**
+ * A peer's bounded send queue of encoded frames. Offering never blocks: a frame that does not fit is
+ * refused, and the caller counts the drop. The writer takes every waiting frame at once.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class SendQueue {
+  private items: Array<Uint8Array> = []
+  private waiting: (() => void) | undefined = undefined
+
+  constructor(readonly capacity: number) {}
+
+  get size(): number {
+    return this.items.length
+  }
+
+  /** Queues `bytes` unless full; wakes the writer. */
+  offer(bytes: Uint8Array): boolean {
+    if (this.items.length >= this.capacity) return false
+    this.items.push(bytes)
+    const waiting = this.waiting
+    if (waiting !== undefined) {
+      this.waiting = undefined
+      waiting()
+    }
+    return true
+  }
+
+  /** Takes every waiting frame, oldest first. */
+  takeAll(): Array<Uint8Array> {
+    const all = this.items
+    this.items = []
+    return all
+  }
+
+  /** Completes once at least one frame is waiting. */
+  readonly available: Effect.Effect<void> = Effect.async<void>((resume) => {
+    if (this.items.length > 0) return resume(Effect.void)
+    this.waiting = () => resume(Effect.void)
+    return Effect.sync(() => {
+      this.waiting = undefined
+    })
+  })
+}
 
 /**
  * One configured peer: its send queue and what the stats show of its link.
@@ -26,10 +72,14 @@ import { Transport } from "./Transport.js"
  */
 export interface PeerLink {
   readonly peer: Peer
-  /** Encoded frames waiting to be sent; a dropping queue, so broadcasting never blocks. */
-  readonly queue: Queue.Queue<Uint8Array>
+  readonly queue: SendQueue
   connected: boolean
   resolvedIp: Option.Option<string>
+  /**
+   * Sends one encoded frame: written at once when the link is idle and the transport can take it
+   * without waiting, else queued. False when the queue is full and the frame is dropped.
+   */
+  offer: (bytes: Uint8Array) => boolean
 }
 
 /**
@@ -37,12 +87,10 @@ export interface PeerLink {
  * @category constructors
  */
 export const makePeerLink = (peer: Peer, capacity: number): Effect.Effect<PeerLink> =>
-  Effect.map(Queue.dropping<Uint8Array>(capacity), (queue) => ({
-    peer,
-    queue,
-    connected: false,
-    resolvedIp: Option.none()
-  }))
+  Effect.sync(() => {
+    const queue = new SendQueue(capacity)
+    return { peer, queue, connected: false, resolvedIp: Option.none(), offer: (bytes) => queue.offer(bytes) }
+  })
 
 /**
  * Why a link session ended. `connected`: it got as far as a connection and a HELLO written;
@@ -84,11 +132,6 @@ export interface DialerOptions {
   readonly counters: Counters
 }
 
-const concat = (first: Uint8Array, rest: Iterable<Uint8Array>): Uint8Array => {
-  const all = [first, ...rest]
-  return all.length === 1 ? first : Buffer.concat(all)
-}
-
 /**
  * Runs the link to one peer until interrupted.
  *
@@ -119,7 +162,7 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
       const connection = yield* Effect.catchAll(transport.dial(host, port), down)
       const hello = yield* Handshake.makeHello(options.serverId, options.secret)
       yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
-      yield* Queue.takeAll(link.queue)
+      link.queue.takeAll()
       upSince = yield* Clock.currentTimeMillis
       link.connected = true
       link.resolvedIp = Option.orElse(connection.remoteAddress, () => link.resolvedIp)
@@ -127,18 +170,41 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
         Effect.annotateLogs({ resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown") })
       )
 
+      let writing = false
+      let active = false
+      // On an idle link a frame skips the queue and the writer fiber: the transport takes it now.
+      const tryWrite = connection.unsafeTryWrite
+      if (tryWrite !== undefined) {
+        link.offer = (bytes) => {
+          if (writing || link.queue.size > 0 || !tryWrite(bytes)) return link.queue.offer(bytes)
+          counters.sent++
+          active = true
+          return true
+        }
+      }
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          link.offer = (bytes) => link.queue.offer(bytes)
+        })
+      )
+
       const writer = Effect.gen(function* () {
-        const first = yield* Effect.timeout(Queue.take(link.queue), options.heartbeatInterval).pipe(
-          Effect.option
-        )
-        if (Option.isNone(first)) {
+        yield* link.queue.available
+        const frames = link.queue.takeAll()
+        writing = true
+        yield* connection.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
+        writing = false
+        counters.sent += frames.length
+        active = true
+      }).pipe(Effect.forever)
+      // A heartbeat after every interval in which nothing else was written.
+      const heartbeats = Effect.gen(function* () {
+        yield* Effect.sleep(options.heartbeatInterval)
+        if (!active) {
           yield* connection.write(heartbeat)
           counters.sent++
-          return
         }
-        const rest = yield* Queue.takeAll(link.queue)
-        yield* connection.write(concat(first.value, rest))
-        counters.sent += 1 + rest.length
+        active = false
       }).pipe(Effect.forever)
       // Outbound connections carry nothing back; reading only notices the close.
       const closed = Effect.zipRight(
@@ -146,7 +212,8 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
         Effect.fail("closed by peer" as const)
       )
 
-      return yield* Effect.raceFirst(writer, closed).pipe(Effect.catchAll(down))
+      // The first of the three to end (each only ends by failing) ends the session.
+      return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
     }).pipe(
       Effect.scoped,
       Effect.ensuring(

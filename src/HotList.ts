@@ -15,6 +15,8 @@ import type { QueueItem } from "./Frame.js"
 export interface HotListShape {
   /** Mark `items` pending. Idempotent and commutative. */
   readonly markDirty: (items: ReadonlyArray<QueueItem>) => Effect.Effect<void>
+  /** Optional synchronous twin of `markDirty`, called straight from the receive path when present. */
+  readonly unsafeMarkDirty?: (items: ReadonlyArray<QueueItem>) => void
 }
 
 /**
@@ -67,18 +69,19 @@ export const makeMemory = (options: { readonly maxPending?: number } = {}) =>
     const maxPending = options.maxPending ?? 100_000
     const pending = new Map<string, QueueItem>()
     let epoch = 0
+    const unsafeMarkDirty = (items: ReadonlyArray<QueueItem>): void => {
+      let added = false
+      for (const item of items) {
+        const key = itemKey(item)
+        if (pending.has(key) || pending.size >= maxPending) continue
+        pending.set(key, item)
+        added = true
+      }
+      if (added) epoch++
+    }
     return {
-      markDirty: (items) =>
-        Effect.sync(() => {
-          let added = false
-          for (const item of items) {
-            const key = itemKey(item)
-            if (pending.has(key) || pending.size >= maxPending) continue
-            pending.set(key, item)
-            added = true
-          }
-          if (added) epoch++
-        }),
+      markDirty: (items) => Effect.sync(() => unsafeMarkDirty(items)),
+      unsafeMarkDirty,
       pending: Effect.sync(() => [...pending.values()]),
       take: Effect.sync(() => {
         const items = [...pending.values()]

@@ -29,8 +29,11 @@ export interface ListenerOptions {
   readonly handshakeTimeout: Duration.DurationInput
   readonly counters: Counters
   readonly liveness: Liveness
-  /** Applies one received frame from the peer `from`. */
-  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void>
+  /**
+   * Applies one received frame from the peer `from`: at once, returning `undefined`, or by returning
+   * the effect that applies it.
+   */
+  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
   readonly publish: (event: MeshEvent) => Effect.Effect<void>
 }
 
@@ -145,7 +148,8 @@ export const makeHandler = (options: ListenerOptions) => {
               continue
             }
             counters.received++
-            yield* apply(peer, frame)
+            const applying = apply(peer, frame)
+            if (applying !== undefined) yield* applying
           }
           yield* liveness.heard(peer)
           if (failure !== undefined) return yield* failure

@@ -122,10 +122,14 @@ export const make: Effect.Effect<
   const active = MeshConfig.isActive(config)
   const counters = new Counters()
 
-  // Events: published only while someone listens, so the receive path pays nothing otherwise.
-  const pubsub = yield* Effect.acquireRelease(PubSub.sliding<MeshEvent>(EVENT_BUFFER), PubSub.shutdown)
+  // Events: offered only while someone listens, so the receive path pays nothing otherwise. A
+  // subscriber more than EVENT_BUFFER events behind misses the newest: observers never slow the mesh.
+  const pubsub = yield* Effect.acquireRelease(PubSub.dropping<MeshEvent>(EVENT_BUFFER), PubSub.shutdown)
   let subscribers = 0
-  const publish = (event: MeshEvent) => (subscribers === 0 ? Effect.void : PubSub.publish(pubsub, event))
+  const emit = (event: MeshEvent): void => {
+    if (subscribers > 0) pubsub.unsafeOffer(event)
+  }
+  const publish = (event: MeshEvent) => Effect.sync(() => emit(event))
   const events = Stream.unwrapScoped(
     Effect.acquireRelease(
       Effect.map(PubSub.subscribe(pubsub), (subscription) => {
@@ -145,7 +149,7 @@ export const make: Effect.Effect<
     : []
   const broadcastBytes = (bytes: Uint8Array) => {
     for (const link of links) {
-      if (!link.queue.unsafeOffer(bytes)) counters.dropped++
+      if (!link.offer(bytes)) counters.dropped++
     }
   }
   const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
@@ -172,29 +176,43 @@ export const make: Effect.Effect<
       )
     })
 
-  // Applying received frames to the host's services.
-  const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> => {
+  // Applying received frames to the host's services: synchronously where the host offers it (no
+  // effect per frame on the receive path), else through the services' effects.
+  const wakeNow = waker.unsafeWake
+  const markNow = hotList.unsafeMarkDirty
+  const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
     switch (frame._tag) {
-      case "MessageAvailable":
-        return subscribers === 0
-          ? waker.wake(frame)
-          : Effect.zipRight(waker.wake(frame), publish({ _tag: "Wake", from, item: frame }))
-      case "MessageAvailableBatch":
-        return Effect.forEach(
-          frame.items,
-          (item) =>
-            subscribers === 0
-              ? waker.wake(item)
-              : Effect.zipRight(waker.wake(item), publish({ _tag: "Wake", from, item })),
-          { discard: true }
-        )
-      case "HotlistDirtyBatch":
-        return Effect.zipRight(
-          hotList.markDirty(frame.items),
-          Effect.forEach(frame.items, (item) => publish({ _tag: "HotlistDirty", from, item }), {
-            discard: true
-          })
-        )
+      case "MessageAvailable": {
+        const event: MeshEvent = { _tag: "Wake", from, item: frame }
+        if (wakeNow === undefined) return Effect.zipRight(waker.wake(frame), publish(event))
+        wakeNow(frame)
+        emit(event)
+        return undefined
+      }
+      case "MessageAvailableBatch": {
+        if (wakeNow === undefined) {
+          return Effect.forEach(
+            frame.items,
+            (item) => Effect.zipRight(waker.wake(item), publish({ _tag: "Wake", from, item })),
+            { discard: true }
+          )
+        }
+        for (const item of frame.items) {
+          wakeNow(item)
+          emit({ _tag: "Wake", from, item })
+        }
+        return undefined
+      }
+      case "HotlistDirtyBatch": {
+        const announce = () => {
+          for (const item of frame.items) emit({ _tag: "HotlistDirty", from, item })
+        }
+        if (markNow === undefined)
+          return Effect.zipRight(hotList.markDirty(frame.items), Effect.sync(announce))
+        markNow(frame.items)
+        announce()
+        return undefined
+      }
       case "QueueConfigSet":
       case "QueueConfigDelete":
         return Effect.zipRight(
@@ -218,7 +236,7 @@ export const make: Effect.Effect<
         )
       case "Heartbeat":
       case "Hello":
-        return Effect.void
+        return undefined
     }
   }
 
@@ -322,11 +340,7 @@ export const make: Effect.Effect<
         connected: link.connected,
         resolved: Option.isSome(link.resolvedIp),
         resolved_ip: Option.getOrNull(link.resolvedIp),
-        // A negative size counts a waiting taker: the writer idles on an empty queue.
-        queued: Math.max(
-          0,
-          Option.getOrElse(link.queue.unsafeSize(), () => 0)
-        )
+        queued: link.queue.size
       })),
       servers_alive: alive,
       servers_dead: servers.length - alive,

@@ -25,41 +25,59 @@ export interface TcpOptions {
   readonly connectTimeout?: Duration.DurationInput
 }
 
-const fromSocket = (socket: Net.Socket, address: string): Connection => ({
-  remoteAddress: Option.fromNullable(socket.remoteAddress),
-  chunks: NodeStream.fromReadable<TransportError, Uint8Array>(
-    () => socket,
-    (cause) => new TransportError({ reason: "Read", address, cause }),
-    { closeOnDone: false }
-  ),
-  write: (bytes) =>
-    Effect.async<void, TransportError>((resume) => {
-      if (socket.destroyed || !socket.writable) {
-        resume(Effect.fail(new TransportError({ reason: "Closed", address })))
-        return
+const fromSocket = (socket: Net.Socket, address: string): Connection => {
+  // Writes made in one tick are corked and leave as one system call when the tick ends.
+  let corked = false
+  const uncork = () => {
+    corked = false
+    socket.uncork()
+  }
+  return {
+    unsafeTryWrite: (bytes) => {
+      if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
+      if (!corked) {
+        corked = true
+        socket.cork()
+        process.nextTick(uncork)
       }
-      if (socket.write(bytes)) {
-        resume(Effect.void)
-        return
-      }
-      // The socket's buffer is over its high-water mark: wait for it to drain, or for the end.
-      const cleanup = () => {
-        socket.off("drain", onDrain)
-        socket.off("close", onClose)
-      }
-      const onDrain = () => {
-        cleanup()
-        resume(Effect.void)
-      }
-      const onClose = () => {
-        cleanup()
-        resume(Effect.fail(new TransportError({ reason: "Write", address })))
-      }
-      socket.on("drain", onDrain)
-      socket.on("close", onClose)
-      return Effect.sync(cleanup)
-    })
-})
+      socket.write(bytes)
+      return true
+    },
+    remoteAddress: Option.fromNullable(socket.remoteAddress),
+    chunks: NodeStream.fromReadable<TransportError, Uint8Array>(
+      () => socket,
+      (cause) => new TransportError({ reason: "Read", address, cause }),
+      { closeOnDone: false }
+    ),
+    write: (bytes) =>
+      Effect.async<void, TransportError>((resume) => {
+        if (socket.destroyed || !socket.writable) {
+          resume(Effect.fail(new TransportError({ reason: "Closed", address })))
+          return
+        }
+        if (socket.write(bytes)) {
+          resume(Effect.void)
+          return
+        }
+        // The socket's buffer is over its high-water mark: wait for it to drain, or for the end.
+        const cleanup = () => {
+          socket.off("drain", onDrain)
+          socket.off("close", onClose)
+        }
+        const onDrain = () => {
+          cleanup()
+          resume(Effect.void)
+        }
+        const onClose = () => {
+          cleanup()
+          resume(Effect.fail(new TransportError({ reason: "Write", address })))
+        }
+        socket.on("drain", onDrain)
+        socket.on("close", onClose)
+        return Effect.sync(cleanup)
+      })
+  }
+}
 
 const destroy = (socket: Net.Socket) =>
   Effect.sync(() => {

@@ -29,6 +29,12 @@ export interface Connection {
    * and the transport's own buffer is full.
    */
   readonly write: (bytes: Uint8Array) => Effect.Effect<void, TransportError>
+  /**
+   * Optional fast path: writes `bytes` now and returns true if the transport can take them without
+   * waiting, else returns false and writes nothing. The mesh uses it to send on an idle link without
+   * waking a fiber; writes made in one tick should still leave as one system call where possible.
+   */
+  readonly unsafeTryWrite?: (bytes: Uint8Array) => boolean
 }
 
 /**

@@ -19,6 +19,11 @@ import type { QueueItem } from "./Frame.js"
 export interface WakerShape {
   /** Wake the pops parked on `item`'s queue (and tenant), and note the partition hint. */
   readonly wake: (item: QueueItem) => Effect.Effect<void>
+  /**
+   * Optional synchronous twin of `wake`, for wakers that need no effects. When present the mesh calls
+   * it straight from the receive path, which saves an effect per frame.
+   */
+  readonly unsafeWake?: (item: QueueItem) => void
 }
 
 /**
@@ -122,22 +127,21 @@ export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalW
       if (set.size < maxHintsPerKey) set.add(partition)
     }
 
-    const wake = (item: QueueItem): Effect.Effect<void> =>
-      Effect.sync(() => {
-        const byTenant = parked.get(item.queue)
-        if (Option.isSome(item.tenant) || !tenancy) {
-          const tenant = tenantKey(item.tenant)
-          recordHint(item.queue, tenant, item.partition)
-          release(byTenant?.get(tenant))
-          return
-        }
-        // Absent tenant with tenancy on: every tenant with pops parked on this queue name.
-        if (byTenant === undefined) return
-        for (const [tenant, waiters] of byTenant) {
-          recordHint(item.queue, tenant, item.partition)
-          release(waiters)
-        }
-      })
+    const unsafeWake = (item: QueueItem): void => {
+      const byTenant = parked.get(item.queue)
+      if (Option.isSome(item.tenant) || !tenancy) {
+        const tenant = tenantKey(item.tenant)
+        recordHint(item.queue, tenant, item.partition)
+        release(byTenant?.get(tenant))
+        return
+      }
+      // Absent tenant with tenancy on: every tenant with pops parked on this queue name.
+      if (byTenant === undefined) return
+      for (const [tenant, waiters] of byTenant) {
+        recordHint(item.queue, tenant, item.partition)
+        release(waiters)
+      }
+    }
 
     const awaitWake: LocalWakerShape["awaitWake"] = (target, { maxWait }) =>
       Effect.flatMap(Deferred.make<void>(), (waiter) => {
@@ -180,7 +184,8 @@ export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalW
       })
 
     return {
-      wake,
+      wake: (item) => Effect.sync(() => unsafeWake(item)),
+      unsafeWake,
       awaitWake,
       parked: Effect.sync(() => parkedCount),
       takePartitionHints: (target) =>
