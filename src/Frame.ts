@@ -560,7 +560,7 @@ export const decodePayload = (
   if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(heartbeatNoId)
   let json: unknown
   try {
-    json = JSON.parse(utf8.decode(payload))
+    json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
   } catch (error) {
     const detail = `not JSON: ${error instanceof Error ? error.message : String(error)}`
     return Either.left(new FrameDecodeError({ tag, detail }))

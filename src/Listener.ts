@@ -88,23 +88,45 @@ export const makeHandler = (options: ListenerOptions) => {
       const hello = yield* Deferred.make<string>()
       let peer: string | undefined
       let refused: HandshakeError | undefined
-      let batch: Array<Decoded> = []
+      // What a chunk's frames still need once the decoder is done with it: the effects that apply
+      // them, in order, and the notes on invalid frames.
+      let later: Array<Effect.Effect<void>> = []
+      let invalid: Array<FrameDecodeError> = []
 
-      // Runs inside the decoder, so the HELLO is judged before the next frame's length is read.
+      // Runs inside the decoder: the HELLO is judged before the next frame's length is read, and a frame
+      // the host can take synchronously is applied at once, unless an earlier one in the chunk waits
+      // for an effect (order is kept).
       const collect = (tag: number, payload: Uint8Array) => {
         if (refused !== undefined) return
         const decoded = Frame.decodePayload(tag, payload)
-        if (peer !== undefined) {
-          batch.push(decoded)
+        const from = peer
+        if (from === undefined) {
+          const verdict = authenticate(decoded)
+          if (Either.isLeft(verdict)) {
+            refused = verdict.left
+            return
+          }
+          peer = verdict.right
+          decoder.maxFrameLength = Frame.MAX_FRAME_LENGTH
           return
         }
-        const verdict = authenticate(decoded)
-        if (Either.isLeft(verdict)) {
-          refused = verdict.left
+        if (Either.isLeft(decoded)) {
+          counters.invalid++
+          invalid.push(decoded.left)
           return
         }
-        peer = verdict.right
-        decoder.maxFrameLength = Frame.MAX_FRAME_LENGTH
+        const frame = decoded.right
+        if (frame._tag === "Unknown") {
+          counters.unknown++
+          return
+        }
+        counters.received++
+        if (later.length > 0) {
+          later.push(Effect.suspend(() => apply(from, frame) ?? Effect.void))
+          return
+        }
+        const applying = apply(from, frame)
+        if (applying !== undefined) later.push(applying)
       }
 
       const authenticate = (decoded: Decoded): Either.Either<string, HandshakeError> => {
@@ -119,39 +141,42 @@ export const makeHandler = (options: ListenerOptions) => {
       const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> => {
         const wasAuthenticated = peer !== undefined
         const failure = decoder.push(chunk, collect)
-        const frames = batch
-        batch = []
+        const from = peer
+        if (
+          wasAuthenticated &&
+          from !== undefined &&
+          failure === undefined &&
+          later.length === 0 &&
+          invalid.length === 0
+        ) {
+          // The common case: every frame was applied inside the decoder.
+          return liveness.heard(from)
+        }
+        const effects = later
+        const notes = invalid
+        later = []
+        invalid = []
         return Effect.gen(function* () {
           if (refused !== undefined) return yield* refused
-          if (peer === undefined) {
+          if (from === undefined) {
             if (failure === undefined) return
             // Not even a frame: whatever is dialling us does not speak the mesh.
             return yield* new HandshakeError({ reason: "InvalidHello", detail: failure.message })
           }
           if (!wasAuthenticated) {
-            yield* Deferred.succeed(hello, peer)
-            yield* Effect.logDebug("mesh peer authenticated").pipe(Effect.annotateLogs({ remote, peer }))
+            yield* Deferred.succeed(hello, from)
+            yield* Effect.logDebug("mesh peer authenticated").pipe(
+              Effect.annotateLogs({ remote, peer: from })
+            )
           }
-          for (const decoded of frames) {
-            if (Either.isLeft(decoded)) {
-              counters.invalid++
-              const error = decoded.left
-              yield* publish({ _tag: "InvalidFrame", from: peer, tag: error.tag, detail: error.detail })
-              yield* Effect.logDebug("skipped an invalid frame").pipe(
-                Effect.annotateLogs({ peer, reason: error.message })
-              )
-              continue
-            }
-            const frame = decoded.right
-            if (frame._tag === "Unknown") {
-              counters.unknown++
-              continue
-            }
-            counters.received++
-            const applying = apply(peer, frame)
-            if (applying !== undefined) yield* applying
+          for (const effect of effects) yield* effect
+          for (const error of notes) {
+            yield* publish({ _tag: "InvalidFrame", from, tag: error.tag, detail: error.detail })
+            yield* Effect.logDebug("skipped an invalid frame").pipe(
+              Effect.annotateLogs({ peer: from, reason: error.message })
+            )
           }
-          yield* liveness.heard(peer)
+          yield* liveness.heard(from)
           if (failure !== undefined) return yield* failure
         })
       }
