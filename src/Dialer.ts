@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Data, Duration, Effect, Option, type Redacted, Schedule, Stream } from "effect"
+import { Clock, Data, Duration, Effect, Option, type Redacted, Schedule } from "effect"
 import * as Frame from "./Frame.js"
 import * as Handshake from "./Handshake.js"
 import type { Peer } from "./MeshConfig.js"
@@ -208,7 +208,7 @@ export const run = (link: PeerLink, options: DialerOptions): Effect.Effect<never
       }).pipe(Effect.forever)
       // Outbound connections carry nothing back; reading only notices the close.
       const closed = Effect.zipRight(
-        Stream.runDrain(connection.chunks),
+        connection.read<never>(() => undefined),
         Effect.fail("closed by peer" as const)
       )
 

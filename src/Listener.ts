@@ -6,11 +6,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, type Duration, Effect, Either, type Redacted, type Scope, Stream } from "effect"
+import { Clock, Deferred, type Duration, Effect, Either, type Redacted, type Scope } from "effect"
 import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
-import type { Liveness } from "./Liveness.js"
+import type * as Liveness from "./Liveness.js"
 import { type FrameDecodeError, type FramingError, HandshakeError, type TransportError } from "./MeshError.js"
 import type { MeshEvent } from "./MeshEvent.js"
 import type { Counters } from "./MeshStats.js"
@@ -28,7 +28,7 @@ export interface ListenerOptions {
   readonly secret: Redacted.Redacted<string>
   readonly handshakeTimeout: Duration.DurationInput
   readonly counters: Counters
-  readonly liveness: Liveness
+  readonly liveness: Liveness.Liveness
   /**
    * Applies one received frame from the peer `from`: at once, returning `undefined`, or by returning
    * the effect that applies it.
@@ -88,6 +88,8 @@ export const makeHandler = (options: ListenerOptions) => {
       const hello = yield* Deferred.make<string>()
       let peer: string | undefined
       let refused: HandshakeError | undefined
+      // Refreshes the peer's liveness; set once its HELLO is accepted.
+      let touch: Liveness.Touch | undefined
       // What a chunk's frames still need once the decoder is done with it: the effects that apply
       // them, in order, and the notes on invalid frames.
       let later: Array<Effect.Effect<void>> = []
@@ -138,19 +140,13 @@ export const makeHandler = (options: ListenerOptions) => {
         return Handshake.verify(frame, options.secret)
       }
 
-      const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> => {
+      const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> | undefined => {
         const wasAuthenticated = peer !== undefined
         const failure = decoder.push(chunk, collect)
         const from = peer
-        if (
-          wasAuthenticated &&
-          from !== undefined &&
-          failure === undefined &&
-          later.length === 0 &&
-          invalid.length === 0
-        ) {
-          // The common case: every frame was applied inside the decoder.
-          return liveness.heard(from)
+        if (touch !== undefined && failure === undefined && later.length === 0 && invalid.length === 0) {
+          // The common case: every frame was applied inside the decoder, and liveness is a plain write.
+          return touch()
         }
         const effects = later
         const notes = invalid
@@ -164,6 +160,7 @@ export const makeHandler = (options: ListenerOptions) => {
             return yield* new HandshakeError({ reason: "InvalidHello", detail: failure.message })
           }
           if (!wasAuthenticated) {
+            touch = yield* liveness.touch(from)
             yield* Deferred.succeed(hello, from)
             yield* Effect.logDebug("mesh peer authenticated").pipe(
               Effect.annotateLogs({ remote, peer: from })
@@ -176,12 +173,13 @@ export const makeHandler = (options: ListenerOptions) => {
               Effect.annotateLogs({ peer: from, reason: error.message })
             )
           }
-          yield* liveness.heard(from)
+          const announce = touch?.()
+          if (announce !== undefined) yield* announce
           if (failure !== undefined) return yield* failure
         })
       }
 
-      const read = Stream.runForEach(connection.chunks, onChunk).pipe(
+      const read = connection.read(onChunk).pipe(
         Effect.zipRight(
           Effect.suspend((): Effect.Effect<void, FramingError | HandshakeError> => {
             const failure = decoder.end()

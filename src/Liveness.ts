@@ -4,9 +4,13 @@
  * is absent, not dead. Liveness is a protocol matter: heartbeats keep it fresh on an idle cluster, and
  * the socket is never trusted to report a dead peer.
  *
+ * The map is a `Ref` from server id to a small mutable cell. A connection looks its cell up once, after
+ * the HELLO, and then refreshes it on every chunk with a plain write (`touch`), so the receive path
+ * pays no effect for liveness; only a transition (a dead or new peer heard) returns one.
+ *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, HashMap, Option, Ref, type Scope } from "effect"
+import { Duration, Effect, HashMap, Option, Ref, type Scope } from "effect"
 
 /**
  * @since 0.1.0
@@ -18,6 +22,21 @@ export interface PeerLiveness {
   readonly alive: boolean
 }
 
+/** The mutable cell behind a `PeerLiveness`. */
+interface Cell {
+  lastSeen: number
+  alive: boolean
+}
+
+/**
+ * Refreshes one peer's cell now. Returns the effect announcing its coming alive when it was dead (or
+ * never heard), else `undefined`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Touch = () => Effect.Effect<void> | undefined
+
 /**
  * @since 0.1.0
  * @category models
@@ -25,6 +44,8 @@ export interface PeerLiveness {
 export interface Liveness {
   /** Records a frame from `serverId` now. */
   readonly heard: (serverId: string) => Effect.Effect<void>
+  /** The synchronous refresher of `serverId`'s cell, for a connection to call on every chunk. */
+  readonly touch: (serverId: string) => Effect.Effect<Touch>
   /** Every peer heard so far, by server id. */
   readonly peers: Effect.Effect<HashMap.HashMap<string, PeerLiveness>>
   /** Alive and dead counts, judged against the threshold at the current time. */
@@ -57,67 +78,72 @@ export const make = (options: {
 }): Effect.Effect<Liveness, never, Scope.Scope> =>
   Effect.gen(function* () {
     const threshold = Duration.toMillis(Duration.decode(options.deadThreshold))
-    const state = yield* Ref.make(HashMap.empty<string, PeerLiveness>())
+    const clock = yield* Effect.clock
+    const state = yield* Ref.make(HashMap.empty<string, Cell>())
 
-    const heard = (serverId: string) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.flatMap(
-          Ref.modify(state, (map) => {
-            const before = HashMap.get(map, serverId)
-            const revived = Option.isNone(before) || !before.value.alive
-            return [revived, HashMap.set(map, serverId, { lastSeen: now, alive: true })]
-          }),
-          (revived) => (revived ? options.onTransition({ serverId, alive: true }) : Effect.void)
-        )
-      )
+    const cellOf = (serverId: string): Effect.Effect<Cell> =>
+      Ref.modify(state, (map) => {
+        const existing = HashMap.get(map, serverId)
+        if (Option.isSome(existing)) return [existing.value, map]
+        // Registered dead, so that the first touch announces it.
+        const cell: Cell = { lastSeen: clock.unsafeCurrentTimeMillis(), alive: false }
+        return [cell, HashMap.set(map, serverId, cell)]
+      })
 
-    // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones.
+    const touch = (serverId: string): Effect.Effect<Touch> =>
+      Effect.map(cellOf(serverId), (cell) => () => {
+        cell.lastSeen = clock.unsafeCurrentTimeMillis()
+        if (cell.alive) return undefined
+        cell.alive = true
+        return options.onTransition({ serverId, alive: true })
+      })
+
+    const heard = (serverId: string): Effect.Effect<void> =>
+      Effect.flatMap(touch(serverId), (refresh) => refresh() ?? Effect.void)
+
+    // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones. A
+    // peer heard meanwhile only moves its deadline later, so waking early is the worst that happens.
     const monitor = Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      const died = yield* Ref.modify(state, (map) => {
-        const ids: Array<string> = []
-        const next = HashMap.map(map, (peer, id) => {
-          if (!peer.alive || now - peer.lastSeen < threshold) return peer
-          ids.push(id)
-          return { lastSeen: peer.lastSeen, alive: false }
-        })
-        return [ids, ids.length === 0 ? map : next]
-      })
-      yield* Effect.forEach(died, (serverId) => options.onTransition({ serverId, alive: false }), {
-        discard: true
-      })
+      const now = clock.unsafeCurrentTimeMillis()
+      const cells = [...(yield* Ref.get(state))]
       let wakeAt = now + threshold
-      for (const peer of HashMap.values(yield* Ref.get(state))) {
-        if (peer.alive) wakeAt = Math.min(wakeAt, peer.lastSeen + threshold)
+      for (const [serverId, cell] of cells) {
+        if (!cell.alive) continue
+        if (now - cell.lastSeen >= threshold) {
+          cell.alive = false
+          yield* options.onTransition({ serverId, alive: false })
+        } else {
+          wakeAt = Math.min(wakeAt, cell.lastSeen + threshold)
+        }
       }
       yield* Effect.sleep(Duration.millis(Math.max(1, wakeAt - now)))
     }).pipe(Effect.forever, Effect.annotateLogs({ module: "Liveness" }))
     yield* Effect.forkScoped(monitor)
 
+    const snapshot = Effect.map(Ref.get(state), (map) => [...map])
+
     return {
       heard,
-      peers: Ref.get(state),
-      servers: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.map(Ref.get(state), (map) =>
-          [...map]
-            .map(([serverId, peer]) => ({
-              serverId,
-              alive: now - peer.lastSeen < threshold,
-              silentFor: now - peer.lastSeen
-            }))
-            .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
-        )
+      touch,
+      peers: Effect.map(
+        Ref.get(state),
+        HashMap.map((cell): PeerLiveness => ({ ...cell }))
       ),
-      counts: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.map(Ref.get(state), (map) => {
-          let alive = 0
-          let dead = 0
-          for (const peer of HashMap.values(map)) {
-            if (now - peer.lastSeen < threshold) alive++
-            else dead++
-          }
-          return { alive, dead }
-        })
-      )
+      counts: Effect.map(snapshot, (cells) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        let alive = 0
+        for (const [, cell] of cells) if (now - cell.lastSeen < threshold) alive++
+        return { alive, dead: cells.length - alive }
+      }),
+      servers: Effect.map(snapshot, (cells) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        return cells
+          .map(([serverId, cell]) => ({
+            serverId,
+            alive: now - cell.lastSeen < threshold,
+            silentFor: now - cell.lastSeen
+          }))
+          .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+      })
     }
   })

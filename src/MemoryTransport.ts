@@ -17,8 +17,7 @@ import {
   Option,
   Queue,
   Ref,
-  type Scope,
-  Stream
+  type Scope
 } from "effect"
 import { TransportError } from "./MeshError.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
@@ -130,30 +129,35 @@ export const make = Effect.gen(function* () {
         )
       })
 
-  const read = (pipe: Pipe, gate: Effect.Latch | undefined): Stream.Stream<Uint8Array, TransportError> =>
-    Stream.repeatEffectOption(
+  const read =
+    (pipe: Pipe, gate: Effect.Latch | undefined) =>
+    <E>(
+      onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined
+    ): Effect.Effect<void, TransportError | E> =>
       Effect.gen(function* () {
-        if (gate !== undefined) yield* gate.await
-        const ready = yield* Queue.poll(pipe.queue)
-        const item = Option.isSome(ready)
-          ? ready.value
-          : yield* Effect.raceFirst(
-              Queue.take(pipe.queue),
+        while (true) {
+          if (gate !== undefined) yield* gate.await
+          const ready = yield* Queue.poll(pipe.queue)
+          let item: { readonly bytes: Uint8Array; readonly at: number }
+          if (Option.isSome(ready)) {
+            item = ready.value
+          } else {
+            const next = yield* Effect.raceFirst(
+              Effect.map(Queue.take(pipe.queue), Option.some),
               // Closed: drain what is left, then end (or fail, on a cut).
-              Effect.flatMap(Deferred.await(pipe.closed), () =>
-                Effect.flatMap(
-                  Queue.poll(pipe.queue),
-                  Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed })
-                )
-              ).pipe(Effect.mapError((e) => (e instanceof TransportError ? Option.some(e) : e)))
+              Effect.zipRight(Deferred.await(pipe.closed), Queue.poll(pipe.queue))
             )
-        // A reader stopped while it waited holds on to what it took, as a process that stops reading would.
-        if (gate !== undefined) yield* gate.await
-        const now = yield* Clock.currentTimeMillis
-        if (item.at > now) yield* Effect.sleep(Duration.millis(item.at - now))
-        return item.bytes
+            if (Option.isNone(next)) return
+            item = next.value
+          }
+          // A reader stopped while it waited holds on to what it took, as a process that stops reading would.
+          if (gate !== undefined) yield* gate.await
+          const now = yield* Clock.currentTimeMillis
+          if (item.at > now) yield* Effect.sleep(Duration.millis(item.at - now))
+          const effect = onChunk(item.bytes)
+          if (effect !== undefined) yield* effect
+        }
       })
-    )
 
   // Either end closing is a graceful close of both directions, as with a TCP close.
   const releaseLink = (state: PortState, link: Link) =>
@@ -170,7 +174,7 @@ export const make = Effect.gen(function* () {
     gate: Effect.Latch | undefined
   ): Connection => ({
     remoteAddress: Option.some(host),
-    chunks: read(inbound, gate),
+    read: read(inbound, gate),
     write: write(outbound, host)
   })
 

@@ -1,7 +1,8 @@
 /**
  * The TCP transport (spec "Topology"): `@effect/platform-node`'s socket server for listening, plain
- * `node:net` connections for dialling, and `NodeStream.fromReadable` for reading, so that a slow
- * reader back-pressures the socket instead of buffering without bound.
+ * `node:net` connections for dialling, and reads straight from the socket's 'data' event: the mesh's
+ * wake latency is one event-loop turn, not a stream pipeline. A reader that needs an effect for a
+ * chunk pauses the socket meanwhile, so a slow reader back-pressures the peer instead of buffering.
  *
  * Every dial resolves the hostname again, so a peer whose IP moved is picked up without a DNS refresh
  * loop; no-delay is on, since the mesh carries small latency-bound frames and coalesces its own writes.
@@ -11,8 +12,7 @@
 import * as Net from "node:net"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Duration, Effect, Layer, Option, type Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Option, Runtime, type Scope } from "effect"
 import { TransportError } from "./MeshError.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
 
@@ -44,11 +44,72 @@ const fromSocket = (socket: Net.Socket, address: string): Connection => {
       return true
     },
     remoteAddress: Option.fromNullable(socket.remoteAddress),
-    chunks: NodeStream.fromReadable<TransportError, Uint8Array>(
-      () => socket,
-      (cause) => new TransportError({ reason: "Read", address, cause }),
-      { closeOnDone: false }
-    ),
+    read: <E>(onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
+      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+        Effect.async<void, TransportError | E>((resume) => {
+          // Chunks are handed on from the socket's 'data' event, with no fiber in between; an effect
+          // returned for a chunk pauses the socket until it completes.
+          const backlog: Array<Uint8Array> = []
+          let running: Fiber.RuntimeFiber<void, E> | undefined
+          let ended = false
+          let finished = false
+          const finish = (result: Effect.Effect<void, TransportError | E>) => {
+            if (finished) return
+            finished = true
+            cleanup()
+            resume(result)
+          }
+          const pump = () => {
+            while (running === undefined && backlog.length > 0 && !finished) {
+              const effect = onChunk(backlog.shift()!)
+              if (effect === undefined) continue
+              socket.pause()
+              const fiber = Runtime.runFork(runtime)(effect)
+              running = fiber
+              fiber.addObserver((exit) => {
+                running = undefined
+                if (Exit.isFailure(exit)) return finish(Effect.failCause(exit.cause))
+                pump()
+                if (running === undefined && !finished) {
+                  if (ended) finish(Effect.void)
+                  else socket.resume()
+                }
+              })
+            }
+          }
+          const onData = (chunk: Buffer) => {
+            backlog.push(chunk)
+            pump()
+          }
+          const onEnd = () => {
+            ended = true
+            if (running === undefined) finish(Effect.void)
+          }
+          const onClose = () => {
+            // After 'end' a close is the normal ending; before it, the connection broke.
+            if (!ended) finish(Effect.fail(new TransportError({ reason: "Read", address })))
+            else if (running === undefined) finish(Effect.void)
+          }
+          const onError = (cause: Error) =>
+            finish(Effect.fail(new TransportError({ reason: "Read", address, cause })))
+          const cleanup = () => {
+            socket.off("data", onData)
+            socket.off("end", onEnd)
+            socket.off("close", onClose)
+            socket.off("error", onError)
+          }
+          socket.on("data", onData)
+          socket.on("end", onEnd)
+          socket.on("close", onClose)
+          socket.on("error", onError)
+          if (socket.isPaused()) socket.resume()
+          return Effect.suspend(() => {
+            cleanup()
+            finished = true
+            return running === undefined ? Effect.void : Fiber.interrupt(running)
+          })
+        })
+      ),
     write: (bytes) =>
       Effect.async<void, TransportError>((resume) => {
         if (socket.destroyed || !socket.writable) {

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option, type Scope, type Stream } from "effect"
+import { Context, type Effect, type Option, type Scope } from "effect"
 import type { TransportError } from "./MeshError.js"
 
 /**
@@ -20,10 +20,14 @@ export interface Connection {
   /** The remote IP, where the transport knows it (the "resolved IP" of the stats). */
   readonly remoteAddress: Option.Option<string>
   /**
-   * The bytes from the peer in order. Pulling applies back-pressure; the stream ends when the peer
-   * closes its side and fails when the connection breaks.
+   * Reads until the peer closes its side (success) or the connection breaks (failure), handing each
+   * chunk of bytes to `onChunk` in order, synchronously as it arrives. When `onChunk` returns an
+   * effect, reading pauses until that effect completes (back-pressure); if it fails, reading stops
+   * with its error.
    */
-  readonly chunks: Stream.Stream<Uint8Array, TransportError>
+  readonly read: <E>(
+    onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined
+  ) => Effect.Effect<void, TransportError | E>
   /**
    * Writes bytes. Completes once the transport has taken them; suspends while the peer does not read
    * and the transport's own buffer is full.

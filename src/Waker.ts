@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, type Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import type { QueueItem } from "./Frame.js"
 
 /**
@@ -96,24 +96,39 @@ export interface LocalWakerOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerShape> =>
-  Effect.sync(() => {
+export const makeLocal = (
+  options: LocalWakerOptions = {}
+): Effect.Effect<LocalWakerShape, never, Scope.Scope> =>
+  Effect.gen(function* () {
     const tenancy = options.tenancy ?? true
     const defaultTenant = options.defaultTenant ?? "default"
     const maxHintKeys = options.maxHintKeys ?? 10_000
     const maxHintsPerKey = options.maxHintsPerKey ?? 1_000
+    const clock = yield* Effect.clock
     // queue -> tenant -> parked pops
-    const parked = new Map<string, Map<string, Set<Deferred.Deferred<void>>>>()
+    const parked = new Map<string, Map<string, Set<Parked>>>()
+    const all = new Set<Parked>()
     const hints = new Map<string, Set<string>>()
-    let parkedCount = 0
 
     const tenantKey = (tenant: Option.Option<string>) =>
       Option.isSome(tenant) ? tenant.value : defaultTenant
     const hintKey = (queue: string, tenant: string) => `${tenant}\u0000${queue}`
 
-    const release = (waiters: Set<Deferred.Deferred<void>> | undefined) => {
+    const unpark = (pop: Parked): boolean => {
+      if (!all.delete(pop)) return false
+      const byTenant = parked.get(pop.queue)
+      const waiters = byTenant?.get(pop.tenant)
+      waiters?.delete(pop)
+      if (waiters?.size === 0) byTenant!.delete(pop.tenant)
+      if (byTenant?.size === 0) parked.delete(pop.queue)
+      return true
+    }
+
+    const release = (waiters: Set<Parked> | undefined) => {
       if (waiters === undefined) return
-      for (const waiter of waiters) Deferred.unsafeDone(waiter, Effect.void)
+      for (const pop of [...waiters]) {
+        if (unpark(pop)) pop.resume("woken")
+      }
     }
 
     const recordHint = (queue: string, tenant: string, partition: string) => {
@@ -143,51 +158,58 @@ export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalW
       }
     }
 
+    // One fiber times out every parked pop, sleeping (on the `Clock`, so `TestClock` drives it) until
+    // the earliest deadline: a pop costs no timer fiber of its own, and a wake resumes it directly.
+    let reaperWakesAt = Number.POSITIVE_INFINITY
+    const earlier = yield* Effect.makeLatch(false)
+    const reaper = Effect.gen(function* () {
+      const now = clock.unsafeCurrentTimeMillis()
+      let next = Number.POSITIVE_INFINITY
+      for (const pop of [...all]) {
+        if (pop.deadline <= now) {
+          if (unpark(pop)) pop.resume("timeout")
+        } else if (pop.deadline < next) {
+          next = pop.deadline
+        }
+      }
+      reaperWakesAt = next
+      earlier.unsafeClose()
+      if (next === Number.POSITIVE_INFINITY) return yield* earlier.await
+      yield* Effect.raceFirst(Effect.sleep(Duration.millis(next - now)), earlier.await)
+    }).pipe(Effect.forever)
+    yield* Effect.forkScoped(reaper)
+
     const awaitWake: LocalWakerShape["awaitWake"] = (target, { maxWait }) =>
-      Effect.flatMap(Deferred.make<void>(), (waiter) => {
-        const tenant = tenantKey(target.tenant)
-        const register = Effect.sync(() => {
-          let byTenant = parked.get(target.queue)
-          if (byTenant === undefined) {
-            byTenant = new Map()
-            parked.set(target.queue, byTenant)
-          }
-          let waiters = byTenant.get(tenant)
-          if (waiters === undefined) {
-            waiters = new Set()
-            byTenant.set(tenant, waiters)
-          }
-          waiters.add(waiter)
-          parkedCount++
+      Effect.async<WakeOutcome>((resume) => {
+        const pop: Parked = {
+          queue: target.queue,
+          tenant: tenantKey(target.tenant),
+          deadline: clock.unsafeCurrentTimeMillis() + Duration.toMillis(Duration.decode(maxWait)),
+          resume: (outcome) => resume(Effect.succeed(outcome))
+        }
+        let byTenant = parked.get(pop.queue)
+        if (byTenant === undefined) {
+          byTenant = new Map()
+          parked.set(pop.queue, byTenant)
+        }
+        let waiters = byTenant.get(pop.tenant)
+        if (waiters === undefined) {
+          waiters = new Set()
+          byTenant.set(pop.tenant, waiters)
+        }
+        waiters.add(pop)
+        all.add(pop)
+        if (pop.deadline < reaperWakesAt) earlier.unsafeOpen()
+        return Effect.sync(() => {
+          unpark(pop)
         })
-        const unregister = Effect.sync(() => {
-          const byTenant = parked.get(target.queue)
-          const waiters = byTenant?.get(tenant)
-          if (waiters === undefined || !waiters.delete(waiter)) return
-          parkedCount--
-          if (waiters.size === 0) byTenant!.delete(tenant)
-          if (byTenant!.size === 0) parked.delete(target.queue)
-        })
-        return Effect.acquireUseRelease(
-          register,
-          () =>
-            Deferred.await(waiter).pipe(
-              Effect.as<WakeOutcome>("woken"),
-              Effect.timeoutTo({
-                duration: maxWait,
-                onTimeout: (): WakeOutcome => "timeout",
-                onSuccess: (o) => o
-              })
-            ),
-          () => unregister
-        )
       })
 
     return {
       wake: (item) => Effect.sync(() => unsafeWake(item)),
       unsafeWake,
       awaitWake,
-      parked: Effect.sync(() => parkedCount),
+      parked: Effect.sync(() => all.size),
       takePartitionHints: (target) =>
         Effect.sync(() => {
           const key = hintKey(target.queue, tenantKey(target.tenant))
@@ -198,6 +220,13 @@ export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalW
     }
   })
 
+interface Parked {
+  readonly queue: string
+  readonly tenant: string
+  readonly deadline: number
+  readonly resume: (outcome: WakeOutcome) => void
+}
+
 /**
  * The shipped parked-pop registry, provided both as `LocalWaker` (for the host's pops) and as the
  * `Waker` the mesh calls.
@@ -206,7 +235,7 @@ export const makeLocal = (options: LocalWakerOptions = {}): Effect.Effect<LocalW
  * @category layers
  */
 export const layerLocal = (options: LocalWakerOptions = {}): Layer.Layer<LocalWaker | Waker> =>
-  Layer.effectContext(
+  Layer.scopedContext(
     Effect.map(makeLocal(options), (local) => Context.make(LocalWaker, local).pipe(Context.add(Waker, local)))
   )
 

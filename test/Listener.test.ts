@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import { Effect, Fiber, Option, Redacted, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Handshake from "../src/Handshake.js"
 import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
@@ -132,11 +132,17 @@ describe("Listener", () => {
       const bytesBack = yield* Effect.scoped(
         Effect.gen(function* () {
           const connection = yield* transport.dial("127.0.0.1", 7100)
-          const back = yield* connection.chunks.pipe(
-            Stream.runFold(0, (n, chunk) => n + chunk.length),
-            Effect.either,
-            Effect.fork
-          )
+          let bytes = 0
+          const back = yield* connection
+            .read((chunk) => {
+              bytes += chunk.length
+              return undefined
+            })
+            .pipe(
+              Effect.map(() => bytes),
+              Effect.either,
+              Effect.fork
+            )
           yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), wake("q").subarray(0, 7)]))
           yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).servers_alive === 1))
           return back

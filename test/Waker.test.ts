@@ -8,7 +8,7 @@ const park = (waker: Waker.LocalWakerShape, queue: string, tenant?: string) =>
   Effect.fork(waker.awaitWake({ queue, tenant: Frame.tenantOf(tenant) }, { maxWait: "10 seconds" }))
 
 describe("LocalWaker", () => {
-  it.effect("a named tenant wakes only that tenant's pops on that queue", () =>
+  it.scoped("a named tenant wakes only that tenant's pops on that queue", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal()
       const acme = yield* park(waker, "orders", "acme")
@@ -25,7 +25,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.effect("an absent tenant fans out to every tenant parked on that queue name", () =>
+  it.scoped("an absent tenant fans out to every tenant parked on that queue name", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal()
       const one = yield* park(waker, "orders", "t1")
@@ -46,7 +46,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.effect("with tenancy off an absent tenant names the default tenant", () =>
+  it.scoped("with tenancy off an absent tenant names the default tenant", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal({ tenancy: false, defaultTenant: "main" })
       const bare = yield* park(waker, "orders")
@@ -61,7 +61,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.effect("a parked pop falls back to its own backoff when no wake comes", () =>
+  it.scoped("a parked pop falls back to its own backoff when no wake comes", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal()
       const pop = yield* Effect.fork(
@@ -75,7 +75,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.effect("an interrupted pop leaves the registry", () =>
+  it.scoped("an interrupted pop leaves the registry", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal()
       const pop = yield* park(waker, "q")
@@ -86,7 +86,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.effect("partition hints are recorded per tenant and queue, bounded, and cleared on take", () =>
+  it.scoped("partition hints are recorded per tenant and queue, bounded, and cleared on take", () =>
     Effect.gen(function* () {
       const waker = yield* Waker.makeLocal({ maxHintKeys: 2, maxHintsPerKey: 3 })
       for (const partition of ["a", "b", "a", "c", "d"]) {

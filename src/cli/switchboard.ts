@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, FiberId, Option, Stream } from "effect"
+import { Deferred, Duration, Effect, FiberId, Option } from "effect"
 import { TransportError } from "../MeshError.js"
 import * as TcpTransport from "../TcpTransport.js"
 import type { Connection, TransportShape } from "../Transport.js"
@@ -78,7 +78,7 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
           Deferred.unsafeDone(broken, Effect.fail(linkCut(nodes[0]!)))
         const wrapped: Connection = {
           remoteAddress: connection.remoteAddress,
-          chunks: connection.chunks.pipe(Stream.interruptWhen(Deferred.await(broken))),
+          read: (onChunk) => Effect.raceFirst(connection.read(onChunk), Deferred.await(broken)),
           write: (bytes) =>
             Effect.flatMap(
               Deferred.poll(broken),
