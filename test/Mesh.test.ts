@@ -1,9 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, Ref, Stream, TestClock } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Stream, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as Mesh from "../src/Mesh.js"
 import type { MeshEvent } from "../src/MeshEvent.js"
 import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
-import { memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
+import * as Waker from "../src/Waker.js"
+import { memoryConfig, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
 const active = (stats: MeshStats): ActiveStats => {
   if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
@@ -185,6 +187,34 @@ describe("Mesh", () => {
       const stats = active(yield* a.mesh.stats)
       assert.strictEqual(stats.messages_dropped, 0)
       assert.strictEqual(stats.messages_sent, 2)
+    })
+  )
+
+  it.scoped("a waker with only the effectful wake gets every wake, in order", () =>
+    Effect.gen(function* () {
+      const { transportLayer } = yield* memoryNetwork
+      const woken: Array<string> = []
+      const effectOnly = Layer.succeed(Waker.Waker, {
+        wake: (item) => Effect.sync(() => woken.push(`${item.queue}/${item.partition}`))
+      })
+      const b = yield* Layer.build(
+        Mesh.layer.pipe(
+          Layer.provide(effectOnly),
+          Layer.provide(Mesh.layerHostLocal()),
+          Layer.provide(memoryConfig({ serverId: "b", port: 7402, peers: [7401] })),
+          Layer.provide(transportLayer)
+        )
+      ).pipe(Effect.map((context) => Context.get(context, Mesh.Mesh)))
+      const a = yield* memoryNode(transportLayer, { serverId: "a", port: 7401, peers: [7402] })
+      yield* settleUntil(Effect.map(a.mesh.stats, (s) => active(s).peers.every((p) => p.connected)))
+      yield* a.mesh.messageAvailable({ queue: "q", partition: "1" })
+      yield* a.mesh.messageAvailableBatch([
+        { queue: "q", partition: "2" },
+        { queue: "r", partition: "3" }
+      ])
+      yield* a.mesh.messageAvailable({ queue: "q", partition: "4" })
+      yield* settleUntil(Effect.map(b.stats, (s) => active(s).messages_received === 3))
+      assert.deepStrictEqual(woken, ["q/1", "q/2", "r/3", "q/4"])
     })
   )
 })
