@@ -2,13 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, Redacted, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Handshake from "../src/Handshake.js"
-import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
-import { memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
-
-const active = (stats: MeshStats): ActiveStats => {
-  if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
-  return stats
-}
+import { active, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
 const hello = (serverId: string, secret: string) =>
   Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(secret), "00112233445566778899aabbccddeeff"))

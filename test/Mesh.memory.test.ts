@@ -1,12 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
-import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
-import { memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
-
-const active = (stats: MeshStats): ActiveStats => {
-  if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
-  return stats
-}
+import { active, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
 describe("Mesh over the in-memory transport (TestClock)", () => {
   it.scoped("dial retries wait 250, 500, 1000, 2000, 4000, 5000, 5000 ms and reset after a connect", () =>

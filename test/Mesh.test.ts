@@ -3,14 +3,8 @@ import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Stream, TestClock } f
 import * as Frame from "../src/Frame.js"
 import * as Mesh from "../src/Mesh.js"
 import type { MeshEvent } from "../src/MeshEvent.js"
-import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as Waker from "../src/Waker.js"
-import { memoryConfig, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
-
-const active = (stats: MeshStats): ActiveStats => {
-  if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
-  return stats
-}
+import { active, memoryConfig, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
 /** Two connected memory nodes, A (7201) and B (7202). */
 const pair = Effect.gen(function* () {
