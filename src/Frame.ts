@@ -518,9 +518,34 @@ export const quickDecoders: Record<number, (json: unknown) => Frame | undefined>
   }
 }
 
+/**
+ * The longest error detail built from wire data: a short excerpt, never the whole value.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_DETAIL_LENGTH = 200
+
+/**
+ * Cuts a detail built from wire data to {@link MAX_DETAIL_LENGTH} characters.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const excerpt = (text: string): string =>
+  text.length <= MAX_DETAIL_LENGTH ? text : `${text.slice(0, MAX_DETAIL_LENGTH)}... (${text.length} chars)`
+
 const schemaDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
-  return (json: unknown): Either.Either<A, string> => Either.mapLeft(decode(json), describe)
+  return (json: unknown): Either.Either<A, string> => {
+    // Formatting a failure prints the offending value, which may nest deeper than the stack (a hostile
+    // `[[[[...]]]]`): a throw here is a refusal with a fixed detail, never an escape.
+    try {
+      return Either.mapLeft(decode(json), (error) => excerpt(describe(error)))
+    } catch {
+      return Either.left("payload too deeply nested to describe")
+    }
+  }
 }
 
 /**
@@ -562,10 +587,15 @@ export const decodePayload = (
   try {
     json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
   } catch (error) {
-    const detail = `not JSON: ${error instanceof Error ? error.message : String(error)}`
+    const detail = `not JSON: ${excerpt(error instanceof Error ? error.message : String(error))}`
     return Either.left(new FrameDecodeError({ tag, detail }))
   }
-  const quick = quickDecoders[tag]!(json)
-  if (quick !== undefined) return Either.right(quick)
-  return Either.mapLeft(schema(json), (detail) => new FrameDecodeError({ tag, detail }))
+  try {
+    const quick = quickDecoders[tag]!(json)
+    if (quick !== undefined) return Either.right(quick)
+    return Either.mapLeft(schema(json), (detail) => new FrameDecodeError({ tag, detail }))
+  } catch {
+    // Total on any input: whatever a peer sends is refused with a reason, never thrown.
+    return Either.left(new FrameDecodeError({ tag, detail: "payload could not be checked" }))
+  }
 }

@@ -61,7 +61,14 @@ const fromSocket = (socket: Net.Socket, address: string): Connection => {
           }
           const pump = () => {
             while (running === undefined && backlog.length > 0 && !finished) {
-              const effect = onChunk(backlog.shift()!)
+              let effect: Effect.Effect<void, E> | undefined
+              try {
+                effect = onChunk(backlog.shift()!)
+              } catch (defect) {
+                // A throw from the reader must end this connection, never escape the socket's event
+                // handler (that would take the whole process down).
+                return finish(Effect.die(defect))
+              }
               if (effect === undefined) continue
               socket.pause()
               const fiber = Runtime.runFork(runtime)(effect)

@@ -357,6 +357,19 @@ describe("Frame", () => {
   })
 
   describe("decodePayload", () => {
+    it("refuses deeply nested payloads of every tag with a short detail, never a throw", () => {
+      for (const depth of [2_200, 100_000]) {
+        const json = "[".repeat(depth) + "]".repeat(depth)
+        for (const tag of Object.values(Frame.Tag)) {
+          const error = assertDecodeError(decodeJson(tag, json), tag)
+          assert.isAtMost(error.detail.length, Frame.MAX_DETAIL_LENGTH + 32)
+        }
+      }
+      const wide = JSON.stringify({ queue: 1, partition: "x".repeat(100_000) })
+      const error = assertDecodeError(decodeJson(1, wide), 1)
+      assert.isAtMost(error.message.length, Frame.MAX_DETAIL_LENGTH + 64)
+    })
+
     it("ignores unknown extra JSON fields", () => {
       assertEqual(decoded(1, '{"queue":"q","partition":"p","tenant":"t","priority":9,"x":{"y":[1]}}'), {
         _tag: "MessageAvailable",

@@ -1,0 +1,102 @@
+/**
+ * Hostile peers against a real `queen-mesh node` process over loopback: whatever arrives on the mesh
+ * port, the process stays up and a good peer keeps being served.
+ */
+import * as Net from "node:net"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Redacted, Schema } from "effect"
+import * as Frame from "../src/Frame.js"
+import * as Handshake from "../src/Handshake.js"
+import * as HttpRoutes from "../src/HttpRoutes.js"
+import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
+import { eventually, freePort } from "./fixtures/cluster.js"
+
+const SECRET = "hostile-test-secret"
+const decodeListening = Schema.decodeUnknownSync(Listening)
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+
+const rawFrame = (tag: number, payload: string | Buffer) => {
+  const bytes = typeof payload === "string" ? Buffer.from(payload) : payload
+  const out = Buffer.alloc(5 + bytes.length)
+  out.writeUInt32BE(1 + bytes.length, 0)
+  out[4] = tag
+  bytes.copy(out, 5)
+  return out
+}
+
+const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
+
+const hello = (serverId: string) =>
+  Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(SECRET), "ab".repeat(16)))
+
+/** Opens a connection to 127.0.0.1:port, writes `bytes`, and waits until the node closes it or `ms` pass. */
+const sendAndClose = (port: number, bytes: Buffer, ms = 2_000) =>
+  Effect.async<void>((resume) => {
+    const socket = Net.createConnection({ host: "127.0.0.1", port })
+    const done = () => {
+      socket.destroy()
+      resume(Effect.void)
+    }
+    socket.on("error", done)
+    socket.on("close", done)
+    socket.on("connect", () => socket.write(bytes))
+    const timer = setTimeout(done, ms)
+    socket.on("close", () => clearTimeout(timer))
+  })
+
+describe("hostile input against queen-mesh node", () => {
+  it.scopedLive("deeply nested payloads before and after the HELLO do not crash the node", () =>
+    Effect.gen(function* () {
+      yield* ensureBuilt
+      const port = yield* freePort
+      const http = yield* freePort
+      const node = yield* spawnCli(["node"], {
+        QUEEN_SERVER_ID: "target",
+        QUEEN_MESH_PORT: String(port),
+        QUEEN_MESH_HTTP_PORT: String(http),
+        QUEEN_MESH_BIND_HOST: "127.0.0.1",
+        QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+        // A peer nobody listens on: the mesh is active, its dialer just keeps retrying.
+        QUEEN_MESH_PEERS: `127.0.0.1:${yield* freePort}`,
+        QUEEN_SYNC_SECRET: SECRET
+      })
+      const listening = decodeListening(yield* node.waitForLine(isListening, Duration.seconds(20)))
+      assert.strictEqual(listening.port, port)
+
+      // Unauthenticated: a first frame of 2,200 nested arrays, as a HELLO and as another tag.
+      for (const tag of [Frame.Tag.HELLO, Frame.Tag.MESSAGE_AVAILABLE]) {
+        yield* sendAndClose(port, rawFrame(tag, nested(2_200)))
+      }
+      // Authenticated: 100,000 nested arrays in tags 1, 2 and 40.
+      for (const tag of [
+        Frame.Tag.MESSAGE_AVAILABLE,
+        Frame.Tag.MESSAGE_AVAILABLE_BATCH,
+        Frame.Tag.MAINTENANCE_MODE_SET
+      ]) {
+        yield* sendAndClose(port, Buffer.concat([hello("hostile"), rawFrame(tag, nested(100_000))]), 500)
+      }
+
+      assert.isNull(node.child.exitCode, `the node exited\n${node.stderr().slice(-2000)}`)
+      // A good peer is still served: its HELLO verifies and its wake is applied.
+      yield* sendAndClose(
+        port,
+        Buffer.concat([
+          hello("good"),
+          Frame.encode({ _tag: "MessageAvailable", ...Frame.queueItem({ queue: "orders", partition: "p0" }) })
+        ]),
+        500
+      )
+      yield* node.waitForLine((line) => line.includes('"event":"wake"') && line.includes('"from":"good"'))
+      const stats = yield* Effect.promise(() =>
+        fetch(`http://127.0.0.1:${http}${HttpRoutes.paths.sharedStateStats}`).then((r) => r.text())
+      )
+      const body = decodeStats(stats)
+      assert.isTrue(body.enabled)
+      if (body.enabled) {
+        assert.isAtLeast(body.handshake_failures, 2)
+        assert.isAtLeast(body.frames_invalid, 3)
+      }
+      yield* eventually(Effect.sync(() => node.child.exitCode === null))
+    })
+  )
+})
