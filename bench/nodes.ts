@@ -34,7 +34,7 @@ const configLayer = (options: NodeOptions) =>
 /** A node with the shipped host services (`LocalWaker` for parking pops). */
 export const localNode = (options: NodeOptions) =>
   ManagedRuntime.make(
-    Mesh.layerLocal().pipe(Layer.provide(configLayer(options)), Layer.provide(quiet), Layer.merge(quiet))
+    Mesh.layerTcp().pipe(Layer.provide(configLayer(options)), Layer.provide(quiet), Layer.merge(quiet))
   )
 
 /** A node whose `Waker` is the given one, and the shipped in-memory services for the rest. */

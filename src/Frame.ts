@@ -1,43 +1,26 @@
 /**
- * The wire: frame tags, one Schema per payload, the in-memory `Frame` union, and the codec between
- * them (spec "Framing" and "The frame set").
+ * The wire: the frame set as one table, one Schema per payload, the in-memory `Frame` union, and the
+ * codec between them (spec "Framing" and "The frame set").
  *
  * On the wire a frame is `u32 BE length | u8 tag | JSON payload`, where `length` counts the tag byte
- * plus the payload. In memory a frame is a tagged value whose fields are the decoded payload; the
- * payload Schemas are the single source of truth for what a peer may send us.
+ * plus the payload. In memory a frame is a tagged value whose fields are the decoded payload. The
+ * payload Schemas are the authority on what a peer may send us; the naming rules they apply (queue
+ * names, partitions, tenants, server ids) have one home, shared with the `Mesh` API and the CLI.
+ *
+ * Receiving is lenient per item, as upstream Queen is: a batch applies its valid items and counts the
+ * others (`skipped`), and a missing partition is `""`. These are hints; applying what is valid is the
+ * right answer.
  *
  * @since 0.1.0
  */
 import { Either, Option, ParseResult, Schema } from "effect"
+import * as Quick from "./internal/quick.js"
+import * as Rules from "./internal/rules.js"
 import { FrameDecodeError, FrameTooLargeError } from "./MeshError.js"
 
 // ---------------------------------------------------------------------------------------------
-// tags
+// constants
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Frame tags, as the spec's table numbers them.
- *
- * @since 0.1.0
- * @category tags
- */
-export const Tag = {
-  MESSAGE_AVAILABLE: 1,
-  MESSAGE_AVAILABLE_BATCH: 2,
-  HEARTBEAT: 3,
-  HELLO: 4,
-  HOTLIST_DIRTY_BATCH: 5,
-  QUEUE_CONFIG_SET: 10,
-  QUEUE_CONFIG_DELETE: 11,
-  MAINTENANCE_MODE_SET: 40,
-  POP_MAINTENANCE_MODE_SET: 41
-} as const
-
-/**
- * @since 0.1.0
- * @category tags
- */
-export type Tag = (typeof Tag)[keyof typeof Tag]
 
 /**
  * The length prefix cap (spec "Framing"): larger prefixes are rejected before any buffer exists.
@@ -48,6 +31,23 @@ export type Tag = (typeof Tag)[keyof typeof Tag]
 export const MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 /**
+ * The cap of every frame that carries one item, a flag, a heartbeat or a HELLO: a few KiB is generous
+ * (three names of at most {@link MAX_NAME_BYTES} each, plus JSON). Only the batch frames may be larger.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SMALL_FRAME_LENGTH = 16 * 1024
+
+/**
+ * The cap of a frame whose tag this version does not know: skipped anyway, so never worth megabytes.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const UNKNOWN_FRAME_LENGTH = 64 * 1024
+
+/**
  * Bytes before the tag byte: the u32 length prefix.
  *
  * @since 0.1.0
@@ -55,35 +55,115 @@ export const MAX_FRAME_LENGTH = 16 * 1024 * 1024
  */
 export const LENGTH_PREFIX_BYTES = 4
 
+/**
+ * The longest queue name, partition or tenant accepted, in UTF-8 bytes. Longer ones are refused and
+ * counted (`frames_invalid`, or `items_invalid` inside a batch).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_NAME_BYTES = Rules.MAX_NAME_BYTES
+
+/**
+ * The longest server id accepted, in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_SERVER_ID_BYTES = Rules.MAX_SERVER_ID_BYTES
+
+/**
+ * Upstream Queen's default tenant, as it goes out on the wire for a queue of the default tenant.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_TENANT = Rules.DEFAULT_TENANT
+
+/**
+ * The longest error detail built from wire data: a short excerpt, never the whole value.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_DETAIL_LENGTH = 200
+
+/**
+ * Cuts a detail built from wire data to {@link MAX_DETAIL_LENGTH} characters.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const excerpt = (text: string): string =>
+  text.length <= MAX_DETAIL_LENGTH ? text : `${text.slice(0, MAX_DETAIL_LENGTH)}... (${text.length} chars)`
+
 // ---------------------------------------------------------------------------------------------
 // payload schemas
 // ---------------------------------------------------------------------------------------------
 
+const TenantString = Schema.String.pipe(
+  Schema.filter((s) => Rules.fitsBytes(s, Rules.MAX_NAME_BYTES), {
+    message: () => `tenant is longer than ${Rules.MAX_NAME_BYTES} bytes`
+  })
+)
+
 /**
  * The tenant of a queue-carrying item. Absent, `null` and `""` all decode to `Option.none()`: an
  * absent tenant means a peer that predates tenant scoping and must fan out to every tenant, so it is
- * never turned into the default tenant (spec "The frame set"). Encoding omits an absent tenant.
+ * never turned into the default tenant (spec "The frame set"). A UUID is kept lowercased, since
+ * upstream compares UUID tenants case-insensitively; any other string is kept as given. Encoding omits
+ * an absent tenant.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const Tenant = Schema.optionalToRequired(
-  Schema.NullOr(Schema.String),
+  Schema.NullOr(TenantString),
   Schema.OptionFromSelf(Schema.String),
   {
-    decode: (given) => Option.filter(Option.flatMap(given, Option.fromNullable), (tenant) => tenant !== ""),
+    decode: (given) => Option.flatMap(given, (tenant) => Rules.tenant(tenant) ?? Option.none()),
     encode: (tenant) => tenant
   }
 )
 
 /**
- * A queue name: a queue-carrying item with an empty or missing queue reaches no handler.
+ * A queue name: non-empty, at most {@link MAX_NAME_BYTES}. A queue-carrying item without one reaches
+ * no handler.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const QueueName = Schema.String.pipe(
-  Schema.minLength(1, { message: () => "queue must be a non-empty string" })
+  Schema.filter((s) => Rules.queueName(s) !== undefined, {
+    message: (issue) => Rules.describeName("queue", issue.actual)
+  })
+)
+
+/**
+ * A partition: at most {@link MAX_NAME_BYTES}; missing or `null` is `""`, as upstream takes it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Partition = Schema.optionalWith(
+  Schema.String.pipe(
+    Schema.filter((s) => Rules.partition(s) !== undefined, {
+      message: () => `partition is longer than ${Rules.MAX_NAME_BYTES} bytes`
+    })
+  ),
+  { nullable: true, default: () => "" }
+)
+
+/**
+ * A server id: non-empty, at most {@link MAX_SERVER_ID_BYTES}.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ServerId = Schema.String.pipe(
+  Schema.filter((s) => Rules.serverId(s) !== undefined, {
+    message: (issue) => Rules.describeName("server_id", issue.actual)
+  })
 )
 
 /**
@@ -92,17 +172,17 @@ export const QueueName = Schema.String.pipe(
  * @since 0.1.0
  * @category schemas
  */
-export const QueueItem = Schema.Struct({
-  queue: QueueName,
-  partition: Schema.String,
-  tenant: Tenant
-})
+export const QueueItem = Schema.Struct({ queue: QueueName, partition: Partition, tenant: Tenant })
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface QueueItem extends Schema.Schema.Type<typeof QueueItem> {}
+export interface QueueItem {
+  readonly queue: string
+  readonly partition: string
+  readonly tenant: Option.Option<string>
+}
 
 /**
  * `{queue, tenant}`: the target of the queue-config invalidations.
@@ -110,21 +190,50 @@ export interface QueueItem extends Schema.Schema.Type<typeof QueueItem> {}
  * @since 0.1.0
  * @category schemas
  */
-export const QueueRef = Schema.Struct({
-  queue: QueueName,
-  tenant: Tenant
-})
+export const QueueRef = Schema.Struct({ queue: QueueName, tenant: Tenant })
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface QueueRef extends Schema.Schema.Type<typeof QueueRef> {}
+export interface QueueRef {
+  readonly queue: string
+  readonly tenant: Option.Option<string>
+}
 
-const Items = Schema.Struct({ items: Schema.Array(QueueItem) })
+const decodeItemOption = Schema.decodeUnknownOption(QueueItem)
 
 /**
- * `{server_id, nonce, mac}`: the HELLO payload. Its meaning is checked by `Handshake.verify`.
+ * `{items: [...]}`, lenient per item: the valid items are kept, the others counted in `skipped`
+ * (present only when some were). An envelope that is not an object with an `items` array is invalid.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Items = Schema.transform(
+  Schema.Struct({ items: Schema.Array(Schema.Unknown) }),
+  Schema.Struct({
+    items: Schema.Array(Schema.typeSchema(QueueItem)),
+    skipped: Schema.optionalWith(Schema.Number, { exact: true })
+  }),
+  {
+    strict: true,
+    decode: ({ items }) => {
+      const valid: Array<QueueItem> = []
+      for (const item of items) {
+        const decoded = decodeItemOption(item)
+        if (Option.isSome(decoded)) valid.push(decoded.value)
+      }
+      const skipped = items.length - valid.length
+      return skipped === 0 ? { items: valid } : { items: valid, skipped }
+    },
+    encode: ({ items }) => ({ items: items.map((item) => Quick.wireItem(item)) })
+  }
+)
+
+/**
+ * `{server_id, nonce, mac}`: the HELLO payload. Its meaning is checked by `Handshake.verify`. Later
+ * upstream revisions add fields (`http_addr`, `eph_epoch`); unknown fields are ignored.
  *
  * @since 0.1.0
  * @category schemas
@@ -153,52 +262,217 @@ const Enabled = Schema.Struct({ enabled: Schema.Boolean })
 
 /**
  * One Schema per frame: the decoded side is the in-memory frame (payload fields plus `_tag`), the
- * encoded side is the JSON payload. Unknown extra fields are ignored on decode, as Schema does by
- * default, so newer peers can add fields.
+ * encoded side is the JSON payload. Unknown extra fields are ignored on decode, so newer peers can add
+ * fields.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const MessageAvailable = QueueItem.pipe(Schema.attachPropertySignature("_tag", "MessageAvailable"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const MessageAvailableBatch = Items.pipe(
   Schema.attachPropertySignature("_tag", "MessageAvailableBatch")
 )
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const Heartbeat = HeartbeatPayload.pipe(Schema.attachPropertySignature("_tag", "Heartbeat"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const Hello = HelloPayload.pipe(Schema.attachPropertySignature("_tag", "Hello"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const HotlistDirtyBatch = Items.pipe(Schema.attachPropertySignature("_tag", "HotlistDirtyBatch"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const QueueConfigSet = QueueRef.pipe(Schema.attachPropertySignature("_tag", "QueueConfigSet"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const QueueConfigDelete = QueueRef.pipe(Schema.attachPropertySignature("_tag", "QueueConfigDelete"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const MaintenanceModeSet = Enabled.pipe(Schema.attachPropertySignature("_tag", "MaintenanceModeSet"))
-/** @since 0.1.0 @category schemas */
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
 export const PopMaintenanceModeSet = Enabled.pipe(
   Schema.attachPropertySignature("_tag", "PopMaintenanceModeSet")
 )
 
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type MessageAvailable = typeof MessageAvailable.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type MessageAvailableBatch = typeof MessageAvailableBatch.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Heartbeat = typeof Heartbeat.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Hello = typeof Hello.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type HotlistDirtyBatch = typeof HotlistDirtyBatch.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type QueueConfigSet = typeof QueueConfigSet.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type QueueConfigDelete = typeof QueueConfigDelete.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type MaintenanceModeSet = typeof MaintenanceModeSet.Type
-/** @since 0.1.0 @category models */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type PopMaintenanceModeSet = typeof PopMaintenanceModeSet.Type
+
+// ---------------------------------------------------------------------------------------------
+// the frame table
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One row of the frame set: what the spec's table says of a frame, plus how this implementation
+ * checks and encodes it. Adding a frame is adding a row (and its Schema and quick check).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FrameSpec<Name extends string, T extends number, A extends { readonly _tag: string }, I> {
+  /** The spec's name, e.g. `MESSAGE_AVAILABLE`. */
+  readonly name: Name
+  readonly tag: T
+  readonly schema: Schema.Schema<A, I>
+  /** The largest frame (tag byte plus payload) accepted with this tag, checked from the length prefix. */
+  readonly maxLength: number
+  /** @internal */
+  readonly quick: (json: unknown) => A | undefined
+  /** @internal */
+  readonly payload: (frame: A) => object | undefined
+}
+
+const row = <const Name extends string, const T extends number, A extends { readonly _tag: string }, I>(
+  spec: FrameSpec<Name, T, A, I>
+) => spec
+
+/**
+ * The frame set, by in-memory tag: the one table from which {@link Tag}, the {@link Frame} union,
+ * {@link tagOf}, the per-tag caps and both decoder maps are derived.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const frames = {
+  MessageAvailable: row({
+    name: "MESSAGE_AVAILABLE",
+    tag: 1,
+    schema: MessageAvailable,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.messageAvailable,
+    payload: Quick.wireItem
+  }),
+  MessageAvailableBatch: row({
+    name: "MESSAGE_AVAILABLE_BATCH",
+    tag: 2,
+    schema: MessageAvailableBatch,
+    maxLength: MAX_FRAME_LENGTH,
+    quick: Quick.messageAvailableBatch,
+    payload: Quick.wireItems
+  }),
+  Heartbeat: row({
+    name: "HEARTBEAT",
+    tag: 3,
+    schema: Heartbeat,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.heartbeat,
+    payload: (frame: Heartbeat) =>
+      Option.isSome(frame.server_id) ? { server_id: frame.server_id.value } : undefined
+  }),
+  Hello: row({
+    name: "HELLO",
+    tag: 4,
+    schema: Hello,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.hello,
+    payload: (frame: Hello) => ({ server_id: frame.server_id, nonce: frame.nonce, mac: frame.mac })
+  }),
+  HotlistDirtyBatch: row({
+    name: "HOTLIST_DIRTY_BATCH",
+    tag: 5,
+    schema: HotlistDirtyBatch,
+    maxLength: MAX_FRAME_LENGTH,
+    quick: Quick.hotlistDirtyBatch,
+    payload: Quick.wireItems
+  }),
+  QueueConfigSet: row({
+    name: "QUEUE_CONFIG_SET",
+    tag: 10,
+    schema: QueueConfigSet,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.queueConfigSet,
+    payload: Quick.wireRef
+  }),
+  QueueConfigDelete: row({
+    name: "QUEUE_CONFIG_DELETE",
+    tag: 11,
+    schema: QueueConfigDelete,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.queueConfigDelete,
+    payload: Quick.wireRef
+  }),
+  MaintenanceModeSet: row({
+    name: "MAINTENANCE_MODE_SET",
+    tag: 40,
+    schema: MaintenanceModeSet,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.maintenanceModeSet,
+    payload: (frame: MaintenanceModeSet) => ({ enabled: frame.enabled })
+  }),
+  PopMaintenanceModeSet: row({
+    name: "POP_MAINTENANCE_MODE_SET",
+    tag: 41,
+    schema: PopMaintenanceModeSet,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.popMaintenanceModeSet,
+    payload: (frame: PopMaintenanceModeSet) => ({ enabled: frame.enabled })
+  })
+} as const
+
+type Frames = typeof frames
+type Row = Frames[keyof Frames]
 
 /**
  * Every frame of the spec's table.
@@ -206,16 +480,33 @@ export type PopMaintenanceModeSet = typeof PopMaintenanceModeSet.Type
  * @since 0.1.0
  * @category models
  */
-export type Frame =
-  | MessageAvailable
-  | MessageAvailableBatch
-  | Heartbeat
-  | Hello
-  | HotlistDirtyBatch
-  | QueueConfigSet
-  | QueueConfigDelete
-  | MaintenanceModeSet
-  | PopMaintenanceModeSet
+export type Frame = { readonly [K in keyof Frames]: Schema.Schema.Type<Frames[K]["schema"]> }[keyof Frames]
+
+/**
+ * Frame tags, as the spec's table numbers them.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Tag: { readonly [K in keyof Frames as Frames[K]["name"]]: Frames[K]["tag"] } = {
+  MESSAGE_AVAILABLE: frames.MessageAvailable.tag,
+  MESSAGE_AVAILABLE_BATCH: frames.MessageAvailableBatch.tag,
+  HEARTBEAT: frames.Heartbeat.tag,
+  HELLO: frames.Hello.tag,
+  HOTLIST_DIRTY_BATCH: frames.HotlistDirtyBatch.tag,
+  QUEUE_CONFIG_SET: frames.QueueConfigSet.tag,
+  QUEUE_CONFIG_DELETE: frames.QueueConfigDelete.tag,
+  MAINTENANCE_MODE_SET: frames.MaintenanceModeSet.tag,
+  POP_MAINTENANCE_MODE_SET: frames.PopMaintenanceModeSet.tag
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export type Tag = Row["tag"]
+
+const rows: ReadonlyArray<Row> = Object.values(frames)
 
 /**
  * The tagged union of all frames as one Schema, for users who validate frames they build themselves.
@@ -224,16 +515,20 @@ export type Frame =
  * @category schemas
  */
 export const Frame = Schema.Union(
-  MessageAvailable,
-  MessageAvailableBatch,
-  Heartbeat,
-  Hello,
-  HotlistDirtyBatch,
-  QueueConfigSet,
-  QueueConfigDelete,
-  MaintenanceModeSet,
-  PopMaintenanceModeSet
+  frames.MessageAvailable.schema,
+  frames.MessageAvailableBatch.schema,
+  frames.Heartbeat.schema,
+  frames.Hello.schema,
+  frames.HotlistDirtyBatch.schema,
+  frames.QueueConfigSet.schema,
+  frames.QueueConfigDelete.schema,
+  frames.MaintenanceModeSet.schema,
+  frames.PopMaintenanceModeSet.schema
 )
+
+// Fails to compile when a row is missing from the union above.
+const _unionCoversTable = (frame: Frame): typeof Frame.Type => frame
+void _unionCoversTable
 
 /**
  * A frame whose tag this version does not know. It is skipped, never an error that closes the link,
@@ -254,28 +549,27 @@ export interface UnknownFrame {
  * @since 0.1.0
  * @category tags
  */
-export const tagOf = (frame: Frame): Tag => {
-  switch (frame._tag) {
-    case "MessageAvailable":
-      return Tag.MESSAGE_AVAILABLE
-    case "MessageAvailableBatch":
-      return Tag.MESSAGE_AVAILABLE_BATCH
-    case "Heartbeat":
-      return Tag.HEARTBEAT
-    case "Hello":
-      return Tag.HELLO
-    case "HotlistDirtyBatch":
-      return Tag.HOTLIST_DIRTY_BATCH
-    case "QueueConfigSet":
-      return Tag.QUEUE_CONFIG_SET
-    case "QueueConfigDelete":
-      return Tag.QUEUE_CONFIG_DELETE
-    case "MaintenanceModeSet":
-      return Tag.MAINTENANCE_MODE_SET
-    case "PopMaintenanceModeSet":
-      return Tag.POP_MAINTENANCE_MODE_SET
-  }
-}
+export const tagOf = (frame: Frame): Tag => frames[frame._tag].tag
+
+/**
+ * The largest frame (tag byte plus payload) accepted with `tag`: small for single items, flags,
+ * heartbeats and the HELLO; the 16 MiB cap only for the batch frames.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxLengthOf = (tag: number): number => byTag[tag]?.maxLength ?? UNKNOWN_FRAME_LENGTH
+
+const byTag: Array<Row | undefined> = []
+for (const r of rows) byTag[r.tag] = r
+
+/**
+ * The spec's name of a tag (`MESSAGE_AVAILABLE`), or `tag <n>` for one this version does not know.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const nameOf = (tag: number): string => byTag[tag]?.name ?? `tag ${tag}`
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -303,7 +597,8 @@ export interface QueueRefInput {
 }
 
 /**
- * Normalises a tenant the way the wire does: `undefined`, `null` and `""` are absent.
+ * Normalises a tenant the way the wire does: `undefined`, `null` and `""` are absent; a UUID is
+ * lowercased. Does not check the length (see {@link validItem}).
  *
  * @since 0.1.0
  * @category constructors
@@ -311,9 +606,9 @@ export interface QueueRefInput {
 export const tenantOf = (
   tenant: Option.Option<string> | string | null | undefined
 ): Option.Option<string> => {
-  if (tenant === undefined || tenant === null || tenant === "") return Option.none()
-  if (typeof tenant === "string") return Option.some(tenant)
-  return Option.filter(tenant, (t) => t !== "")
+  const given = typeof tenant === "object" && tenant !== null ? Option.getOrUndefined(tenant) : tenant
+  if (given === undefined || given === null || given === "") return Option.none()
+  return Option.some(Rules.isUuid(given) ? given.toLowerCase() : given)
 }
 
 /**
@@ -335,32 +630,47 @@ export const queueRef = (input: QueueRefInput): QueueRef => ({
   tenant: tenantOf(input.tenant)
 })
 
-const heartbeatNoId: Heartbeat = { _tag: "Heartbeat", server_id: Option.none() }
+/**
+ * An item as a caller gave it, checked by the same rules the wire applies: the item, or why not.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const validItem = (input: QueueItemInput): Either.Either<QueueItem, string> => {
+  const queue = Rules.queueName(input.queue)
+  if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
+  if (typeof input.partition !== "string" || Rules.partition(input.partition) === undefined) {
+    return Either.left(Rules.describeName("partition", input.partition))
+  }
+  const tenant = Rules.tenantInput(input.tenant)
+  if (tenant === undefined) return Either.left(Rules.describeName("tenant", input.tenant))
+  return Either.right({ queue, partition: input.partition, tenant })
+}
+
+/**
+ * A queue reference as a caller gave it, checked by the wire's rules.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const validRef = (input: QueueRefInput): Either.Either<QueueRef, string> => {
+  const queue = Rules.queueName(input.queue)
+  if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
+  const tenant = Rules.tenantInput(input.tenant)
+  if (tenant === undefined) return Either.left(Rules.describeName("tenant", input.tenant))
+  return Either.right({ queue, tenant })
+}
 
 /**
  * @since 0.1.0
  * @category constructors
  */
 export const heartbeat = (serverId?: string): Heartbeat =>
-  serverId === undefined ? heartbeatNoId : { _tag: "Heartbeat", server_id: Option.some(serverId) }
+  serverId === undefined ? Quick.heartbeatNoId : { _tag: "Heartbeat", server_id: Option.some(serverId) }
 
 // ---------------------------------------------------------------------------------------------
 // encoding
 // ---------------------------------------------------------------------------------------------
-
-interface WireItem {
-  queue: string
-  partition: string
-  tenant?: string
-}
-
-const wireItem = (item: QueueItem): WireItem =>
-  Option.isSome(item.tenant)
-    ? { queue: item.queue, partition: item.partition, tenant: item.tenant.value }
-    : { queue: item.queue, partition: item.partition }
-
-const wireRef = (ref: QueueRef): { queue: string; tenant?: string } =>
-  Option.isSome(ref.tenant) ? { queue: ref.queue, tenant: ref.tenant.value } : { queue: ref.queue }
 
 /**
  * The JSON payload of a frame, or `undefined` for an empty payload (a heartbeat without server id).
@@ -371,23 +681,9 @@ const wireRef = (ref: QueueRef): { queue: string; tenant?: string } =>
  * @category encoding
  */
 export const payloadOf = (frame: Frame): object | undefined => {
-  switch (frame._tag) {
-    case "MessageAvailable":
-      return wireItem(frame)
-    case "MessageAvailableBatch":
-    case "HotlistDirtyBatch":
-      return { items: frame.items.map(wireItem) }
-    case "Heartbeat":
-      return Option.isSome(frame.server_id) ? { server_id: frame.server_id.value } : undefined
-    case "Hello":
-      return { server_id: frame.server_id, nonce: frame.nonce, mac: frame.mac }
-    case "QueueConfigSet":
-    case "QueueConfigDelete":
-      return wireRef(frame)
-    case "MaintenanceModeSet":
-    case "PopMaintenanceModeSet":
-      return { enabled: frame.enabled }
-  }
+  // The row for `frame._tag` takes exactly that frame; TypeScript cannot see through the union.
+  const spec = frames[frame._tag] as { readonly payload: (frame: Frame) => object | undefined }
+  return spec.payload(frame)
 }
 
 /**
@@ -431,110 +727,6 @@ const describe = (error: ParseResult.ParseError): string =>
     .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
     .join("; ")
 
-// The receive hot path. Each payload goes through a hand-written check that accepts exactly what its
-// Schema accepts and builds the same value; anything it does not recognise falls through to the Schema,
-// which then decides, and words the error. The tests prove the two agree on arbitrary input.
-
-const NONE: Option.Option<string> = Option.none()
-
-const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
-
-const quickTenant = (u: unknown): Option.Option<string> | undefined =>
-  u === undefined || u === null || u === "" ? NONE : typeof u === "string" ? Option.some(u) : undefined
-
-const quickItem = (u: unknown): QueueItem | undefined => {
-  if (!isRecord(u)) return undefined
-  const { queue, partition } = u
-  if (typeof queue !== "string" || queue === "" || typeof partition !== "string") return undefined
-  const tenant = quickTenant(u.tenant)
-  return tenant === undefined ? undefined : { queue, partition, tenant }
-}
-
-const quickItems = (u: unknown): Array<QueueItem> | undefined => {
-  if (!isRecord(u) || !Array.isArray(u.items)) return undefined
-  const items: Array<QueueItem> = new Array(u.items.length)
-  for (let i = 0; i < items.length; i++) {
-    const item = quickItem(u.items[i])
-    if (item === undefined) return undefined
-    items[i] = item
-  }
-  return items
-}
-
-const quickRef = (u: unknown): QueueRef | undefined => {
-  if (!isRecord(u) || typeof u.queue !== "string" || u.queue === "") return undefined
-  const tenant = quickTenant(u.tenant)
-  return tenant === undefined ? undefined : { queue: u.queue, tenant }
-}
-
-const quickEnabled = (u: unknown): boolean | undefined =>
-  isRecord(u) && typeof u.enabled === "boolean" ? u.enabled : undefined
-
-/**
- * The fast check of each tag's payload: the decoded frame, or `undefined` to let the Schema decide.
- *
- * @since 0.1.0
- * @category decoding
- */
-export const quickDecoders: Record<number, (json: unknown) => Frame | undefined> = {
-  [Tag.MESSAGE_AVAILABLE]: (u) => {
-    const item = quickItem(u)
-    return item === undefined ? undefined : { _tag: "MessageAvailable", ...item }
-  },
-  [Tag.MESSAGE_AVAILABLE_BATCH]: (u) => {
-    const items = quickItems(u)
-    return items === undefined ? undefined : { _tag: "MessageAvailableBatch", items }
-  },
-  [Tag.HEARTBEAT]: (u) => {
-    if (!isRecord(u)) return undefined
-    const id = u.server_id
-    if (id === undefined || id === null) return heartbeatNoId
-    return typeof id === "string" ? { _tag: "Heartbeat", server_id: Option.some(id) } : undefined
-  },
-  [Tag.HELLO]: (u) =>
-    isRecord(u) && typeof u.server_id === "string" && typeof u.nonce === "string" && typeof u.mac === "string"
-      ? { _tag: "Hello", server_id: u.server_id, nonce: u.nonce, mac: u.mac }
-      : undefined,
-  [Tag.HOTLIST_DIRTY_BATCH]: (u) => {
-    const items = quickItems(u)
-    return items === undefined ? undefined : { _tag: "HotlistDirtyBatch", items }
-  },
-  [Tag.QUEUE_CONFIG_SET]: (u) => {
-    const ref = quickRef(u)
-    return ref === undefined ? undefined : { _tag: "QueueConfigSet", ...ref }
-  },
-  [Tag.QUEUE_CONFIG_DELETE]: (u) => {
-    const ref = quickRef(u)
-    return ref === undefined ? undefined : { _tag: "QueueConfigDelete", ...ref }
-  },
-  [Tag.MAINTENANCE_MODE_SET]: (u) => {
-    const enabled = quickEnabled(u)
-    return enabled === undefined ? undefined : { _tag: "MaintenanceModeSet", enabled }
-  },
-  [Tag.POP_MAINTENANCE_MODE_SET]: (u) => {
-    const enabled = quickEnabled(u)
-    return enabled === undefined ? undefined : { _tag: "PopMaintenanceModeSet", enabled }
-  }
-}
-
-/**
- * The longest error detail built from wire data: a short excerpt, never the whole value.
- *
- * @since 0.1.0
- * @category constants
- */
-export const MAX_DETAIL_LENGTH = 200
-
-/**
- * Cuts a detail built from wire data to {@link MAX_DETAIL_LENGTH} characters.
- *
- * @since 0.1.0
- * @category decoding
- */
-export const excerpt = (text: string): string =>
-  text.length <= MAX_DETAIL_LENGTH ? text : `${text.slice(0, MAX_DETAIL_LENGTH)}... (${text.length} chars)`
-
 const schemaDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
   return (json: unknown): Either.Either<A, string> => {
@@ -548,48 +740,37 @@ const schemaDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   }
 }
 
-/**
- * Each tag's payload Schema, as a decoder of parsed JSON: the authority on what a payload may be.
- *
- * @since 0.1.0
- * @category decoding
- */
-export const schemaDecoders: Record<number, (json: unknown) => Either.Either<Frame, string>> = {
-  [Tag.MESSAGE_AVAILABLE]: schemaDecoder(MessageAvailable),
-  [Tag.MESSAGE_AVAILABLE_BATCH]: schemaDecoder(MessageAvailableBatch),
-  [Tag.HEARTBEAT]: schemaDecoder(Heartbeat),
-  [Tag.HELLO]: schemaDecoder(Hello),
-  [Tag.HOTLIST_DIRTY_BATCH]: schemaDecoder(HotlistDirtyBatch),
-  [Tag.QUEUE_CONFIG_SET]: schemaDecoder(QueueConfigSet),
-  [Tag.QUEUE_CONFIG_DELETE]: schemaDecoder(QueueConfigDelete),
-  [Tag.MAINTENANCE_MODE_SET]: schemaDecoder(MaintenanceModeSet),
-  [Tag.POP_MAINTENANCE_MODE_SET]: schemaDecoder(PopMaintenanceModeSet)
-}
+/** @internal */
+export const schemaDecoders: ReadonlyArray<((json: unknown) => Either.Either<Frame, string>) | undefined> =
+  (() => {
+    const out: Array<((json: unknown) => Either.Either<Frame, string>) | undefined> = []
+    for (const r of rows)
+      out[r.tag] = schemaDecoder<Frame, unknown>(r.schema as Schema.Schema<Frame, unknown>)
+    return out
+  })()
+
+/** @internal */
+export const quickDecoders: ReadonlyArray<((json: unknown) => Frame | undefined) | undefined> = (() => {
+  const out: Array<((json: unknown) => Frame | undefined) | undefined> = []
+  for (const r of rows) out[r.tag] = r.quick
+  return out
+})()
 
 const utf8 = new TextDecoder("utf-8")
 
 /**
- * Decodes one frame's payload by its tag through the Schemas. An unknown tag yields an `UnknownFrame`;
- * a payload that fails its Schema (or is not JSON) yields a `FrameDecodeError` the caller can count
- * and skip. A heartbeat may have an empty payload.
+ * Decodes parsed JSON by its tag: the quick check first, then the Schema, which decides what the quick
+ * check does not recognise and words the error. Never throws.
  *
  * @since 0.1.0
  * @category decoding
  */
-export const decodePayload = (
+export const decodeJson = (
   tag: number,
-  payload: Uint8Array
+  json: unknown
 ): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
   const schema = schemaDecoders[tag]
-  if (schema === undefined) return Either.right({ _tag: "Unknown", tag, payload })
-  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(heartbeatNoId)
-  let json: unknown
-  try {
-    json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
-  } catch (error) {
-    const detail = `not JSON: ${excerpt(error instanceof Error ? error.message : String(error))}`
-    return Either.left(new FrameDecodeError({ tag, detail }))
-  }
+  if (schema === undefined) return Either.right({ _tag: "Unknown", tag, payload: new Uint8Array(0) })
   try {
     const quick = quickDecoders[tag]!(json)
     if (quick !== undefined) return Either.right(quick)
@@ -598,4 +779,28 @@ export const decodePayload = (
     // Total on any input: whatever a peer sends is refused with a reason, never thrown.
     return Either.left(new FrameDecodeError({ tag, detail: "payload could not be checked" }))
   }
+}
+
+/**
+ * Decodes one frame's payload by its tag. An unknown tag yields an `UnknownFrame`; a payload that fails
+ * its Schema (or is not JSON) yields a `FrameDecodeError` the caller can count and skip. A heartbeat may
+ * have an empty payload. Never throws, whatever the bytes.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodePayload = (
+  tag: number,
+  payload: Uint8Array
+): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
+  if (schemaDecoders[tag] === undefined) return Either.right({ _tag: "Unknown", tag, payload })
+  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(Quick.heartbeatNoId)
+  let json: unknown
+  try {
+    json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
+  } catch (error) {
+    const detail = `not JSON: ${excerpt(error instanceof Error ? error.message : String(error))}`
+    return Either.left(new FrameDecodeError({ tag, detail }))
+  }
+  return decodeJson(tag, json)
 }

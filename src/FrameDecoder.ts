@@ -6,6 +6,11 @@
  * chunk is handed on as a view of that chunk, never copied. A length prefix of 0 or above the 16 MiB cap
  * is rejected before any buffer of that size exists.
  *
+ * Caps can also be set per tag, checked from the five header bytes (length and tag) before anything is
+ * buffered: a frame over its tag's cap either fails the stream (before authentication) or is skipped
+ * without being held, its bytes discarded as they arrive (after it, so one oversized frame costs no
+ * memory and does not close a peer's link).
+ *
  * @since 0.1.0
  */
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "./Frame.js"
@@ -21,6 +26,24 @@ import { FramingError } from "./MeshError.js"
 export type OnFrame = (tag: number, payload: Uint8Array) => void
 
 /**
+ * @since 0.1.0
+ * @category models
+ */
+export interface FrameDecoderOptions {
+  /** The largest length prefix accepted; at most the spec's 16 MiB cap. */
+  readonly maxFrameLength?: number
+  /** A per-tag cap (tag byte plus payload), at most `maxFrameLength`. Default: none. */
+  readonly maxLengthOf?: (tag: number) => number
+  /**
+   * Called for a frame over its tag's cap, which is then skipped without being buffered. Without it, a
+   * frame over its tag's cap fails the stream as `FrameTooLarge`.
+   */
+  readonly onOversized?: (tag: number, length: number) => void
+}
+
+const HEADER_BYTES = LENGTH_PREFIX_BYTES + 1
+
+/**
  * A decoder for one connection. Not shared between connections; not re-entrant.
  *
  * @since 0.1.0
@@ -32,22 +55,31 @@ export class FrameDecoder {
    * peer has authenticated, so an unauthenticated connection cannot make it reserve a large buffer.
    */
   maxFrameLength: number
+  /** See {@link FrameDecoderOptions.maxLengthOf}; may be changed between chunks. */
+  maxLengthOf: ((tag: number) => number) | undefined
+  /** See {@link FrameDecoderOptions.onOversized}; may be changed between chunks. */
+  onOversized: ((tag: number, length: number) => void) | undefined
 
-  constructor(options: { readonly maxFrameLength?: number } = {}) {
+  constructor(options: FrameDecoderOptions = {}) {
     this.maxFrameLength = Math.min(options.maxFrameLength ?? MAX_FRAME_LENGTH, MAX_FRAME_LENGTH)
+    this.maxLengthOf = options.maxLengthOf
+    this.onOversized = options.onOversized
   }
 
-  /** The partial length prefix, when a chunk ended inside it. */
-  private readonly header = new Uint8Array(LENGTH_PREFIX_BYTES)
+  /** The partial header (length prefix and tag), when a chunk ended inside it. */
+  private readonly header = new Uint8Array(HEADER_BYTES)
   private headerFilled = 0
-  /** The partial frame body (tag + payload), sized exactly to its length once that is known. */
+  /** The partial frame payload, sized exactly once its length is known. */
   private body: Uint8Array | undefined = undefined
+  private bodyTag = 0
   private bodyFilled = 0
+  /** Payload bytes of an oversized frame still to discard. */
+  private skipping = 0
   private failure: FramingError | undefined = undefined
 
   /** Bytes currently held for an incomplete frame (for tests and stats). */
   get buffered(): number {
-    return this.body === undefined ? this.headerFilled : LENGTH_PREFIX_BYTES + this.bodyFilled
+    return this.body === undefined ? this.headerFilled : HEADER_BYTES + this.bodyFilled
   }
 
   /**
@@ -59,6 +91,12 @@ export class FrameDecoder {
     let offset = 0
     const end = chunk.length
     while (offset < end) {
+      if (this.skipping > 0) {
+        const take = Math.min(this.skipping, end - offset)
+        this.skipping -= take
+        offset += take
+        continue
+      }
       if (this.body !== undefined) {
         // Continue a frame split across chunks.
         const take = Math.min(this.body.length - this.bodyFilled, end - offset)
@@ -69,30 +107,52 @@ export class FrameDecoder {
           const body = this.body
           this.body = undefined
           this.bodyFilled = 0
-          onFrame(body[0]!, body.subarray(1))
+          onFrame(this.bodyTag, body)
         }
         continue
       }
       let length: number
+      let tag: number
       if (this.headerFilled === 0 && end - offset >= LENGTH_PREFIX_BYTES) {
         length = readU32(chunk, offset)
-        offset += LENGTH_PREFIX_BYTES
-      } else {
-        while (this.headerFilled < LENGTH_PREFIX_BYTES && offset < end) {
-          this.header[this.headerFilled++] = chunk[offset++]!
+        // A bad length is refused as soon as its four bytes are in, before the tag.
+        const early = this.checkLength(length)
+        if (early !== undefined) return early
+        if (end - offset < HEADER_BYTES) {
+          this.header.set(chunk.subarray(offset, end), 0)
+          this.headerFilled = end - offset
+          return undefined
         }
-        if (this.headerFilled < LENGTH_PREFIX_BYTES) return undefined
+        tag = chunk[offset + LENGTH_PREFIX_BYTES]!
+        offset += HEADER_BYTES
+      } else {
+        while (this.headerFilled < HEADER_BYTES && offset < end) {
+          this.header[this.headerFilled++] = chunk[offset++]!
+          if (this.headerFilled === LENGTH_PREFIX_BYTES) {
+            const early = this.checkLength(readU32(this.header, 0))
+            if (early !== undefined) return early
+          }
+        }
+        if (this.headerFilled < HEADER_BYTES) return undefined
         this.headerFilled = 0
         length = readU32(this.header, 0)
+        tag = this.header[LENGTH_PREFIX_BYTES]!
       }
-      if (length === 0) return this.fail("EmptyFrame", length)
-      if (length > this.maxFrameLength) return this.fail("FrameTooLarge", length)
-      if (end - offset >= length) {
+      const payloadLength = length - 1
+      const cap = this.maxLengthOf?.(tag)
+      if (cap !== undefined && length > cap) {
+        if (this.onOversized === undefined) return this.fail("FrameTooLarge", length)
+        this.onOversized(tag, length)
+        this.skipping = payloadLength
+        continue
+      }
+      if (end - offset >= payloadLength) {
         // The whole frame is in this chunk: hand on a view, no copy.
-        onFrame(chunk[offset]!, chunk.subarray(offset + 1, offset + length))
-        offset += length
+        onFrame(tag, chunk.subarray(offset, offset + payloadLength))
+        offset += payloadLength
       } else {
-        this.body = new Uint8Array(length)
+        this.body = new Uint8Array(payloadLength)
+        this.bodyTag = tag
         this.bodyFilled = 0
       }
     }
@@ -104,14 +164,21 @@ export class FrameDecoder {
    */
   end(): FramingError | undefined {
     if (this.failure !== undefined) return this.failure
-    const held = this.buffered
+    const held = this.buffered + (this.skipping > 0 ? 1 : 0)
     return held === 0 ? undefined : this.fail("Truncated", held)
+  }
+
+  private checkLength(length: number): FramingError | undefined {
+    if (length === 0) return this.fail("EmptyFrame", length)
+    if (length > this.maxFrameLength) return this.fail("FrameTooLarge", length)
+    return undefined
   }
 
   private fail(reason: FramingError["reason"], length: number): FramingError {
     this.body = undefined
     this.bodyFilled = 0
     this.headerFilled = 0
+    this.skipping = 0
     this.failure = new FramingError({ reason, length })
     return this.failure
   }
@@ -124,5 +191,4 @@ const readU32 = (bytes: Uint8Array, at: number): number =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: { readonly maxFrameLength?: number } = {}): FrameDecoder =>
-  new FrameDecoder(options)
+export const make = (options: FrameDecoderOptions = {}): FrameDecoder => new FrameDecoder(options)

@@ -50,8 +50,16 @@ export const PeerStatsBody = Schema.Struct({
   connected: Schema.Boolean,
   resolved: Schema.Boolean,
   resolved_ip: Schema.NullOr(Schema.String),
-  /** Frames waiting in the peer's send queue. */
-  queued: Schema.Number
+  last_resolved_ip: Schema.NullOr(Schema.String),
+  queued: Schema.Number,
+  queued_bytes: Schema.Number,
+  handed: Schema.Number,
+  written: Schema.Number,
+  dropped_full: Schema.Number,
+  dropped_down: Schema.Number,
+  discarded: Schema.Number,
+  reconnects: Schema.Number,
+  last_error: Schema.NullOr(Schema.String)
 })
 
 /**
@@ -67,6 +75,42 @@ export const ServerStatsBody = Schema.Struct({
 })
 
 /**
+ * Refused inbound connections by reason.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RejectionStatsBody = Schema.Struct({
+  bad_mac: Schema.Number,
+  not_hello: Schema.Number,
+  invalid_hello: Schema.Number,
+  oversized_hello: Schema.Number,
+  missing_server_id: Schema.Number,
+  timeout: Schema.Number,
+  closed: Schema.Number,
+  bad_challenge_answer: Schema.Number,
+  wrong_receiver: Schema.Number,
+  wrong_label: Schema.Number,
+  legacy_refused: Schema.Number,
+  too_many_connections: Schema.Number,
+  own_server_id: Schema.Number
+})
+
+/**
+ * The listener's connections.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InboundStatsBody = Schema.Struct({
+  open: Schema.Number,
+  authenticated: Schema.Number,
+  closed_silent: Schema.Number,
+  closed_idle: Schema.Number,
+  legacy_accepted: Schema.Number
+})
+
+/**
  * The stats body of an active mesh.
  *
  * @since 0.1.0
@@ -74,9 +118,14 @@ export const ServerStatsBody = Schema.Struct({
  */
 export const ActiveStatsBody = Schema.Struct({
   enabled: Schema.Literal(true),
+  running: Schema.Literal(true),
   server_id: Schema.String,
   transport: Schema.Literal("tcp-mesh"),
   port: Schema.Number,
+  version: Schema.String,
+  uptime_ms: Schema.Number,
+  auth: Schema.Literal("legacy", "permissive", "required"),
+  tls: Schema.Literal("off", "psk"),
   peer_count: Schema.Number,
   peers: Schema.Array(PeerStatsBody),
   servers_alive: Schema.Number,
@@ -86,8 +135,15 @@ export const ActiveStatsBody = Schema.Struct({
   messages_received: Schema.Number,
   messages_dropped: Schema.Number,
   handshake_failures: Schema.Number,
+  signature_failures: Schema.Number,
+  sequence_rejections: Schema.Number,
+  frames_dispatched: Schema.Number,
   frames_invalid: Schema.Number,
   frames_unknown: Schema.Number,
+  frames_oversized: Schema.Number,
+  items_invalid: Schema.Number,
+  rejections: RejectionStatsBody,
+  inbound: InboundStatsBody,
   maintenance_mode: Schema.Boolean,
   pop_maintenance_mode: Schema.Boolean
 })
@@ -103,6 +159,8 @@ export const InactiveStatsBody = Schema.Struct({
   reason: Schema.Literal("no_peers", "disabled"),
   server_id: Schema.String,
   transport: Schema.Literal("tcp-mesh"),
+  version: Schema.String,
+  uptime_ms: Schema.Number,
   maintenance_mode: Schema.Boolean,
   pop_maintenance_mode: Schema.Boolean
 })
@@ -124,6 +182,8 @@ export type StatsBody = typeof StatsBody.Type
 // Keeps the Schema in step with `MeshStats`: this fails to compile if the served value drifts from it.
 const _statsFitsBody = (stats: MeshStats): typeof StatsBody.Encoded => stats
 void _statsFitsBody
+const _bodyFitsStats = (body: typeof StatsBody.Type): MeshStats => body
+void _bodyFitsStats
 
 /**
  * The body of `/api/v1/system/shared-state`: always disabled, since each replica is a single-node

@@ -1,128 +1,339 @@
 /**
  * The receive side of the mesh (spec "Topology", "The handshake"): accepted connections are
  * receive-only. The first frame must be a HELLO that verifies within the handshake timeout; after it,
- * every frame refreshes the sender's liveness and is applied. A payload that fails its Schema is counted
- * and skipped, an unknown tag is skipped, and a framing error closes only that connection.
+ * every frame refreshes the sender's liveness and goes to `Dispatch`. Every frame read after the HELLO
+ * is accounted for: dispatched, or rejected as invalid, unknown or oversized (and counted). A framing
+ * error closes only that connection; nothing thrown while handling a chunk escapes it.
+ *
+ * Defences, each with a default, a variable and a counter (`MeshConfig`): the HELLO deadline; the
+ * first frame capped at a few KiB, refused as soon as its length prefix shows otherwise; a cap on
+ * concurrent inbound connections and on unauthenticated ones per remote address; a short pause before
+ * closing a refused connection, holding no buffer; an idle deadline closing an authenticated link that
+ * went silent; per-tag frame caps after the HELLO (an oversized frame is skipped, never buffered); and
+ * a turn of the event loop after a large frame, so one peer's megabytes cannot hold up another's wakes.
+ *
+ * In `QUEEN_MESH_AUTH=permissive|required` the listener writes one challenge frame as soon as it
+ * accepts (the only bytes it ever writes on an inbound link) and verifies the v2 HELLO against it.
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, type Duration, Effect, Either, type Redacted, type Scope } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
+import { Dispatch } from "./Dispatch.js"
 import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
-import type * as Liveness from "./Liveness.js"
-import { type FrameDecodeError, type FramingError, HandshakeError, type TransportError } from "./MeshError.js"
-import type { MeshEvent } from "./MeshEvent.js"
-import type { Counters } from "./MeshStats.js"
+import { printable } from "./internal/text.js"
+import { Liveness } from "./Liveness.js"
+import * as MeshConfig from "./MeshConfig.js"
+import {
+  type FramingError,
+  HandshakeError,
+  handshakeReasons as HandshakeErrorReasons,
+  type TransportError
+} from "./MeshError.js"
+import { MeshEvents } from "./MeshEvent.js"
 import { type Connection, Transport } from "./Transport.js"
 
 /**
- * What the listener needs from the mesh around it.
+ * What the listener counts: every inbound connection and every frame read after a HELLO.
  *
  * @since 0.1.0
  * @category models
  */
-export interface ListenerOptions {
-  readonly host: string
-  readonly port: number
-  readonly secret: Redacted.Redacted<string>
-  readonly handshakeTimeout: Duration.DurationInput
-  readonly counters: Counters
-  readonly liveness: Liveness.Liveness
-  /**
-   * Applies one received frame from the peer `from`: at once, returning `undefined`, or by returning
-   * the effect that applies it.
-   */
-  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
-  readonly publish: (event: MeshEvent) => Effect.Effect<void>
+export interface ListenerCounts {
+  /** Frames read after a HELLO (upstream's `messages_received`): dispatched + invalid + unknown + oversized. */
+  readonly framesRead: number
+  readonly framesDispatched: number
+  readonly framesInvalid: number
+  readonly framesUnknown: number
+  readonly framesOversized: number
+  /** Items of batches skipped for breaking a rule (their batch was still dispatched). */
+  readonly itemsInvalid: number
+  /** Refused connections by reason; their sum is `handshake_failures`. */
+  readonly rejections: Readonly<Record<HandshakeError.Reason, number>>
+  /** Connections that closed without sending a byte (TCP health probes): not handshake failures. */
+  readonly closedSilent: number
+  /** Authenticated links closed for silence longer than the idle timeout. */
+  readonly closedIdle: number
+  /** Legacy HELLOs accepted in `permissive` mode. */
+  readonly legacyAccepted: number
+  readonly inboundOpen: number
+  readonly inboundAuthenticated: number
+  /** Frames read, by tag byte (only tags with a count). */
+  readonly readByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+  /** Chunks applied, by receive-to-apply time class: index i counts chunks of up to 2^i microseconds. */
+  readonly applyMicros: ReadonlyArray<number>
 }
 
-type Decoded = Either.Either<Frame.Frame | Frame.UnknownFrame, FrameDecodeError>
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListenerShape {
+  /** The bound port; none when the mesh is not active (nothing binds). */
+  readonly port: Option.Option<number>
+  readonly counts: Effect.Effect<ListenerCounts>
+}
 
-/** The largest frame accepted before the HELLO verifies: a HELLO is a few hundred bytes. */
-const HELLO_MAX_LENGTH = 64 * 1024
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Listener extends Context.Tag("queen-mesh/Listener")<Listener, ListenerShape>() {}
 
 /** How often, at most, a rising handshake-failure count is logged at warning level. */
 const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
+/** A frame at least this large is followed by a turn of the event loop before the next chunk. */
+const LARGE_FRAME = 256 * 1024
+
+const zeroRejections = (): Record<HandshakeError.Reason, number> => {
+  const out = {} as Record<HandshakeError.Reason, number>
+  for (const reason of Object.keys(HandshakeErrorReasons) as Array<HandshakeError.Reason>) out[reason] = 0
+  return out
+}
+
+const v2Reason = (reason: Handshake.HandshakeV2Reason): HandshakeError.Reason =>
+  reason === "NoSecret" ? "InvalidHello" : reason
+
+/** One turn of the event loop: lets other sockets' data in before this one's next chunk. */
+const nextTurn = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
 
 /**
- * Serves one accepted connection until it closes or breaks. Never fails: every per-connection failure
- * is counted or logged and ends only this connection.
+ * Binds the listener (when the mesh is active) for the life of the scope.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeHandler = (options: ListenerOptions) => {
-  const { counters, liveness, apply, publish } = options
+export const make: Effect.Effect<
+  ListenerShape,
+  TransportError,
+  Scope.Scope | MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents
+> = Effect.gen(function* () {
+  const config = yield* MeshConfig.MeshConfig
+  const transport = yield* Transport
+  const liveness = yield* Liveness
+  const { apply } = yield* Dispatch
+  const events = yield* MeshEvents
+  const clock = yield* Effect.clock
+
+  const c = {
+    framesRead: 0,
+    framesDispatched: 0,
+    framesInvalid: 0,
+    framesUnknown: 0,
+    framesOversized: 0,
+    itemsInvalid: 0,
+    closedSilent: 0,
+    closedIdle: 0,
+    legacyAccepted: 0,
+    inboundOpen: 0,
+    inboundAuthenticated: 0
+  }
+  const rejections = zeroRejections()
+  const readByTag = new Float64Array(256)
+  const applyMicros = new Float64Array(24)
+  const unauthenticated = new Map<string, number>()
   let lastWarningAt = Number.NEGATIVE_INFINITY
   let failuresAtLastWarning = 0
+  let ownIdWarned = false
+  const handshakeFailures = () => {
+    let sum = 0
+    for (const reason in rejections) sum += rejections[reason as HandshakeError.Reason]
+    return sum
+  }
 
-  const handshakeFailed = (remote: string, error: HandshakeError) =>
+  const refused = (remote: string, error: HandshakeError) =>
     Effect.gen(function* () {
-      counters.handshakeFailures++
-      yield* publish({ _tag: "HandshakeFailed", remote, reason: error.reason })
+      rejections[error.reason]++
+      events.emit({ _tag: "HandshakeFailed", remote, reason: error.reason })
+      if (error.reason === "OwnServerId") {
+        if (ownIdWarned) return
+        ownIdWarned = true
+        return yield* Effect.logWarning("the peer list names this node: refusing its own HELLO").pipe(
+          Effect.annotateLogs({ remote })
+        )
+      }
       const now = yield* Clock.currentTimeMillis
+      const total = handshakeFailures()
       if (now - lastWarningAt >= HANDSHAKE_WARNING_INTERVAL_MS) {
         yield* Effect.logWarning("mesh handshake refused").pipe(
           Effect.annotateLogs({
             remote,
-            reason: error.message,
-            handshake_failures: counters.handshakeFailures,
-            since_last_warning: counters.handshakeFailures - failuresAtLastWarning
+            reason: printable(error.message),
+            handshake_failures: total,
+            since_last_warning: total - failuresAtLastWarning
           })
         )
         lastWarningAt = now
-        failuresAtLastWarning = counters.handshakeFailures
+        failuresAtLastWarning = total
       } else {
         yield* Effect.logDebug("mesh handshake refused").pipe(
-          Effect.annotateLogs({ remote, reason: error.message })
+          Effect.annotateLogs({ remote, reason: printable(error.message) })
         )
       }
     })
 
-  return (connection: Connection): Effect.Effect<void> =>
+  const verifyOptions = (challenge: Option.Option<Handshake.Challenge>): Handshake.VerifyOptions => ({
+    secret: config.secret,
+    mode: config.auth,
+    challenge,
+    selfId: config.serverId,
+    label: config.clusterLabel
+  })
+
+  const judgeHello = (
+    tag: number,
+    payload: Uint8Array,
+    challenge: Option.Option<Handshake.Challenge>
+  ): Either.Either<string, HandshakeError> => {
+    if (tag !== Frame.Tag.HELLO) return Either.left(new HandshakeError({ reason: "NotHello" }))
+    let json: unknown
+    try {
+      json = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("utf8"))
+    } catch {
+      return Either.left(new HandshakeError({ reason: "InvalidHello", detail: "not JSON" }))
+    }
+    const decoded = Frame.decodeJson(tag, json)
+    if (Either.isLeft(decoded) || decoded.right._tag !== "Hello") {
+      return Either.left(new HandshakeError({ reason: "InvalidHello" }))
+    }
+    const hello = decoded.right
+    if (typeof json !== "object" || json === null || Array.isArray(json)) {
+      return Either.left(new HandshakeError({ reason: "InvalidHello" }))
+    }
+    const v2 = Handshake.readHelloV2Fields(json as Readonly<Record<string, unknown>>)
+    if (v2 === undefined)
+      return Either.left(new HandshakeError({ reason: "InvalidHello", detail: "bad v2 fields" }))
+    if (Frame.MAX_SERVER_ID_BYTES < Buffer.byteLength(hello.server_id)) {
+      return Either.left(new HandshakeError({ reason: "InvalidHello", detail: "server_id too long" }))
+    }
+    const verdict = Handshake.verifyHello(
+      { server_id: hello.server_id, nonce: hello.nonce, mac: hello.mac, v2 },
+      verifyOptions(challenge)
+    )
+    if (Either.isLeft(verdict)) {
+      return Either.left(new HandshakeError({ reason: v2Reason(verdict.left.reason) }))
+    }
+    // Legacy verification knows nothing of our id; the rule holds in every mode.
+    if (verdict.right.serverId === config.serverId) {
+      return Either.left(new HandshakeError({ reason: "OwnServerId" }))
+    }
+    if (verdict.right.version === 1 && config.auth === "permissive") c.legacyAccepted++
+    return Either.right(verdict.right.serverId)
+  }
+
+  const handle = (connection: Connection): Effect.Effect<void> =>
     Effect.gen(function* () {
-      const remote = connection.remoteAddress._tag === "Some" ? connection.remoteAddress.value : "unknown"
+      const ip = Option.getOrElse(connection.remoteAddress, () => "unknown")
+      const remote = ip
+      if (c.inboundOpen >= config.maxInbound) {
+        rejections.TooManyConnections++
+        return yield* Effect.logDebug("mesh connection refused: too many inbound").pipe(
+          Effect.annotateLogs({ remote })
+        )
+      }
+      const pending = unauthenticated.get(ip) ?? 0
+      if (pending >= config.maxUnauthenticatedPerAddress) {
+        rejections.TooManyConnections++
+        return yield* Effect.logDebug(
+          "mesh connection refused: too many unauthenticated from one address"
+        ).pipe(Effect.annotateLogs({ remote }))
+      }
+      c.inboundOpen++
+      unauthenticated.set(ip, pending + 1)
+      let counted = true
+      const authenticated = () => {
+        if (!counted) return
+        counted = false
+        const left = (unauthenticated.get(ip) ?? 1) - 1
+        if (left <= 0) unauthenticated.delete(ip)
+        else unauthenticated.set(ip, left)
+      }
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          authenticated()
+          c.inboundOpen--
+        })
+      )
+
+      const challenge =
+        config.auth === "legacy"
+          ? Option.none<Handshake.Challenge>()
+          : Option.some(yield* Handshake.makeChallenge(config.serverId, config.clusterLabel))
+      if (Option.isSome(challenge)) {
+        const written = yield* Effect.either(
+          connection.write(Handshake.encodeChallengeFrame(challenge.value))
+        )
+        if (Either.isLeft(written)) return
+      }
+
       // Until the HELLO verifies, no frame may be larger than a HELLO could be.
-      const decoder = new FrameDecoder({ maxFrameLength: HELLO_MAX_LENGTH })
+      const decoder = new FrameDecoder({ maxFrameLength: config.helloMaxBytes })
       const hello = yield* Deferred.make<string>()
+      let bytesIn = 0
       let peer: string | undefined
-      let refused: HandshakeError | undefined
-      // Refreshes the peer's liveness; set once its HELLO is accepted.
-      let touch: Liveness.Touch | undefined
+      let refusal: HandshakeError | undefined
+      let refresh: (() => void) | undefined
+      let lastChunkAt = clock.unsafeCurrentTimeMillis()
+      let large = false
       // What a chunk's frames still need once the decoder is done with it: the effects that apply
-      // them, in order, and the notes on invalid frames.
+      // them, in order.
       let later: Array<Effect.Effect<void>> = []
-      let invalid: Array<FrameDecodeError> = []
+      let invalidNotes: Array<{ readonly tag: number; readonly detail: string }> = []
+
+      const onOversized = (tag: number, length: number) => {
+        c.framesRead++
+        c.framesOversized++
+        readByTag[tag]!++
+        if (invalidNotes.length < 8)
+          invalidNotes.push({ tag, detail: `frame of ${length} bytes over its cap` })
+      }
 
       // Runs inside the decoder: the HELLO is judged before the next frame's length is read, and a frame
-      // the host can take synchronously is applied at once, unless an earlier one in the chunk waits
-      // for an effect (order is kept).
+      // the host can take synchronously is applied at once, unless an earlier one in the chunk waits for
+      // an effect (order is kept).
       const collect = (tag: number, payload: Uint8Array) => {
-        if (refused !== undefined) return
-        const decoded = Frame.decodePayload(tag, payload)
+        if (refusal !== undefined) return
         const from = peer
         if (from === undefined) {
-          const verdict = authenticate(decoded)
+          const verdict = judgeHello(tag, payload, challenge)
           if (Either.isLeft(verdict)) {
-            refused = verdict.left
+            refusal = verdict.left
             return
           }
           peer = verdict.right
+          authenticated()
+          c.inboundAuthenticated++
           decoder.maxFrameLength = Frame.MAX_FRAME_LENGTH
+          decoder.maxLengthOf = Frame.maxLengthOf
+          decoder.onOversized = onOversized
+          refresh = liveness.register(peer)
           return
         }
+        c.framesRead++
+        readByTag[tag]!++
+        if (payload.length >= LARGE_FRAME) large = true
+        const decoded = Frame.decodePayload(tag, payload)
         if (Either.isLeft(decoded)) {
-          counters.invalid++
-          invalid.push(decoded.left)
+          c.framesInvalid++
+          if (invalidNotes.length < 8) invalidNotes.push({ tag, detail: decoded.left.detail })
           return
         }
         const frame = decoded.right
         if (frame._tag === "Unknown") {
-          counters.unknown++
+          c.framesUnknown++
           return
         }
-        counters.received++
+        c.framesDispatched++
+        if (
+          (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
+          frame.skipped !== undefined
+        ) {
+          c.itemsInvalid += frame.skipped
+        }
         if (later.length > 0) {
           later.push(Effect.suspend(() => apply(from, frame) ?? Effect.void))
           return
@@ -131,97 +342,165 @@ export const makeHandler = (options: ListenerOptions) => {
         if (applying !== undefined) later.push(applying)
       }
 
-      const authenticate = (decoded: Decoded): Either.Either<string, HandshakeError> => {
-        if (Either.isLeft(decoded)) {
-          return Either.left(new HandshakeError({ reason: "InvalidHello", detail: decoded.left.detail }))
-        }
-        const frame = decoded.right
-        if (frame._tag !== "Hello") return Either.left(new HandshakeError({ reason: "NotHello" }))
-        return Handshake.verify(frame, options.secret)
-      }
-
       const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> | undefined => {
+        const started = performance.now()
+        bytesIn += chunk.length
+        lastChunkAt = clock.unsafeCurrentTimeMillis()
         const wasAuthenticated = peer !== undefined
-        const failure = decoder.push(chunk, collect)
+        let failure: FramingError | undefined
+        try {
+          failure = decoder.push(chunk, collect)
+        } catch (defect) {
+          // A defect in handling one chunk ends this connection, never the process.
+          return Effect.die(defect)
+        }
+        if (refusal !== undefined) return Effect.fail(refusal)
+        if (failure !== undefined && peer === undefined) {
+          const reason = failure.reason === "FrameTooLarge" ? "OversizedHello" : "InvalidHello"
+          return Effect.fail(new HandshakeError({ reason, detail: failure.message }))
+        }
+        refresh?.()
         const from = peer
-        if (touch !== undefined && failure === undefined && later.length === 0 && invalid.length === 0) {
-          // The common case: every frame was applied inside the decoder, and liveness is a plain write.
-          return touch()
+        if (from !== undefined && !wasAuthenticated) Deferred.unsafeDone(hello, Effect.succeed(from))
+        if (failure === undefined && later.length === 0 && invalidNotes.length === 0 && !large) {
+          // The common case: every frame was applied inside the decoder.
+          recordApply(started)
+          return undefined
         }
         const effects = later
-        const notes = invalid
+        const notes = invalidNotes
+        const yieldAfter = large
         later = []
-        invalid = []
+        invalidNotes = []
+        large = false
         return Effect.gen(function* () {
-          if (refused !== undefined) return yield* refused
-          if (from === undefined) {
-            if (failure === undefined) return
-            // Not even a frame: whatever is dialling us does not speak the mesh.
-            return yield* new HandshakeError({ reason: "InvalidHello", detail: failure.message })
-          }
-          if (!wasAuthenticated) {
-            touch = yield* liveness.touch(from)
-            yield* Deferred.succeed(hello, from)
-            yield* Effect.logDebug("mesh peer authenticated").pipe(
-              Effect.annotateLogs({ remote, peer: from })
-            )
-          }
           for (const effect of effects) yield* effect
-          for (const error of notes) {
-            yield* publish({ _tag: "InvalidFrame", from, tag: error.tag, detail: error.detail })
-            yield* Effect.logDebug("skipped an invalid frame").pipe(
-              Effect.annotateLogs({ peer: from, reason: error.message })
-            )
+          recordApply(started)
+          if (from !== undefined && notes.length > 0) {
+            const peerName = printable(from)
+            for (const note of notes) {
+              events.emit({ _tag: "InvalidFrame", from, tag: note.tag, detail: note.detail })
+              yield* Effect.logDebug("skipped an invalid frame").pipe(
+                Effect.annotateLogs({ peer: peerName, tag: note.tag, reason: printable(note.detail) })
+              )
+            }
           }
-          const announce = touch?.()
-          if (announce !== undefined) yield* announce
           if (failure !== undefined) return yield* failure
+          if (yieldAfter) yield* nextTurn
         })
+      }
+
+      const recordApply = (started: number) => {
+        const micros = (performance.now() - started) * 1000
+        applyMicros[Math.min(23, micros <= 1 ? 0 : Math.ceil(Math.log2(micros)))]!++
       }
 
       const read = connection.read(onChunk).pipe(
         Effect.zipRight(
           Effect.suspend((): Effect.Effect<void, FramingError | HandshakeError> => {
             const failure = decoder.end()
-            if (failure !== undefined) return Effect.fail(failure)
-            return peer === undefined ? Effect.fail(new HandshakeError({ reason: "Closed" })) : Effect.void
+            if (peer === undefined) {
+              if (bytesIn === 0) {
+                c.closedSilent++
+                return Effect.void
+              }
+              return Effect.fail(new HandshakeError({ reason: "Closed" }))
+            }
+            return failure === undefined ? Effect.void : Effect.fail(failure)
           })
         )
       )
+      // After the HELLO: close an inbound link silent past the idle timeout (the peer is gone or
+      // stalled; its dialer will reconnect).
+      const idleMillis = Duration.toMillis(config.idleTimeout)
+      const idle: Effect.Effect<void> = Effect.suspend(() => {
+        const silent = clock.unsafeCurrentTimeMillis() - lastChunkAt
+        if (silent >= idleMillis) {
+          c.closedIdle++
+          return Effect.logInfo("closing a silent inbound mesh link").pipe(
+            Effect.annotateLogs({ remote, peer: printable(peer ?? "?"), silent_ms: silent })
+          )
+        }
+        return Effect.zipRight(Effect.sleep(Duration.millis(idleMillis - silent)), idle)
+      })
+
       const deadline = Deferred.await(hello).pipe(
         Effect.timeoutFail({
-          duration: options.handshakeTimeout,
+          duration: config.handshakeTimeout,
           onTimeout: () => new HandshakeError({ reason: "Timeout" })
         }),
-        Effect.zipRight(Effect.never)
+        Effect.zipRight(idle)
       )
-
       yield* Effect.raceFirst(read, deadline).pipe(
         Effect.catchTags({
-          HandshakeError: (error) => handshakeFailed(remote, error),
+          HandshakeError: (error) =>
+            Effect.zipRight(
+              refused(remote, error),
+              // Hold the connection a moment before closing, reading nothing and holding no buffer, so
+              // a client retrying bad HELLOs gets no faster feedback than this.
+              Effect.sleep(config.authFailureDelay)
+            ),
           FramingError: (error) =>
             Effect.logWarning("closing a mesh connection: bad framing").pipe(
-              Effect.annotateLogs({ remote, peer: peer ?? "unauthenticated", reason: error.message })
+              Effect.annotateLogs({
+                remote,
+                peer: printable(peer ?? "unauthenticated"),
+                reason: error.message
+              })
             ),
           TransportError: (error: TransportError) =>
             Effect.logDebug("inbound mesh connection broke").pipe(
-              Effect.annotateLogs({ remote, peer: peer ?? "unauthenticated", reason: error.message })
+              Effect.annotateLogs({
+                remote,
+                peer: printable(peer ?? "unauthenticated"),
+                reason: error.message
+              })
             )
         }),
         Effect.catchAllCause((cause) => Effect.logError("inbound mesh connection failed", cause))
       )
-    }).pipe(Effect.annotateLogs({ module: "Listener" }))
-}
+    }).pipe(Effect.scoped, Effect.annotateLogs({ module: "Listener" }))
+
+  const active = MeshConfig.isActive(config)
+  const port = active
+    ? Option.some(yield* transport.listen({ host: config.bindHost, port: config.port }, handle))
+    : Option.none<number>()
+
+  const tags = (counts: Float64Array) => {
+    const out: Array<readonly [number, number]> = []
+    for (let tag = 0; tag < counts.length; tag++) if (counts[tag]! > 0) out.push([tag, counts[tag]!])
+    return out
+  }
+
+  return {
+    port,
+    counts: Effect.sync(() => ({
+      ...c,
+      rejections: { ...rejections },
+      readByTag: tags(readByTag),
+      applyMicros: [...applyMicros]
+    }))
+  }
+})
 
 /**
- * Binds the listener for the life of the scope and returns the bound port.
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<
+  Listener,
+  TransportError,
+  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents
+> = Layer.scoped(Listener, make)
+
+/**
+ * The sum of refusals by reason: the stats' `handshake_failures`.
  *
  * @since 0.1.0
- * @category constructors
+ * @category models
  */
-export const make = (
-  options: ListenerOptions
-): Effect.Effect<number, TransportError, Scope.Scope | Transport> =>
-  Effect.flatMap(Transport, (transport) =>
-    transport.listen({ host: options.host, port: options.port }, makeHandler(options))
-  )
+export const handshakeFailuresOf = (counts: ListenerCounts): number => {
+  let sum = 0
+  for (const value of Object.values(counts.rejections)) sum += value
+  return sum
+}

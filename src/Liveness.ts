@@ -4,146 +4,231 @@
  * is absent, not dead. Liveness is a protocol matter: heartbeats keep it fresh on an idle cluster, and
  * the socket is never trusted to report a dead peer.
  *
- * The map is a `Ref` from server id to a small mutable cell. A connection looks its cell up once, after
- * the HELLO, and then refreshes it on every chunk with a plain write (`touch`), so the receive path
- * pays no effect for liveness; only a transition (a dead or new peer heard) returns one.
+ * The map is a plain `Map` owned by this service and changed only by its methods. The receive path
+ * refreshes an entry synchronously (`register` once after the HELLO, then the returned `Refresh` on
+ * every chunk), so liveness costs no effect per frame. A monitor fiber turns silent peers dead.
+ *
+ * The map is bounded, since a replayed HELLO can announce any server id: at most `maxEntries` servers
+ * (the longest silent is evicted first), and a server silent for `pruneAfter` is forgotten.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, HashMap, Option, Ref, type Scope } from "effect"
+import { Context, Duration, Effect, Layer, Runtime, type Scope } from "effect"
+import { loop } from "./internal/loop.js"
+import { printable } from "./internal/text.js"
+import * as MeshConfig from "./MeshConfig.js"
+import { MeshEvents } from "./MeshEvent.js"
 
 /**
- * @since 0.1.0
- * @category models
- */
-export interface PeerLiveness {
-  /** `Clock` time of the last frame from the peer, in milliseconds. */
-  readonly lastSeen: number
-  readonly alive: boolean
-}
-
-/** The mutable cell behind a `PeerLiveness`. */
-interface Cell {
-  lastSeen: number
-  alive: boolean
-}
-
-/**
- * Refreshes one peer's cell now. Returns the effect announcing its coming alive when it was dead (or
- * never heard), else `undefined`.
+ * One server as liveness knows it now.
  *
  * @since 0.1.0
  * @category models
  */
-export type Touch = () => Effect.Effect<void> | undefined
-
-/**
- * @since 0.1.0
- * @category models
- */
-export interface Liveness {
-  /** Records a frame from `serverId` now. */
-  readonly heard: (serverId: string) => Effect.Effect<void>
-  /** The synchronous refresher of `serverId`'s cell, for a connection to call on every chunk. */
-  readonly touch: (serverId: string) => Effect.Effect<Touch>
-  /** Every peer heard so far, by server id. */
-  readonly peers: Effect.Effect<HashMap.HashMap<string, PeerLiveness>>
-  /** Alive and dead counts, judged against the threshold at the current time. */
-  readonly counts: Effect.Effect<{ readonly alive: number; readonly dead: number }>
-  /** Every peer heard so far with its state now, sorted by server id. */
-  readonly servers: Effect.Effect<
-    ReadonlyArray<{ readonly serverId: string; readonly alive: boolean; readonly silentFor: number }>
-  >
-}
-
-/**
- * @since 0.1.0
- * @category models
- */
-export interface Transition {
+export interface ServerState {
   readonly serverId: string
   readonly alive: boolean
+  /** Milliseconds since the last frame from it. */
+  readonly silentFor: number
 }
 
 /**
- * Starts the liveness map and its monitor, which runs in the current scope. `onTransition` is called
- * once per alive-to-dead and dead-to-alive change (a first HELLO counts as coming alive).
+ * Refreshes one server's entry now, synchronously.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Refresh = () => void
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LivenessShape {
+  /**
+   * The synchronous refresher of `serverId`'s entry, for a connection to call on every chunk once its
+   * HELLO verified. Registering counts as hearing from it.
+   */
+  readonly register: (serverId: string) => Refresh
+  /** Every server heard so far with its state now, sorted by server id. */
+  readonly servers: Effect.Effect<ReadonlyArray<ServerState>>
+  /** Alive and dead counts now. */
+  readonly counts: Effect.Effect<{ readonly alive: number; readonly dead: number }>
+  /** Entries evicted or pruned so far (a bounded map under a flood of announced ids). */
+  readonly evicted: () => number
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Liveness extends Context.Tag("queen-mesh/Liveness")<Liveness, LivenessShape>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LivenessOptions {
+  readonly deadThreshold: Duration.DurationInput
+  /** Servers kept at most; the longest silent is evicted first. Default 256. */
+  readonly maxEntries?: number
+  /** A server silent this long is forgotten. Default 10 minutes (at least 10 dead thresholds). */
+  readonly pruneAfter?: Duration.DurationInput
+}
+
+interface Entry {
+  readonly serverId: string
+  lastSeen: number
+  alive: boolean
+  present: boolean
+}
+
+/**
+ * Starts the map and its monitor in the current scope. Transitions (a first HELLO, a dead peer heard
+ * again, a peer passing the dead threshold) are published as `PeerUp` / `PeerDown` and logged.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: {
-  readonly deadThreshold: Duration.DurationInput
-  readonly onTransition: (transition: Transition) => Effect.Effect<void>
-}): Effect.Effect<Liveness, never, Scope.Scope> =>
+export const make = (
+  options: LivenessOptions
+): Effect.Effect<LivenessShape, never, Scope.Scope | MeshEvents> =>
   Effect.gen(function* () {
+    const events = yield* MeshEvents
     const threshold = Duration.toMillis(Duration.decode(options.deadThreshold))
+    const maxEntries = options.maxEntries ?? 256
+    const pruneAfter = Math.max(
+      Duration.toMillis(Duration.decode(options.pruneAfter ?? Duration.minutes(10))),
+      10 * threshold
+    )
     const clock = yield* Effect.clock
-    const state = yield* Ref.make(HashMap.empty<string, Cell>())
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    const entries = new Map<string, Entry>()
+    let evicted = 0
 
-    const cellOf = (serverId: string): Effect.Effect<Cell> =>
-      Ref.modify(state, (map) => {
-        const existing = HashMap.get(map, serverId)
-        if (Option.isSome(existing)) return [existing.value, map]
-        // Registered dead, so that the first touch announces it.
-        const cell: Cell = { lastSeen: clock.unsafeCurrentTimeMillis(), alive: false }
-        return [cell, HashMap.set(map, serverId, cell)]
-      })
+    const announce = (entry: Entry, alive: boolean) => {
+      events.emit(
+        alive ? { _tag: "PeerUp", serverId: entry.serverId } : { _tag: "PeerDown", serverId: entry.serverId }
+      )
+      const peer = printable(entry.serverId)
+      runFork(
+        alive
+          ? Effect.logInfo("mesh peer alive").pipe(Effect.annotateLogs({ module: "Liveness", peer }))
+          : Effect.logWarning("mesh peer dead").pipe(
+              Effect.annotateLogs({ module: "Liveness", peer, dead_threshold_ms: threshold })
+            )
+      )
+    }
 
-    const touch = (serverId: string): Effect.Effect<Touch> =>
-      Effect.map(cellOf(serverId), (cell) => () => {
-        cell.lastSeen = clock.unsafeCurrentTimeMillis()
-        if (cell.alive) return undefined
-        cell.alive = true
-        return options.onTransition({ serverId, alive: true })
-      })
+    const evictOne = () => {
+      let oldest: Entry | undefined
+      for (const entry of entries.values())
+        if (oldest === undefined || entry.lastSeen < oldest.lastSeen) oldest = entry
+      if (oldest === undefined) return
+      entries.delete(oldest.serverId)
+      oldest.present = false
+      evicted++
+    }
 
-    const heard = (serverId: string): Effect.Effect<void> =>
-      Effect.flatMap(touch(serverId), (refresh) => refresh() ?? Effect.void)
+    const insert = (entry: Entry) => {
+      if (entries.size >= maxEntries) evictOne()
+      entries.set(entry.serverId, entry)
+      entry.present = true
+    }
 
-    // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones. A
-    // peer heard meanwhile only moves its deadline later, so waking early is the worst that happens.
-    const monitor = Effect.gen(function* () {
-      const now = clock.unsafeCurrentTimeMillis()
-      const cells = [...(yield* Ref.get(state))]
-      let wakeAt = now + threshold
-      for (const [serverId, cell] of cells) {
-        if (!cell.alive) continue
-        if (now - cell.lastSeen >= threshold) {
-          cell.alive = false
-          yield* options.onTransition({ serverId, alive: false })
-        } else {
-          wakeAt = Math.min(wakeAt, cell.lastSeen + threshold)
+    const register = (serverId: string): Refresh => {
+      let entry = entries.get(serverId)
+      if (entry === undefined) {
+        entry = { serverId, lastSeen: clock.unsafeCurrentTimeMillis(), alive: false, present: false }
+        insert(entry)
+      }
+      const own = entry
+      const refresh = () => {
+        own.lastSeen = clock.unsafeCurrentTimeMillis()
+        // Evicted while its connection lives on: it is back (the connection proves it talks to us).
+        if (!own.present) {
+          const other = entries.get(serverId)
+          if (other !== undefined && other !== own) {
+            other.lastSeen = own.lastSeen
+            if (!other.alive) {
+              other.alive = true
+              announce(other, true)
+            }
+            return
+          }
+          insert(own)
+        }
+        if (!own.alive) {
+          own.alive = true
+          announce(own, true)
         }
       }
-      yield* Effect.sleep(Duration.millis(Math.max(1, wakeAt - now)))
-    }).pipe(Effect.forever, Effect.annotateLogs({ module: "Liveness" }))
-    yield* Effect.forkScoped(monitor)
+      refresh()
+      return refresh
+    }
 
-    const snapshot = Effect.map(Ref.get(state), (map) => [...map])
+    // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones and
+    // forgets the long silent. A peer heard meanwhile only moves its deadline later.
+    let wakeAt = 0
+    const monitor = Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      wakeAt = now + threshold
+      for (const entry of [...entries.values()]) {
+        if (now - entry.lastSeen >= pruneAfter) {
+          entries.delete(entry.serverId)
+          entry.present = false
+          evicted++
+          continue
+        }
+        if (!entry.alive) continue
+        if (now - entry.lastSeen >= threshold) {
+          entry.alive = false
+          announce(entry, false)
+        } else {
+          wakeAt = Math.min(wakeAt, entry.lastSeen + threshold)
+        }
+      }
+      return Effect.void
+    })
+    yield* loop("Liveness", monitor, {
+      sleep: () => Duration.millis(Math.max(1, wakeAt - clock.unsafeCurrentTimeMillis()))
+    })
+
+    const snapshot = Effect.sync(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      return [...entries.values()]
+        .map((entry) => ({
+          serverId: entry.serverId,
+          alive: now - entry.lastSeen < threshold,
+          silentFor: now - entry.lastSeen
+        }))
+        .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+    })
 
     return {
-      heard,
-      touch,
-      peers: Effect.map(
-        Ref.get(state),
-        HashMap.map((cell): PeerLiveness => ({ ...cell }))
-      ),
-      counts: Effect.map(snapshot, (cells) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        let alive = 0
-        for (const [, cell] of cells) if (now - cell.lastSeen < threshold) alive++
-        return { alive, dead: cells.length - alive }
+      register,
+      servers: snapshot,
+      counts: Effect.map(snapshot, (servers) => {
+        const alive = servers.filter((s) => s.alive).length
+        return { alive, dead: servers.length - alive }
       }),
-      servers: Effect.map(snapshot, (cells) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        return cells
-          .map(([serverId, cell]) => ({
-            serverId,
-            alive: now - cell.lastSeen < threshold,
-            silentFor: now - cell.lastSeen
-          }))
-          .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
-      })
+      evicted: () => evicted
     }
   })
+
+/**
+ * Liveness configured from `MeshConfig` (its dead threshold).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: Omit<LivenessOptions, "deadThreshold"> = {}
+): Layer.Layer<Liveness, never, MeshConfig.MeshConfig | MeshEvents> =>
+  Layer.scoped(
+    Liveness,
+    Effect.flatMap(MeshConfig.MeshConfig, (config) =>
+      make({ ...options, deadThreshold: config.deadThreshold })
+    )
+  )

@@ -1,8 +1,16 @@
 /**
  * An in-memory transport for deterministic tests under `TestClock`. Connections are pairs of bounded
- * pipes inside the process; the `MemoryNetwork` service steers failure: refuse dials to a port, cut
- * every connection to a port, stop a listener's readers (so writers block once the pipe is full), and
- * delay bytes in flight. Every dial is logged with the `Clock` time at which it was made.
+ * pipes inside the process; the network's controls steer failure: refuse dials, cut every connection
+ * to an address, stop a listener's readers (so writers block once the pipe is full), and delay bytes
+ * in flight. Every dial is logged with the `Clock` time at which it was made.
+ *
+ * One network is one value: every node built on it must share it, or they never meet. So there is no
+ * ready-made layer that makes a network behind your back: make one (`makeNetwork`, or the test kit's
+ * `MeshTest.network`) and give each node `layer(network)`.
+ *
+ * Listeners are addressed by `host:port`; one bound to `0.0.0.0`, `::` or `127.0.0.1` takes dials to
+ * any host on its port. A control's `target` is a port (every host), a host (every port) or
+ * `host:port`.
  *
  * @since 0.1.0
  */
@@ -37,27 +45,37 @@ export interface DialRecord {
 }
 
 /**
+ * What a control applies to: a port (on every host), a host (every port), or `host:port`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Target = number | string
+
+/**
  * The controls of the in-memory network.
  *
  * @since 0.1.0
  * @category models
  */
 export interface MemoryNetworkShape {
-  /** Refuse (or stop refusing) every dial to `port`, whether or not something listens there. */
-  readonly refuse: (port: number, refused: boolean) => Effect.Effect<void>
-  /** Break every open connection to `port`: both ends fail, as on a reset. */
-  readonly cut: (port: number) => Effect.Effect<void>
-  /** Stop (or resume) the readers of every connection into `port`, current and future. */
-  readonly stopReading: (port: number, stopped: boolean) => Effect.Effect<void>
+  /** Refuse (or stop refusing) every dial to `target`, whether or not something listens there. */
+  readonly refuse: (target: Target, refused: boolean) => Effect.Effect<void>
+  /** Break every open connection to `target`: both ends fail, as on a reset. */
+  readonly cut: (target: Target) => Effect.Effect<void>
+  /** Stop (or resume) the readers of every connection into `target`, current and future. */
+  readonly stopReading: (target: Target, stopped: boolean) => Effect.Effect<void>
   /** Delay every byte written from now on by `delay` (by `Clock` time). */
   readonly setDelay: (delay: Duration.DurationInput) => Effect.Effect<void>
   /** Every dial so far, oldest first. */
   readonly dials: Effect.Effect<ReadonlyArray<DialRecord>>
-  /** How many connections into `port` are open. */
-  readonly openConnections: (port: number) => Effect.Effect<number>
+  /** How many connections into `target` are open. */
+  readonly openConnections: (target: Target) => Effect.Effect<number>
 }
 
 /**
+ * The controls of the network a node's transport is on, for tests that reach it through a layer.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -66,8 +84,21 @@ export class MemoryNetwork extends Context.Tag("queen-mesh/MemoryNetwork")<
   MemoryNetworkShape
 >() {}
 
+/**
+ * A network: its transport (shared by every node on it) and its controls.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Network {
+  readonly transport: TransportShape
+  readonly network: MemoryNetworkShape
+}
+
 /** Chunks a pipe holds before its writer suspends: the in-memory "socket buffer". */
 const PIPE_CAPACITY = 64
+
+const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "127.0.0.1", "localhost", "*"])
 
 interface Pipe {
   readonly queue: Queue.Queue<{ readonly bytes: Uint8Array; readonly at: number }>
@@ -80,11 +111,11 @@ interface Link {
   readonly toDialer: Pipe
 }
 
-interface PortState {
-  refused: boolean
-  readers: Effect.Latch
-  /** Hands a new link to the listener on this port, if there is one. */
-  accept: Option.Option<(link: Link) => Effect.Effect<void>>
+interface ListenerState {
+  readonly host: string
+  readonly port: number
+  readonly readers: Effect.Latch
+  readonly accept: (link: Link) => Effect.Effect<void>
   readonly links: Set<Link>
 }
 
@@ -93,26 +124,36 @@ const makePipe = Effect.all({
   closed: Deferred.make<void, TransportError>()
 })
 
+const matches = (target: Target, host: string, port: number): boolean => {
+  if (typeof target === "number") return target === port
+  const colon = target.lastIndexOf(":")
+  if (colon > 0 && /^\d+$/.test(target.slice(colon + 1))) {
+    const targetHost = target.slice(0, colon)
+    return Number(target.slice(colon + 1)) === port && (targetHost === host || WILDCARD_HOSTS.has(host))
+  }
+  return target === host
+}
+
 /**
+ * Makes a network.
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const make = Effect.gen(function* () {
-  const ports = new Map<number, PortState>()
+export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
+  const listeners = new Map<string, ListenerState>()
+  const refused = new Set<Target>()
+  const stopped = new Set<Target>()
   const dialLog = yield* Ref.make<ReadonlyArray<DialRecord>>([])
   let delayMillis = 0
   let nextEphemeral = 49152
 
-  const portState = (port: number): Effect.Effect<PortState> =>
-    Effect.suspend(() => {
-      const existing = ports.get(port)
-      if (existing !== undefined) return Effect.succeed(existing)
-      return Effect.map(Effect.makeLatch(true), (readers) => {
-        const state: PortState = { refused: false, readers, accept: Option.none(), links: new Set() }
-        ports.set(port, state)
-        return state
-      })
-    })
+  const keyOf = (host: string, port: number) => `${WILDCARD_HOSTS.has(host) ? "*" : host}:${port}`
+  const find = (host: string, port: number) => listeners.get(`${host}:${port}`) ?? listeners.get(`*:${port}`)
+  const isRefused = (host: string, port: number) => [...refused].some((target) => matches(target, host, port))
+  const isStopped = (host: string, port: number) => [...stopped].some((target) => matches(target, host, port))
+  const matching = (target: Target) =>
+    [...listeners.values()].filter((state) => matches(target, state.host, state.port))
 
   const write =
     (pipe: Pipe, address: string) =>
@@ -160,7 +201,7 @@ export const make = Effect.gen(function* () {
       })
 
   // Either end closing is a graceful close of both directions, as with a TCP close.
-  const releaseLink = (state: PortState, link: Link) =>
+  const releaseLink = (state: ListenerState, link: Link) =>
     Effect.all([
       Deferred.succeed(link.toListener.closed, undefined),
       Deferred.succeed(link.toDialer.closed, undefined),
@@ -168,22 +209,22 @@ export const make = Effect.gen(function* () {
     ])
 
   const endpoint = (
-    host: string,
+    remote: string,
     inbound: Pipe,
     outbound: Pipe,
     gate: Effect.Latch | undefined
   ): Connection => ({
-    remoteAddress: Option.some(host),
+    remoteAddress: Option.some(remote),
     read: read(inbound, gate),
-    write: write(outbound, host)
+    write: write(outbound, remote)
   })
 
   const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> =>
     Effect.gen(function* () {
-      const state = yield* portState(port)
       const at = yield* Clock.currentTimeMillis
       const address = `${host}:${port}`
-      if (state.refused || Option.isNone(state.accept)) {
+      const state = find(host, port)
+      if (state === undefined || isRefused(host, port)) {
         yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "refused" as const }])
         return yield* new TransportError({ reason: "Dial", address, cause: new Error("connection refused") })
       }
@@ -191,15 +232,15 @@ export const make = Effect.gen(function* () {
       const link: Link = { toListener: yield* makePipe, toDialer: yield* makePipe }
       state.links.add(link)
       yield* Effect.addFinalizer(() => releaseLink(state, link))
-      yield* state.accept.value(link)
+      yield* state.accept(link)
       return endpoint(host, link.toDialer, link.toListener, undefined)
     })
 
   const listen: TransportShape["listen"] = (options, onConnection) =>
     Effect.gen(function* () {
       const port = options.port === 0 ? nextEphemeral++ : options.port
-      const state = yield* portState(port)
-      if (Option.isSome(state.accept)) {
+      const key = keyOf(options.host, port)
+      if (listeners.has(key)) {
         return yield* new TransportError({
           reason: "Listen",
           address: `${options.host}:${port}`,
@@ -208,20 +249,27 @@ export const make = Effect.gen(function* () {
       }
       const fibers = yield* FiberSet.make()
       const runFork = yield* FiberSet.runtime(fibers)()
-      // The accepted end closes when its handler ends, or when the listener's scope closes.
-      state.accept = Option.some((link: Link) =>
-        Effect.sync(() => {
-          runFork(
-            Effect.ensuring(
-              onConnection(endpoint("127.0.0.1", link.toListener, link.toDialer, state.readers)),
-              releaseLink(state, link)
+      const readers = yield* Effect.makeLatch(!isStopped(options.host, port))
+      const state: ListenerState = {
+        host: WILDCARD_HOSTS.has(options.host) ? "*" : options.host,
+        port,
+        readers,
+        links: new Set(),
+        // The accepted end closes when its handler ends, or when the listener's scope closes.
+        accept: (link) =>
+          Effect.sync(() => {
+            runFork(
+              Effect.ensuring(
+                onConnection(endpoint("127.0.0.1", link.toListener, link.toDialer, readers)),
+                releaseLink(state, link)
+              )
             )
-          )
-        })
-      )
+          })
+      }
+      listeners.set(key, state)
       yield* Effect.addFinalizer(() =>
         Effect.suspend(() => {
-          state.accept = Option.none()
+          listeners.delete(key)
           return Effect.forEach([...state.links], (link) => releaseLink(state, link), { discard: true })
         })
       )
@@ -229,49 +277,55 @@ export const make = Effect.gen(function* () {
     })
 
   const network: MemoryNetworkShape = {
-    refuse: (port, refused) =>
-      Effect.map(portState(port), (state) => {
-        state.refused = refused
+    refuse: (target, on) =>
+      Effect.sync(() => {
+        if (on) refused.add(target)
+        else refused.delete(target)
       }),
-    cut: (port) =>
-      Effect.flatMap(portState(port), (state) =>
-        Effect.forEach(
-          state.links,
-          (link) => {
-            const error = new TransportError({
-              reason: "Read",
-              address: `memory:${port}`,
-              cause: new Error("connection reset")
-            })
-            return Effect.all([
-              Deferred.fail(link.toListener.closed, error),
-              Deferred.fail(link.toDialer.closed, error)
-            ])
-          },
-          { discard: true }
-        )
+    cut: (target) =>
+      Effect.forEach(
+        matching(target).flatMap((state) => [...state.links]),
+        (link) => {
+          const error = new TransportError({
+            reason: "Read",
+            address: `memory:${String(target)}`,
+            cause: new Error("connection reset")
+          })
+          return Effect.all([
+            Deferred.fail(link.toListener.closed, error),
+            Deferred.fail(link.toDialer.closed, error)
+          ])
+        },
+        { discard: true }
       ),
-    stopReading: (port, stopped) =>
-      Effect.flatMap(portState(port), (state) => (stopped ? state.readers.close : state.readers.open)),
+    stopReading: (target, on) =>
+      Effect.suspend(() => {
+        if (on) stopped.add(target)
+        else stopped.delete(target)
+        return Effect.forEach(matching(target), (state) => (on ? state.readers.close : state.readers.open), {
+          discard: true
+        })
+      }),
     setDelay: (delay) =>
       Effect.sync(() => {
         delayMillis = Duration.toMillis(Duration.decode(delay))
       }),
     dials: Ref.get(dialLog),
-    openConnections: (port) => Effect.map(portState(port), (state) => state.links.size)
+    openConnections: (target) =>
+      Effect.sync(() => matching(target).reduce((sum, state) => sum + state.links.size, 0))
   }
 
-  return { transport: { dial, listen } satisfies TransportShape, network }
+  return { transport: { dial, listen }, network }
 })
 
 /**
- * The in-memory transport and its controls, sharing one network.
+ * The transport of `network` and its controls, for one node (give every node of a test the same
+ * network).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<Transport | MemoryNetwork> = Layer.effectContext(
-  Effect.map(make, ({ network, transport }) =>
-    Context.make(Transport, transport).pipe(Context.add(MemoryNetwork, network))
+export const layer = (network: Network): Layer.Layer<Transport | MemoryNetwork> =>
+  Layer.succeedContext(
+    Context.make(Transport, network.transport).pipe(Context.add(MemoryNetwork, network.network))
   )
-)

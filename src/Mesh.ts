@@ -1,8 +1,10 @@
 /**
- * The mesh as a service: the API a broker calls to send hints, and the runtime that carries them
- * (spec "The mesh", all of it). `Mesh.layer` composes the listener, one dialer fiber per peer with its
- * bounded dropping queue, the liveness map and the hot-list flush fiber, and applies received frames
- * to the host's services. Everything lives in the layer's scope.
+ * The mesh as a service: the API a broker calls to send hints, over the runtime that carries them
+ * (spec "The mesh", all of it). `Mesh.layer` builds the runtime's services once and provides them
+ * itself, the way `Sharding.layer` provides its pieces: `Liveness` (the inbound-liveness map),
+ * `Dispatch` (the spec's "effect on receipt"), `Listener` (the receive side) and `Peers` (one dialer
+ * fiber per peer with its bounded queue), over `MeshEvents` (the event hub). Everything lives in the
+ * layer's scope.
  *
  * When the mesh is not active (sync off, or no peers) nothing binds and nothing is sent; local wakes
  * still reach the host's waker.
@@ -10,27 +12,30 @@
  * @since 0.1.0
  */
 import {
+  Clock,
   Context,
-  Duration,
   Effect,
   Either,
   Layer,
   Option,
-  PubSub,
   type Scope,
-  Stream,
+  type Stream,
   SubscriptionRef
 } from "effect"
-import * as Dialer from "./Dialer.js"
+import * as Dispatch from "./Dispatch.js"
 import * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
+import { loop } from "./internal/loop.js"
+import { VERSION } from "./internal/version.js"
 import * as Listener from "./Listener.js"
 import * as Liveness from "./Liveness.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
 import * as MeshConfig from "./MeshConfig.js"
-import { InvalidInputError, type TransportError } from "./MeshError.js"
-import type { MeshEvent } from "./MeshEvent.js"
-import { Counters, type MeshStats } from "./MeshStats.js"
+import { type HandshakeError, InvalidInputError, type TransportError } from "./MeshError.js"
+import * as MeshEventModule from "./MeshEvent.js"
+import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
+import type { MeshStats, RejectionStats } from "./MeshStats.js"
+import * as Peers from "./Peers.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as TcpTransport from "./TcpTransport.js"
 import type { Transport } from "./Transport.js"
@@ -48,6 +53,11 @@ export interface MeshShape {
   readonly port: Option.Option<number>
   /** A push committed: wake local pops on that queue and tell every peer (tag 1). */
   readonly messageAvailable: (item: Frame.QueueItemInput) => Effect.Effect<void, InvalidInputError>
+  /**
+   * The synchronous twin of `messageAvailable`, for a caller outside any fiber (a socket handler):
+   * the same effect, with no fiber hop. Throws `InvalidInputError` on bad input.
+   */
+  readonly unsafeMessageAvailable: (item: Frame.QueueItemInput) => void
   /** A multi-partition push: local wakes, and one frame to every peer (tag 2). No-op when empty. */
   readonly messageAvailableBatch: (
     items: ReadonlyArray<Frame.QueueItemInput>
@@ -77,25 +87,22 @@ export interface MeshShape {
  */
 export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
 
-/** Events kept per subscriber before the oldest are discarded: observers never slow the mesh. */
-const EVENT_BUFFER = 4096
 /** Distinct pending hot-list items that force a flush before the window ends. */
 const HOTLIST_FLUSH_AT = 10_000
 
-const validItem = (input: Frame.QueueItemInput): Either.Either<Frame.QueueItem, InvalidInputError> => {
-  if (typeof input.queue !== "string" || input.queue === "") {
-    return Either.left(new InvalidInputError({ detail: "queue must be a non-empty string" }))
-  }
-  if (typeof input.partition !== "string") {
-    return Either.left(new InvalidInputError({ detail: "partition must be a string" }))
-  }
-  return Either.right(Frame.queueItem(input))
-}
+const invalid = (detail: string) => new InvalidInputError({ detail })
 
-const validRef = (input: Frame.QueueRefInput): Either.Either<Frame.QueueRef, InvalidInputError> =>
-  typeof input.queue === "string" && input.queue !== ""
-    ? Either.right(Frame.queueRef(input))
-    : Either.left(new InvalidInputError({ detail: "queue must be a non-empty string" }))
+/**
+ * The host's four services: what the mesh applies received frames to.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HostServices =
+  | Waker.Waker
+  | QueueConfigCache.QueueConfigCache
+  | HotList.HotList
+  | MaintenanceFlags.MaintenanceFlags
 
 /**
  * What the mesh needs: its configuration, a transport, and the host's four services.
@@ -103,345 +110,336 @@ const validRef = (input: Frame.QueueRefInput): Either.Either<Frame.QueueRef, Inv
  * @since 0.1.0
  * @category models
  */
-export type Requirements =
-  | MeshConfig.MeshConfig
-  | Transport
-  | Waker.Waker
-  | QueueConfigCache.QueueConfigCache
-  | HotList.HotList
-  | MaintenanceFlags.MaintenanceFlags
+export type Requirements = MeshConfig.MeshConfig | Transport | HostServices
+
+const rejectionStats = (r: Readonly<Record<HandshakeError.Reason, number>>): RejectionStats => ({
+  bad_mac: r.BadMac,
+  not_hello: r.NotHello,
+  invalid_hello: r.InvalidHello,
+  oversized_hello: r.OversizedHello,
+  missing_server_id: r.MissingServerId,
+  timeout: r.Timeout,
+  closed: r.Closed,
+  bad_challenge_answer: r.BadChallengeAnswer,
+  wrong_receiver: r.WrongReceiver,
+  wrong_label: r.WrongLabel,
+  legacy_refused: r.LegacyRefused,
+  too_many_connections: r.TooManyConnections,
+  own_server_id: r.OwnServerId
+})
 
 /**
- * Starts the mesh in the current scope.
+ * The API over running services, in the current scope.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make: Effect.Effect<MeshShape, TransportError, Scope.Scope | Requirements> = Effect.gen(
-  function* () {
-    const config = yield* MeshConfig.MeshConfig
-    const waker = yield* Waker.Waker
-    const cache = yield* QueueConfigCache.QueueConfigCache
-    const hotList = yield* HotList.HotList
-    const flags = yield* MaintenanceFlags.MaintenanceFlags
-    const active = MeshConfig.isActive(config)
-    const counters = new Counters()
+export const make: Effect.Effect<
+  MeshShape,
+  never,
+  | Scope.Scope
+  | MeshConfig.MeshConfig
+  | Waker.Waker
+  | MaintenanceFlags.MaintenanceFlags
+  | MeshEvents
+  | Liveness.Liveness
+  | Listener.Listener
+  | Peers.Peers
+> = Effect.gen(function* () {
+  const config = yield* MeshConfig.MeshConfig
+  const waker = yield* Waker.Waker
+  const flags = yield* MaintenanceFlags.MaintenanceFlags
+  const events = yield* MeshEvents
+  const liveness = yield* Liveness.Liveness
+  const listener = yield* Listener.Listener
+  const peers = yield* Peers.Peers
+  const startedAt = yield* Clock.currentTimeMillis
+  const active = Option.isSome(listener.port)
+  const wakeNow = waker.unsafeWake
 
-    // Events: offered only while someone listens, so the receive path pays nothing otherwise. A
-    // subscriber more than EVENT_BUFFER events behind misses the newest: observers never slow the mesh.
-    const pubsub = yield* Effect.acquireRelease(PubSub.dropping<MeshEvent>(EVENT_BUFFER), PubSub.shutdown)
-    let subscribers = 0
-    const emit = (event: MeshEvent): void => {
-      if (subscribers > 0) pubsub.unsafeOffer(event)
-    }
-    const publish = (event: MeshEvent) => Effect.sync(() => emit(event))
-    const events = Stream.unwrapScoped(
-      Effect.acquireRelease(
-        Effect.map(PubSub.subscribe(pubsub), (subscription) => {
-          subscribers++
-          return Stream.fromQueue(subscription)
-        }),
-        () =>
-          Effect.sync(() => {
-            subscribers--
-          })
-      )
-    )
-
-    // The links to peers, each with its bounded dropping queue.
-    const links = active
-      ? yield* Effect.forEach(config.peers, (peer) => Dialer.makePeerLink(peer, config.sendQueueCapacity))
-      : []
-    const broadcastBytes = (bytes: Uint8Array) => {
-      for (const link of links) {
-        if (!link.offer(bytes)) counters.dropped++
+  const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (peers.size === 0) return Effect.void
+      const encoded = Frame.encodeEither(frame)
+      if (Either.isRight(encoded)) {
+        peers.broadcast(encoded.right)
+        return Effect.void
       }
-    }
-    const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (links.length === 0) return Effect.void
-        const encoded = Frame.encodeEither(frame)
-        if (Either.isRight(encoded)) {
-          broadcastBytes(encoded.right)
-          return Effect.void
-        }
-        // Only a batch can outgrow the cap: send it in halves.
-        if (
-          (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
-          frame.items.length > 1
-        ) {
-          const half = Math.ceil(frame.items.length / 2)
-          return Effect.zipRight(
-            broadcast({ ...frame, items: frame.items.slice(0, half) }),
-            broadcast({ ...frame, items: frame.items.slice(half) })
-          )
-        }
-        return Effect.logWarning("dropped a frame larger than the 16 MiB cap").pipe(
-          Effect.annotateLogs({ frame: frame._tag, length: encoded.left.length })
+      // Only a batch can outgrow the cap: send it in halves.
+      if (
+        (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
+        frame.items.length > 1
+      ) {
+        const half = Math.ceil(frame.items.length / 2)
+        return Effect.zipRight(
+          broadcast({ ...frame, items: frame.items.slice(0, half) }),
+          broadcast({ ...frame, items: frame.items.slice(half) })
         )
-      })
-
-    // Applying received frames to the host's services: synchronously where the host offers it (no
-    // effect per frame on the receive path), else through the services' effects.
-    const wakeNow = waker.unsafeWake
-    const markNow = hotList.unsafeMarkDirty
-    const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
-      switch (frame._tag) {
-        case "MessageAvailable": {
-          const event: MeshEvent = { _tag: "Wake", from, item: frame }
-          if (wakeNow === undefined) return Effect.zipRight(waker.wake(frame), publish(event))
-          wakeNow(frame)
-          emit(event)
-          return undefined
-        }
-        case "MessageAvailableBatch": {
-          if (wakeNow === undefined) {
-            return Effect.forEach(
-              frame.items,
-              (item) => Effect.zipRight(waker.wake(item), publish({ _tag: "Wake", from, item })),
-              { discard: true }
-            )
-          }
-          for (const item of frame.items) {
-            wakeNow(item)
-            emit({ _tag: "Wake", from, item })
-          }
-          return undefined
-        }
-        case "HotlistDirtyBatch": {
-          const announce = () => {
-            for (const item of frame.items) emit({ _tag: "HotlistDirty", from, item })
-          }
-          if (markNow === undefined)
-            return Effect.zipRight(hotList.markDirty(frame.items), Effect.sync(announce))
-          markNow(frame.items)
-          announce()
-          return undefined
-        }
-        case "QueueConfigSet":
-        case "QueueConfigDelete":
-          return Effect.zipRight(
-            cache.invalidate(frame),
-            publish({
-              _tag: "QueueConfigInvalidated",
-              from,
-              op: frame._tag === "QueueConfigSet" ? "set" : "delete",
-              ref: { queue: frame.queue, tenant: frame.tenant }
-            })
-          )
-        case "MaintenanceModeSet":
-          return Effect.zipRight(
-            SubscriptionRef.set(flags.maintenance, frame.enabled),
-            publish({ _tag: "Maintenance", from, enabled: frame.enabled })
-          )
-        case "PopMaintenanceModeSet":
-          return Effect.zipRight(
-            SubscriptionRef.set(flags.popMaintenance, frame.enabled),
-            publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
-          )
-        case "Heartbeat":
-        case "Hello":
-          return undefined
       }
-    }
-
-    const liveness = yield* Liveness.make({
-      deadThreshold: config.deadThreshold,
-      onTransition: ({ serverId, alive }) =>
-        alive
-          ? Effect.zipRight(
-              Effect.logInfo("mesh peer alive").pipe(Effect.annotateLogs({ peer: serverId })),
-              publish({ _tag: "PeerUp", serverId })
-            )
-          : Effect.zipRight(
-              Effect.logWarning("mesh peer dead").pipe(
-                Effect.annotateLogs({
-                  peer: serverId,
-                  dead_threshold_ms: Duration.toMillis(config.deadThreshold)
-                })
-              ),
-              publish({ _tag: "PeerDown", serverId })
-            )
+      return Effect.logWarning("dropped a frame larger than the 16 MiB cap").pipe(
+        Effect.annotateLogs({ frame: frame._tag, length: encoded.left.length })
+      )
     })
 
-    // Hot-list marks, coalesced per flush window. The flush fiber sleeps on `hotMarked` while nothing is
-    // pending, so an idle mesh has no timer running.
-    const pendingHot = new Map<string, Frame.QueueItem>()
-    const hotMarked = yield* Effect.makeLatch(false)
-    const flushHot = Effect.suspend(() => {
-      hotMarked.unsafeClose()
-      if (pendingHot.size === 0) return Effect.void
-      const items = [...pendingHot.values()]
-      pendingHot.clear()
-      return broadcast({ _tag: "HotlistDirtyBatch", items })
+  // Hot-list marks, coalesced per flush window. The flush loop waits on `hotMarked` while nothing is
+  // pending, so an idle mesh has no timer running.
+  const pendingHot = new Map<string, Frame.QueueItem>()
+  const hotMarked = yield* Effect.makeLatch(false)
+  const flushHot = Effect.suspend(() => {
+    hotMarked.unsafeClose()
+    if (pendingHot.size === 0) return Effect.void
+    const items = [...pendingHot.values()]
+    pendingHot.clear()
+    return broadcast({ _tag: "HotlistDirtyBatch", items })
+  })
+  if (active) {
+    yield* loop("HotListFlush", Effect.zipRight(Effect.sleep(config.hotlistFlushWindow), flushHot), {
+      before: hotMarked.await
     })
-
-    let port: Option.Option<number> = Option.none()
-    if (active) {
-      const bound = yield* Listener.make({
-        host: config.bindHost,
-        port: config.port,
-        secret: config.secret,
-        handshakeTimeout: config.handshakeTimeout,
-        counters,
-        liveness,
-        apply,
-        publish
+    yield* Effect.logInfo("mesh started").pipe(
+      Effect.annotateLogs({
+        port: Option.getOrElse(listener.port, () => 0),
+        peers: config.peers.map(Peers.peerName).join(","),
+        auth: config.auth,
+        tls: config.tls
       })
-      port = Option.some(bound)
-      yield* Effect.forEach(
-        links,
-        (link) =>
-          Effect.forkScoped(
-            Dialer.run(link, {
-              serverId: config.serverId,
-              secret: config.secret,
-              heartbeatInterval: config.heartbeatInterval,
-              counters
-            })
-          ),
-        { discard: true }
-      )
-      yield* hotMarked.await.pipe(
-        Effect.zipRight(Effect.sleep(config.hotlistFlushWindow)),
-        Effect.zipRight(flushHot),
-        Effect.forever,
-        Effect.annotateLogs({ module: "HotListFlush" }),
-        Effect.forkScoped
-      )
-      yield* Effect.logInfo("mesh started").pipe(
-        Effect.annotateLogs({ port: bound, peers: config.peers.map((p) => `${p.host}:${p.port}`).join(",") })
-      )
-    } else {
-      yield* Effect.logInfo("mesh inactive: only the in-process waker runs").pipe(
-        Effect.annotateLogs({ reason: config.enabled ? "no_peers" : "disabled" })
-      )
-    }
+    )
+  } else {
+    yield* Effect.logInfo("mesh inactive: only the in-process waker runs").pipe(
+      Effect.annotateLogs({ reason: config.enabled ? "no_peers" : "disabled" })
+    )
+  }
 
-    const stats: Effect.Effect<MeshStats> = Effect.gen(function* () {
-      const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
-      const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
-      if (Option.isNone(port)) {
-        return {
-          enabled: false,
-          reason: config.enabled ? "no_peers" : "disabled",
-          server_id: config.serverId,
-          transport: "tcp-mesh",
-          maintenance_mode,
-          pop_maintenance_mode
-        } as const
-      }
-      const servers = yield* liveness.servers
-      const alive = servers.filter((server) => server.alive).length
+  const stats: Effect.Effect<MeshStats> = Effect.gen(function* () {
+    const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
+    const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
+    const uptime_ms = (yield* Clock.currentTimeMillis) - startedAt
+    if (Option.isNone(listener.port)) {
       return {
-        enabled: true,
+        enabled: false,
+        reason: config.enabled ? "no_peers" : "disabled",
         server_id: config.serverId,
         transport: "tcp-mesh",
-        port: port.value,
-        peer_count: links.length,
-        peers: links.map((link) => ({
-          host: link.peer.host,
-          port: link.peer.port,
-          connected: link.connected,
-          resolved: Option.isSome(link.resolvedIp),
-          resolved_ip: Option.getOrNull(link.resolvedIp),
-          queued: link.queue.size
-        })),
-        servers_alive: alive,
-        servers_dead: servers.length - alive,
-        servers: servers.map((server) => ({
-          server_id: server.serverId,
-          alive: server.alive,
-          last_seen_ms_ago: server.silentFor
-        })),
-        messages_sent: counters.sent,
-        messages_received: counters.received,
-        messages_dropped: counters.dropped,
-        handshake_failures: counters.handshakeFailures,
-        frames_invalid: counters.invalid,
-        frames_unknown: counters.unknown,
+        version: VERSION,
+        uptime_ms,
         maintenance_mode,
         pop_maintenance_mode
       } as const
+    }
+    const servers = yield* liveness.servers
+    const links = yield* peers.links
+    const counts = yield* listener.counts
+    const alive = servers.filter((server) => server.alive).length
+    const failures = Listener.handshakeFailuresOf(counts)
+    let sent = 0
+    let dropped = 0
+    for (const link of links) {
+      sent += link.written
+      dropped += link.droppedFull + link.droppedDown + link.discarded
+    }
+    return {
+      enabled: true,
+      running: true,
+      server_id: config.serverId,
+      transport: "tcp-mesh",
+      port: listener.port.value,
+      version: VERSION,
+      uptime_ms,
+      auth: config.auth,
+      tls: config.tls,
+      peer_count: links.length,
+      peers: links.map((link) => ({
+        host: link.host,
+        port: link.port,
+        connected: link.connected,
+        resolved: link.connected,
+        resolved_ip: Option.getOrNull(link.resolvedIp),
+        last_resolved_ip: Option.getOrNull(link.lastResolvedIp),
+        queued: link.queued,
+        queued_bytes: link.queuedBytes,
+        handed: link.handed,
+        written: link.written,
+        dropped_full: link.droppedFull,
+        dropped_down: link.droppedDown,
+        discarded: link.discarded,
+        reconnects: link.reconnects,
+        last_error: Option.getOrNull(link.lastError)
+      })),
+      servers_alive: alive,
+      servers_dead: servers.length - alive,
+      servers: servers.map((server) => ({
+        server_id: server.serverId,
+        alive: server.alive,
+        last_seen_ms_ago: server.silentFor
+      })),
+      messages_sent: sent,
+      messages_received: counts.framesRead,
+      messages_dropped: dropped,
+      handshake_failures: failures,
+      signature_failures: failures,
+      sequence_rejections: 0,
+      frames_dispatched: counts.framesDispatched,
+      frames_invalid: counts.framesInvalid,
+      frames_unknown: counts.framesUnknown,
+      frames_oversized: counts.framesOversized,
+      items_invalid: counts.itemsInvalid,
+      rejections: rejectionStats(counts.rejections),
+      inbound: {
+        open: counts.inboundOpen,
+        authenticated: counts.inboundAuthenticated,
+        closed_silent: counts.closedSilent,
+        closed_idle: counts.closedIdle,
+        legacy_accepted: counts.legacyAccepted
+      },
+      maintenance_mode,
+      pop_maintenance_mode
+    } as const
+  })
+
+  // The hot path of a push: validate, wake local pops, encode once, hand the bytes to every link.
+  const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
+    const item = Frame.validItem(input)
+    if (Either.isLeft(item)) throw invalid(item.left)
+    if (wakeNow !== undefined) wakeNow(item.right)
+    else Effect.runFork(waker.wake(item.right))
+    if (peers.size > 0) {
+      const encoded = Frame.encodeEither({ _tag: "MessageAvailable", ...item.right })
+      if (Either.isRight(encoded)) peers.broadcast(encoded.right)
+    }
+  }
+
+  const messageAvailable: MeshShape["messageAvailable"] = (input) =>
+    Effect.suspend(() => {
+      const item = Frame.validItem(input)
+      if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
+      if (wakeNow !== undefined) {
+        wakeNow(item.right)
+        if (peers.size > 0) {
+          const encoded = Frame.encodeEither({ _tag: "MessageAvailable", ...item.right })
+          if (Either.isRight(encoded)) peers.broadcast(encoded.right)
+        }
+        return Effect.void
+      }
+      return Effect.zipRight(waker.wake(item.right), broadcast({ _tag: "MessageAvailable", ...item.right }))
     })
 
-    const messageAvailable: MeshShape["messageAvailable"] = (input) =>
-      Either.match(validItem(input), {
-        onLeft: Effect.fail,
-        onRight: (item) => Effect.zipRight(waker.wake(item), broadcast({ _tag: "MessageAvailable", ...item }))
-      })
+  const messageAvailableBatch: MeshShape["messageAvailableBatch"] = (inputs) =>
+    Effect.suspend(() => {
+      if (inputs.length === 0) return Effect.void
+      const items: Array<Frame.QueueItem> = []
+      for (const input of inputs) {
+        const item = Frame.validItem(input)
+        if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
+        items.push(item.right)
+      }
+      return Effect.zipRight(
+        Effect.forEach(items, waker.wake, { discard: true }),
+        broadcast({ _tag: "MessageAvailableBatch", items })
+      )
+    })
 
-    const messageAvailableBatch: MeshShape["messageAvailableBatch"] = (inputs) =>
+  const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
+    Effect.suspend(() => {
+      const item = Frame.validItem(input)
+      if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
+      if (peers.size === 0) return Effect.void
+      pendingHot.set(HotList.itemKey(item.right), item.right)
+      hotMarked.unsafeOpen()
+      return pendingHot.size >= HOTLIST_FLUSH_AT ? flushHot : Effect.void
+    })
+
+  const queueConfig =
+    (tag: "QueueConfigSet" | "QueueConfigDelete"): MeshShape["queueConfigSet"] =>
+    (input) =>
       Effect.suspend(() => {
-        if (inputs.length === 0) return Effect.void
-        const items: Array<Frame.QueueItem> = []
-        for (const input of inputs) {
-          const item = validItem(input)
-          if (Either.isLeft(item)) return Effect.fail(item.left)
-          items.push(item.right)
-        }
-        return Effect.zipRight(
-          Effect.forEach(items, waker.wake, { discard: true }),
-          broadcast({ _tag: "MessageAvailableBatch", items })
-        )
+        const ref = Frame.validRef(input)
+        return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
       })
 
-    const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
-      Either.match(validItem(input), {
-        onLeft: Effect.fail,
-        onRight: (item) =>
-          Effect.suspend(() => {
-            if (links.length === 0) return Effect.void
-            pendingHot.set(HotList.itemKey(item), item)
-            hotMarked.unsafeOpen()
-            return pendingHot.size >= HOTLIST_FLUSH_AT ? flushHot : Effect.void
-          })
-      })
-
-    const queueConfig =
-      (tag: "QueueConfigSet" | "QueueConfigDelete"): MeshShape["queueConfigSet"] =>
-      (input) =>
-        Either.match(validRef(input), {
-          onLeft: Effect.fail,
-          onRight: (ref) => broadcast({ _tag: tag, ...ref })
-        })
-
-    const mesh: MeshShape = {
-      serverId: config.serverId,
-      active,
-      port,
-      messageAvailable,
-      messageAvailableBatch,
-      hotlistDirty,
-      queueConfigSet: queueConfig("QueueConfigSet"),
-      queueConfigDelete: queueConfig("QueueConfigDelete"),
-      setMaintenance: (enabled) =>
-        Effect.zipRight(
-          SubscriptionRef.set(flags.maintenance, enabled),
-          broadcast({ _tag: "MaintenanceModeSet", enabled })
-        ),
-      setPopMaintenance: (enabled) =>
-        Effect.zipRight(
-          SubscriptionRef.set(flags.popMaintenance, enabled),
-          broadcast({ _tag: "PopMaintenanceModeSet", enabled })
-        ),
-      stats,
-      events
-    }
-    return mesh
+  const mesh: MeshShape = {
+    serverId: config.serverId,
+    active,
+    port: listener.port,
+    messageAvailable,
+    unsafeMessageAvailable,
+    messageAvailableBatch,
+    hotlistDirty,
+    queueConfigSet: queueConfig("QueueConfigSet"),
+    queueConfigDelete: queueConfig("QueueConfigDelete"),
+    setMaintenance: (enabled) =>
+      Effect.zipRight(
+        SubscriptionRef.set(flags.maintenance, enabled),
+        broadcast({ _tag: "MaintenanceModeSet", enabled })
+      ),
+    setPopMaintenance: (enabled) =>
+      Effect.zipRight(
+        SubscriptionRef.set(flags.popMaintenance, enabled),
+        broadcast({ _tag: "PopMaintenanceModeSet", enabled })
+      ),
+    stats,
+    events: events.events
   }
-).pipe(Effect.annotateLogs({ module: "Mesh" }))
+  return mesh
+}).pipe(Effect.annotateLogs({ module: "Mesh" }))
 
 /**
- * The mesh, given its configuration, a transport and the host's services.
+ * Options of the runtime's layers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MeshOptions {
+  /** The delays between dials of one peer (default: 250 ms doubling to 5 s; see `Peers`). */
+  readonly peers?: Peers.PeersOptions
+  /** Bounds of the liveness map (default: 256 servers, forgotten after 10 minutes of silence). */
+  readonly liveness?: Omit<Liveness.LivenessOptions, "deadThreshold">
+}
+
+/**
+ * The runtime's services, each built once: the event hub, liveness, dispatch, the listener (bound
+ * before any dialer starts) and the peers.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<Mesh, TransportError, Requirements> = Layer.scoped(
-  Mesh,
-  Effect.flatMap(MeshConfig.MeshConfig, (config) => Effect.annotateLogs(make, { server_id: config.serverId }))
-)
+export const layerRuntime = (
+  options: MeshOptions = {}
+): Layer.Layer<
+  MeshEvents | Liveness.Liveness | Dispatch.Dispatch | Listener.Listener | Peers.Peers,
+  TransportError,
+  Requirements
+> =>
+  Peers.layer(options.peers).pipe(
+    Layer.provideMerge(Listener.layer),
+    Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
+    Layer.provideMerge(MeshEventModule.layer)
+  )
+
+/**
+ * The mesh, given its configuration, a transport and the host's services; `options` tune the
+ * runtime's layers.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (options: MeshOptions = {}): Layer.Layer<Mesh, TransportError, Requirements> =>
+  Layer.unwrapEffect(
+    Effect.map(MeshConfig.MeshConfig, (config) =>
+      Layer.scoped(Mesh, make).pipe(
+        Layer.provide(layerRuntime(options)),
+        // Every log line of this node's fibers carries its server id.
+        Layer.annotateLogs("server_id", config.serverId)
+      )
+    )
+  )
+
+/**
+ * The mesh with the default runtime options.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<Mesh, TransportError, Requirements> = layerWith()
 
 /**
  * Options of the shipped in-memory host services.
@@ -449,10 +447,24 @@ export const layer: Layer.Layer<Mesh, TransportError, Requirements> = Layer.scop
  * @since 0.1.0
  * @category models
  */
-export interface LocalOptions {
+export interface LocalOptions extends MeshOptions {
   readonly waker?: Waker.LocalWakerOptions
-  readonly tcp?: TcpTransport.TcpOptions
 }
+
+/**
+ * The shipped in-memory host services, as the mesh's four services and under their own tags.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LocalServices =
+  | Waker.Waker
+  | Waker.LocalWaker
+  | QueueConfigCache.QueueConfigCache
+  | QueueConfigCache.MemoryQueueConfigCache
+  | HotList.HotList
+  | HotList.MemoryHotList
+  | MaintenanceFlags.MaintenanceFlags
 
 /**
  * The shipped in-memory host services: the parked-pop registry, the queue-config cache, the hot-list and
@@ -461,17 +473,7 @@ export interface LocalOptions {
  * @since 0.1.0
  * @category layers
  */
-export const layerHostLocal = (
-  options: Waker.LocalWakerOptions = {}
-): Layer.Layer<
-  | Waker.Waker
-  | Waker.LocalWaker
-  | QueueConfigCache.QueueConfigCache
-  | QueueConfigCache.MemoryQueueConfigCache
-  | HotList.HotList
-  | HotList.MemoryHotList
-  | MaintenanceFlags.MaintenanceFlags
-> =>
+export const layerHostLocal = (options: Waker.LocalWakerOptions = {}): Layer.Layer<LocalServices> =>
   Layer.mergeAll(
     Waker.layerLocal(options),
     QueueConfigCache.layerMemory(
@@ -482,36 +484,34 @@ export const layerHostLocal = (
   )
 
 /**
- * A ready mesh over TCP with the shipped in-memory host services, which it also provides so the host
- * can park pops and read the flags.
+ * The mesh with the shipped in-memory host services, which it also provides so the host can park pops
+ * and read the flags, over whatever `Transport` is provided (exactly one: `TcpTransport.layer()`, a
+ * `MemoryTransport` network's layer, `TlsTransport.layer(...)`, or your own).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerLocal = (
   options: LocalOptions = {}
-): Layer.Layer<
-  | Mesh
-  | Waker.Waker
-  | Waker.LocalWaker
-  | QueueConfigCache.QueueConfigCache
-  | QueueConfigCache.MemoryQueueConfigCache
-  | HotList.HotList
-  | HotList.MemoryHotList
-  | MaintenanceFlags.MaintenanceFlags,
-  TransportError,
-  MeshConfig.MeshConfig
-> =>
-  layer.pipe(
-    Layer.provideMerge(layerHostLocal(options.waker)),
-    Layer.provide(TcpTransport.layer(options.tcp))
-  )
+): Layer.Layer<Mesh | LocalServices, TransportError, MeshConfig.MeshConfig | Transport> =>
+  layerWith(options).pipe(Layer.provideMerge(layerHostLocal(options.waker)))
 
 /**
- * `layerLocal` configured from the process environment.
+ * {@link layerLocal} over TCP (`TcpTransport.layer()`, the system's DNS on every dial).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerFromEnv = (options: LocalOptions = {}) =>
-  layerLocal(options).pipe(Layer.provide(MeshConfig.layerFromEnv))
+export const layerTcp = (
+  options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
+): Layer.Layer<Mesh | LocalServices, TransportError, MeshConfig.MeshConfig> =>
+  layerLocal(options).pipe(Layer.provide(TcpTransport.layer(options.tcp)))
+
+/**
+ * {@link layerTcp} configured from the process environment.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFromEnv = (options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}) =>
+  layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))

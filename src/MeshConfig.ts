@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
+import { isIP } from "node:net"
 import {
   Config,
   ConfigError,
@@ -63,7 +64,33 @@ export interface MeshConfigShape {
   readonly hotlistFlushWindow: Duration.Duration
   /** `QUEEN_MESH_SEND_QUEUE`: frames each peer's send queue holds before dropping. */
   readonly sendQueueCapacity: number
+  /** `QUEEN_MESH_MAX_INBOUND`: concurrent inbound connections; more are refused at once. */
+  readonly maxInbound: number
+  /** `QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP`: inbound connections one address may hold before its HELLO. */
+  readonly maxUnauthenticatedPerAddress: number
+  /** `QUEEN_MESH_HELLO_MAX_BYTES`: the first frame's cap, checked from its length prefix. */
+  readonly helloMaxBytes: number
+  /** `QUEEN_MESH_AUTH_FAILURE_DELAY_MS`: pause before closing a refused connection (it holds no buffer). */
+  readonly authFailureDelay: Duration.Duration
+  /** `QUEEN_MESH_IDLE_TIMEOUT_MS`: an authenticated inbound link silent this long is closed. */
+  readonly idleTimeout: Duration.Duration
+  /** `QUEEN_MESH_AUTH`: `legacy` (the spec's HELLO), `permissive` or `required` (challenge-response v2). */
+  readonly auth: AuthMode
+  /** `QUEEN_MESH_CHALLENGE_WAIT_MS`: how long a permissive dialer waits for a challenge. */
+  readonly challengeWait: Duration.Duration
+  /** `QUEEN_MESH_CLUSTER_LABEL`: bound into v2 HELLOs, so two clusters sharing a secret stay apart. */
+  readonly clusterLabel: string
+  /** `QUEEN_MESH_TLS`: `off`, or `psk` for TLS 1.3 links keyed from the secret. */
+  readonly tls: "off" | "psk"
 }
+
+/**
+ * How HELLOs are authenticated (see the README's Security section).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthMode = "legacy" | "permissive" | "required"
 
 /**
  * The mesh's configuration as a service.
@@ -91,7 +118,16 @@ export const defaults: MeshConfigShape = {
   handshakeTimeout: Duration.millis(5000),
   cacheRefreshInterval: Duration.millis(60000),
   hotlistFlushWindow: Duration.millis(20),
-  sendQueueCapacity: 1024
+  sendQueueCapacity: 1024,
+  maxInbound: 64,
+  maxUnauthenticatedPerAddress: 8,
+  helloMaxBytes: 4096,
+  authFailureDelay: Duration.millis(1000),
+  idleTimeout: Duration.millis(5000),
+  auth: "legacy",
+  challengeWait: Duration.millis(500),
+  clusterLabel: "",
+  tls: "off"
 }
 
 /**
@@ -177,9 +213,29 @@ export const parseBoolean = (raw: string): Either.Either<boolean, string> => {
   return Either.left(`expected true/false/1/0/yes/no/on/off, got ${JSON.stringify(raw)}`)
 }
 
+const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i
+
+/**
+ * Whether `host` is a hostname (dot-separated labels of letters, digits, `-` and `_`, at most 253
+ * characters) or an IP literal.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const isValidHost = (host: string): boolean => {
+  if (isIP(host) !== 0) return true
+  if (host.length === 0 || host.length > 253) return false
+  const labels = host.endsWith(".") ? host.slice(0, -1).split(".") : host.split(".")
+  // A name of digits and dots only is an IPv4 address or nothing.
+  if (labels.every((label) => /^\d+$/.test(label))) return false
+  return labels.every((label) => LABEL.test(label))
+}
+
 /**
  * One entry of the peer list: `host`, `host:port`, `[v6]:port`, `[v6]` or a bare IPv6 literal. A
- * non-numeric port tail falls back to the mesh port; a numeric one must be a valid port.
+ * non-numeric port tail falls back to the mesh port; a numeric one must be a valid port, and so must
+ * the mesh port a bare host falls back to (0 is never a peer's port). The host must be a hostname or an
+ * IP literal.
  *
  * @since 0.1.0
  * @category parsers
@@ -196,13 +252,13 @@ export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, st
   if (entry.startsWith("[")) {
     const close = entry.indexOf("]")
     if (close < 0) return Either.left(`peer ${JSON.stringify(raw)} has an unclosed [`)
-    host = entry.slice(1, close)
+    host = entry.slice(1, close).trim()
     const rest = entry.slice(close + 1)
     tail = rest.startsWith(":") ? rest.slice(1) : undefined
   } else {
     const first = entry.indexOf(":")
     if (first >= 0 && first === entry.lastIndexOf(":")) {
-      host = entry.slice(0, first)
+      host = entry.slice(0, first).trim()
       tail = entry.slice(first + 1)
     } else {
       // No colon, or several: a plain host or a bare IPv6 literal.
@@ -211,11 +267,44 @@ export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, st
     }
   }
   if (host === "") return Either.left(`peer ${JSON.stringify(raw)} has no host`)
-  if (tail === undefined || !DIGITS.test(tail.trim())) return Either.right({ host, port: meshPort })
+  if (!isValidHost(host)) {
+    return Either.left(`peer ${JSON.stringify(raw)}: ${JSON.stringify(host)} is not a hostname or IP address`)
+  }
+  if (tail === undefined || !DIGITS.test(tail.trim())) {
+    if (meshPort === 0) {
+      return Either.left(
+        `peer ${JSON.stringify(raw)} has no port and the mesh port is 0 (ephemeral): give the peer's port`
+      )
+    }
+    return Either.right({ host, port: meshPort })
+  }
   return Either.map(
     Either.mapLeft(parsePort(tail, 1), (why) => `peer ${JSON.stringify(raw)}: ${why}`),
     (port) => ({ host, port })
   )
+}
+
+/**
+ * The same list without repeats (the first of each `host:port` kept), and the repeated entries.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const dedupePeers = (
+  peers: ReadonlyArray<Peer>
+): { readonly peers: ReadonlyArray<Peer>; readonly duplicates: ReadonlyArray<Peer> } => {
+  const seen = new Set<string>()
+  const out: Array<Peer> = []
+  const duplicates: Array<Peer> = []
+  for (const peer of peers) {
+    const key = `${peer.host.toLowerCase()}\u0000${peer.port}`
+    if (seen.has(key)) duplicates.push(peer)
+    else {
+      seen.add(key)
+      out.push(peer)
+    }
+  }
+  return { peers: out, duplicates }
 }
 
 /**
@@ -244,8 +333,14 @@ const variable = (
   name: string,
   alias?: string
 ): Config.Config<Option.Option<{ name: string; value: string }>> => {
+  // A variable set to an empty (or blank) value counts as unset, as upstream reads it: the alias or
+  // the default applies.
   const read = (key: string) =>
-    Config.option(Config.string(key)).pipe(Config.map(Option.map((value) => ({ name: key, value }))))
+    Config.option(Config.string(key)).pipe(
+      Config.map((value) =>
+        Option.flatMap(value, (v) => (v.trim() === "" ? Option.none() : Option.some({ name: key, value: v })))
+      )
+    )
   if (alias === undefined) return read(name)
   return Config.all([read(name), read(alias)]).pipe(
     Config.map(([primary, legacy]) => Option.orElse(primary, () => legacy))
@@ -270,8 +365,36 @@ const parsed = <A>(
     Config.withDescription(description)
   )
 
-const millis = (name: string, description: string, fallback: Duration.Duration, min = 0) =>
-  parsed(name, undefined, description, fallback, (raw) => Either.map(parseMillis(raw, min), Duration.millis))
+const millis = (name: string, description: string, fallback: Duration.Duration, min: number, max: number) =>
+  parsed(name, undefined, description, fallback, (raw) =>
+    Either.flatMap(parseMillis(raw, min), (ms) =>
+      ms <= max ? Either.right(Duration.millis(ms)) : Either.left(`expected at most ${max}, got ${ms}`)
+    )
+  )
+
+const count = (name: string, description: string, fallback: number, max: number) =>
+  parsed(name, undefined, description, fallback, (raw) =>
+    Either.flatMap(parseCount(raw), (n) =>
+      n <= max ? Either.right(n) : Either.left(`expected at most ${max}, got ${n}`)
+    )
+  )
+
+const oneOf = <const A extends string>(
+  name: string,
+  description: string,
+  fallback: NoInfer<A>,
+  values: ReadonlyArray<A>
+) =>
+  parsed(name, undefined, description, fallback, (raw) => {
+    const text = raw.trim().toLowerCase()
+    const found = values.find((value) => value === text)
+    return found === undefined
+      ? Either.left(`expected one of ${values.join("|")}, got ${JSON.stringify(raw)}`)
+      : Either.right(found)
+  })
+
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
 
 /**
  * The whole configuration as one `Config`, read from whatever `ConfigProvider` is current.
@@ -299,45 +422,107 @@ export const config: Config.Config<MeshConfigShape> = Config.all({
   ),
   heartbeatInterval: millis(
     "QUEEN_SYNC_HEARTBEAT_MS",
-    "heartbeat period on idle links",
+    "heartbeat period on every link",
     defaults.heartbeatInterval,
-    1
+    1,
+    HOUR
   ),
   deadThreshold: millis(
     "QUEEN_SYNC_DEAD_THRESHOLD_MS",
     "silence after which a peer counts as dead",
     defaults.deadThreshold,
-    1
+    1,
+    DAY
   ),
   handshakeTimeout: millis(
     "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
     "time an accepted connection has to send HELLO",
     defaults.handshakeTimeout,
-    1
+    1,
+    10 * 60_000
   ),
   cacheRefreshInterval: millis(
     "QUEEN_CACHE_REFRESH_INTERVAL_MS",
     "the host's reconcile period",
     defaults.cacheRefreshInterval,
-    1
+    1,
+    DAY
   ),
   hotlistFlushWindow: millis(
     "QUEEN_MESH_HOTLIST_FLUSH_MS",
     "window over which hot-list marks are coalesced",
     defaults.hotlistFlushWindow,
-    1
+    1,
+    60_000
   ),
-  sendQueueCapacity: parsed(
+  sendQueueCapacity: count(
     "QUEEN_MESH_SEND_QUEUE",
-    undefined,
     "frames each peer's send queue holds before dropping",
     defaults.sendQueueCapacity,
-    parseCount
+    1_000_000
   ),
+  maxInbound: count(
+    "QUEEN_MESH_MAX_INBOUND",
+    "concurrent inbound mesh connections",
+    defaults.maxInbound,
+    65_536
+  ),
+  maxUnauthenticatedPerAddress: count(
+    "QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP",
+    "inbound connections one address may hold before its HELLO",
+    defaults.maxUnauthenticatedPerAddress,
+    65_536
+  ),
+  helloMaxBytes: parsed(
+    "QUEEN_MESH_HELLO_MAX_BYTES",
+    undefined,
+    "the first frame's cap in bytes",
+    defaults.helloMaxBytes,
+    (raw) =>
+      Either.flatMap(parseCount(raw), (n) =>
+        n >= 256 && n <= 65_536 ? Either.right(n) : Either.left(`expected 256 to 65536, got ${n}`)
+      )
+  ),
+  authFailureDelay: millis(
+    "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
+    "pause before closing a refused connection",
+    defaults.authFailureDelay,
+    0,
+    60_000
+  ),
+  idleTimeout: parsed(
+    "QUEEN_MESH_IDLE_TIMEOUT_MS",
+    undefined,
+    "an authenticated inbound link silent this long is closed (default: the dead threshold)",
+    Option.none<Duration.Duration>(),
+    (raw) =>
+      Either.flatMap(parseMillis(raw, 1), (ms) =>
+        ms <= DAY
+          ? Either.right(Option.some(Duration.millis(ms)))
+          : Either.left(`expected at most ${DAY}, got ${ms}`)
+      )
+  ),
+  auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, [
+    "legacy",
+    "permissive",
+    "required"
+  ] as const),
+  challengeWait: millis(
+    "QUEEN_MESH_CHALLENGE_WAIT_MS",
+    "how long a permissive dialer waits for a challenge",
+    defaults.challengeWait,
+    1,
+    60_000
+  ),
+  clusterLabel: Config.string("QUEEN_MESH_CLUSTER_LABEL").pipe(
+    Config.withDefault(defaults.clusterLabel),
+    Config.withDescription("cluster label bound into v2 HELLOs")
+  ),
+  tls: oneOf("QUEEN_MESH_TLS", "TLS on mesh links", defaults.tls, ["off", "psk"] as const),
   serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
-  Config.mapOrFail(({ rawPeers, serverId, hostname, ...rest }) => {
+  Config.mapOrFail(({ rawPeers, serverId, hostname, idleTimeout, ...rest }) => {
     const peers = Option.match(rawPeers, {
       onNone: () => Either.right<ReadonlyArray<Peer>>([]),
       onSome: ({ name, value }) =>
@@ -345,16 +530,62 @@ export const config: Config.Config<MeshConfigShape> = Config.all({
           ConfigError.InvalidData([name], `${name}: ${why}`)
         )
     })
-    return Either.map(peers, (peers) => ({
-      ...rest,
-      peers,
-      serverId: Option.getOrElse(
-        Option.orElse(serverId, () => hostname),
-        randomServerId
+    return Either.flatMap(peers, (peers) =>
+      Either.mapLeft(
+        check({
+          ...rest,
+          peers,
+          idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
+          serverId: Option.getOrElse(
+            Option.orElse(serverId, () => hostname),
+            randomServerId
+          )
+        }),
+        ({ names, message }) => ConfigError.InvalidData([...names], message)
       )
-    }))
+    )
   })
 )
+
+/**
+ * The rules between variables: a configuration that would mislead is refused, naming every variable
+ * involved.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const check = (
+  config: MeshConfigShape
+): Either.Either<MeshConfigShape, { readonly names: ReadonlyArray<string>; readonly message: string }> => {
+  const heartbeat = Duration.toMillis(config.heartbeatInterval)
+  const dead = Duration.toMillis(config.deadThreshold)
+  if (heartbeat >= dead) {
+    return Either.left({
+      names: ["QUEEN_SYNC_HEARTBEAT_MS", "QUEEN_SYNC_DEAD_THRESHOLD_MS"],
+      message: `QUEEN_SYNC_HEARTBEAT_MS (${heartbeat}) must be below QUEEN_SYNC_DEAD_THRESHOLD_MS (${dead}), or idle peers flap between alive and dead`
+    })
+  }
+  if (Duration.toMillis(config.idleTimeout) < heartbeat) {
+    return Either.left({
+      names: ["QUEEN_MESH_IDLE_TIMEOUT_MS", "QUEEN_SYNC_HEARTBEAT_MS"],
+      message: `QUEEN_MESH_IDLE_TIMEOUT_MS (${Duration.toMillis(config.idleTimeout)}) must be at least QUEEN_SYNC_HEARTBEAT_MS (${heartbeat})`
+    })
+  }
+  const secret = Redacted.value(config.secret)
+  if (config.auth === "required" && secret === "") {
+    return Either.left({
+      names: ["QUEEN_MESH_AUTH", "QUEEN_SYNC_SECRET"],
+      message: "QUEEN_MESH_AUTH=required needs QUEEN_SYNC_SECRET: with no secret nothing can be proven"
+    })
+  }
+  if (config.tls === "psk" && secret === "") {
+    return Either.left({
+      names: ["QUEEN_MESH_TLS", "QUEEN_SYNC_SECRET"],
+      message: "QUEEN_MESH_TLS=psk needs QUEEN_SYNC_SECRET: the link keys are derived from it"
+    })
+  }
+  return Either.right(config)
+}
 
 /**
  * Reads the configuration from the current `ConfigProvider`.

@@ -62,21 +62,50 @@ export class FrameTooLargeError extends Data.TaggedError("FrameTooLargeError")<{
  * @category errors
  */
 export class HandshakeError extends Data.TaggedError("HandshakeError")<{
-  readonly reason: "NotHello" | "InvalidHello" | "MissingServerId" | "BadMac" | "Timeout" | "Closed"
+  readonly reason: HandshakeError.Reason
   readonly detail?: string
 }> {
   override get message(): string {
-    const base = {
-      NotHello: "the first frame was not a HELLO",
-      InvalidHello: "the HELLO payload is malformed",
-      MissingServerId: "the HELLO carries no server_id",
-      BadMac: "the HELLO MAC does not match the shared secret",
-      Timeout: "no HELLO arrived within the handshake timeout",
-      Closed: "the connection closed before a HELLO arrived"
-    }[this.reason]
+    const base = handshakeReasons[this.reason]
     return this.detail === undefined ? base : `${base}: ${this.detail}`
   }
 }
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export declare namespace HandshakeError {
+  /**
+   * Why an inbound connection was refused; each is counted apart in the stats (`rejections`).
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  export type Reason = keyof typeof handshakeReasons
+}
+
+/**
+ * What each handshake refusal means, in the words the logs use.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const handshakeReasons = {
+  NotHello: "the first frame was not a HELLO",
+  InvalidHello: "the HELLO payload is malformed",
+  OversizedHello: "the first frame is larger than a HELLO may be",
+  MissingServerId: "the HELLO carries no server_id",
+  BadMac: "the HELLO MAC does not match the shared secret",
+  Timeout: "no HELLO arrived within the handshake timeout",
+  Closed: "the connection closed before a HELLO arrived",
+  OwnServerId: "the HELLO carries this node's own server id: the peer list names this node",
+  TooManyConnections: "too many inbound connections",
+  LegacyRefused: "a legacy HELLO was refused (QUEEN_MESH_AUTH=required)",
+  BadChallengeAnswer: "the HELLO does not answer this connection's challenge",
+  WrongReceiver: "the HELLO was made for another node",
+  WrongLabel: "the HELLO carries another cluster label"
+} as const
 
 /**
  * A transport failure: a refused or failed dial, a bind failure, a write or read on a broken connection.
@@ -85,7 +114,7 @@ export class HandshakeError extends Data.TaggedError("HandshakeError")<{
  * @category errors
  */
 export class TransportError extends Data.TaggedError("TransportError")<{
-  readonly reason: "Dial" | "Listen" | "Read" | "Write" | "Closed"
+  readonly reason: "Dial" | "Resolve" | "Timeout" | "Listen" | "Read" | "Write" | "Closed"
   readonly address: string
   readonly cause?: unknown
 }> {

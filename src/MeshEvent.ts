@@ -1,9 +1,15 @@
 /**
  * What the mesh observed: the effect of every received frame, peers coming and going, and refused or
- * malformed input. Published on `Mesh.events` for observers (the CLI prints them as JSON lines).
+ * malformed input; and `MeshEvents`, the hub the runtime publishes them on (`Mesh.events` is its
+ * stream; the CLI prints them as JSON lines).
+ *
+ * Observers never slow the mesh: nothing is built or offered while nobody listens, a stream
+ * subscriber more than 4,096 events behind misses the newest, and a synchronous observer is called in
+ * place (it must not block).
  *
  * @since 0.1.0
  */
+import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
 import type { QueueItem, QueueRef } from "./Frame.js"
 
 /**
@@ -25,3 +31,81 @@ export type MeshEvent =
   | { readonly _tag: "PeerDown"; readonly serverId: string }
   | { readonly _tag: "HandshakeFailed"; readonly remote: string; readonly reason: string }
   | { readonly _tag: "InvalidFrame"; readonly from: string; readonly tag: number; readonly detail: string }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MeshEventsShape {
+  /** Whether anyone listens: the receive path builds no event while this is false. */
+  readonly listening: () => boolean
+  /** Hands an event to every subscriber and observer, at once. */
+  readonly emit: (event: MeshEvent) => void
+  /** Every event from the moment of subscribing, as a stream (subscribe before it matters). */
+  readonly events: Stream.Stream<MeshEvent>
+  /**
+   * Calls `observer` synchronously for every event while the scope lasts: the cheapest way to watch,
+   * for an observer that does not block (the CLI writes each event to stdout this way).
+   */
+  readonly observe: (observer: (event: MeshEvent) => void) => Effect.Effect<void, never, Scope.Scope>
+}
+
+/**
+ * The hub the runtime publishes its events on.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class MeshEvents extends Context.Tag("queen-mesh/MeshEvents")<MeshEvents, MeshEventsShape>() {}
+
+/** Events kept per stream subscriber before the newest are dropped. */
+const EVENT_BUFFER = 4096
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.gen(function* () {
+  const pubsub = yield* Effect.acquireRelease(PubSub.dropping<MeshEvent>(EVENT_BUFFER), PubSub.shutdown)
+  let subscribers = 0
+  const observers = new Set<(event: MeshEvent) => void>()
+  const emit = (event: MeshEvent): void => {
+    if (subscribers > 0) pubsub.unsafeOffer(event)
+    for (const observer of observers) {
+      try {
+        observer(event)
+      } catch {
+        // An observer's failure is its own: the receive path that emitted must carry on.
+      }
+    }
+  }
+  const events = Stream.unwrapScoped(
+    Effect.acquireRelease(
+      Effect.map(PubSub.subscribe(pubsub), (subscription) => {
+        subscribers++
+        return Stream.fromQueue(subscription)
+      }),
+      () =>
+        Effect.sync(() => {
+          subscribers--
+        })
+    )
+  )
+  const observe = (observer: (event: MeshEvent) => void) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        observers.add(observer)
+      }),
+      () =>
+        Effect.sync(() => {
+          observers.delete(observer)
+        })
+    )
+  return { listening: () => subscribers > 0 || observers.size > 0, emit, events, observe }
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<MeshEvents> = Layer.scoped(MeshEvents, make)

@@ -1,31 +1,13 @@
 /**
- * The mesh's own statistics (spec "Observing it"): the counters every part of the runtime bumps, and
- * the JSON body served on the stats routes.
+ * The body of the stats routes (spec "Observing it"), as `Mesh.stats` returns it.
+ *
+ * Every field upstream Queen's body has keeps upstream's meaning (`running`, `resolved`,
+ * `resolved_ip`, `messages_received`, `signature_failures`, `sequence_rejections`, ...), so its
+ * dashboards and scripts read ours; our extra detail is in fields of its own. The README's table of
+ * fields says which side defines each.
  *
  * @since 0.1.0
  */
-
-/**
- * Counters shared by the listener, the dialers and the broadcast path. Plain mutable fields, since they
- * are bumped on the hot path; every read goes through `Mesh.stats`.
- *
- * @since 0.1.0
- * @category models
- */
-export class Counters {
-  /** Frames written to peers (HELLO excluded, heartbeats included). */
-  sent = 0
-  /** Frames received after a handshake (HELLO excluded, heartbeats included), unknown tags excluded. */
-  received = 0
-  /** Frames that did not fit a peer's send queue. */
-  dropped = 0
-  /** Accepted connections that never produced a valid HELLO. */
-  handshakeFailures = 0
-  /** Frames whose payload failed its Schema (counted and skipped). */
-  invalid = 0
-  /** Frames with a tag this version does not know (skipped). */
-  unknown = 0
-}
 
 /**
  * One configured peer as the stats show it.
@@ -38,11 +20,28 @@ export interface PeerStats {
   readonly port: number
   /** Whether the outbound connection is established. */
   readonly connected: boolean
-  /** Whether the host has ever resolved to an address we connected to. */
+  /** Upstream's meaning: the same as `connected`. */
   readonly resolved: boolean
+  /** The established link's remote address; `null` while the link is down (upstream's meaning). */
   readonly resolved_ip: string | null
+  /** The address the last established link used, kept while it is down. */
+  readonly last_resolved_ip: string | null
   /** Frames waiting in the peer's bounded send queue. */
   readonly queued: number
+  readonly queued_bytes: number
+  /** Frames handed to this link = written + dropped_full + dropped_down + discarded + queued. */
+  readonly handed: number
+  readonly written: number
+  /** Dropped because the send queue was full (the peer is slow). */
+  readonly dropped_full: number
+  /** Dropped because the link was down. */
+  readonly dropped_down: number
+  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
+  readonly discarded: number
+  /** Links that were up and went down. */
+  readonly reconnects: number
+  /** Why the last dial or link failed, if one did. */
+  readonly last_error: string | null
 }
 
 /**
@@ -59,6 +58,45 @@ export interface ServerStats {
 }
 
 /**
+ * Refused inbound connections by reason; their sum is `handshake_failures`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RejectionStats {
+  readonly bad_mac: number
+  readonly not_hello: number
+  readonly invalid_hello: number
+  readonly oversized_hello: number
+  readonly missing_server_id: number
+  readonly timeout: number
+  readonly closed: number
+  readonly bad_challenge_answer: number
+  readonly wrong_receiver: number
+  readonly wrong_label: number
+  readonly legacy_refused: number
+  readonly too_many_connections: number
+  readonly own_server_id: number
+}
+
+/**
+ * The listener's connections now.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InboundStats {
+  readonly open: number
+  readonly authenticated: number
+  /** Connections that closed without sending a byte (TCP health probes): never handshake failures. */
+  readonly closed_silent: number
+  /** Authenticated links closed after a silence longer than the idle timeout. */
+  readonly closed_idle: number
+  /** Legacy HELLOs accepted in `permissive` mode (still replayable). */
+  readonly legacy_accepted: number
+}
+
+/**
  * The stats body of an active mesh.
  *
  * @since 0.1.0
@@ -66,27 +104,51 @@ export interface ServerStats {
  */
 export interface ActiveStats {
   readonly enabled: true
+  /** Upstream's: the mesh runs. */
+  readonly running: true
   readonly server_id: string
   readonly transport: "tcp-mesh"
   readonly port: number
+  readonly version: string
+  readonly uptime_ms: number
+  readonly auth: "legacy" | "permissive" | "required"
+  readonly tls: "off" | "psk"
   readonly peer_count: number
   readonly peers: ReadonlyArray<PeerStats>
   readonly servers_alive: number
   readonly servers_dead: number
-  /** Every peer heard from so far, alive or dead (never-heard peers are absent). */
+  /** Every peer heard from so far, alive or dead (never-heard peers are absent); bounded. */
   readonly servers: ReadonlyArray<ServerStats>
+  /** Frames written to peers (HELLO excluded, heartbeats included). */
   readonly messages_sent: number
+  /** Every frame read after a HELLO (upstream's meaning) = frames_dispatched + frames_invalid + frames_unknown + frames_oversized. */
   readonly messages_received: number
+  /** Frames handed to the mesh that no peer got: dropped_full + dropped_down + discarded over all peers. */
   readonly messages_dropped: number
+  /** Refused inbound connections, every reason (see `rejections`). */
   readonly handshake_failures: number
+  /** Upstream's name for the same count. */
+  readonly signature_failures: number
+  /** Upstream's; always 0 here (no sequence numbers on the wire). */
+  readonly sequence_rejections: number
+  readonly frames_dispatched: number
+  /** Frames whose payload broke its Schema (counted and skipped). */
   readonly frames_invalid: number
+  /** Frames with a tag this version does not know (skipped). */
   readonly frames_unknown: number
+  /** Frames over their tag's cap, skipped without being buffered. */
+  readonly frames_oversized: number
+  /** Batch items skipped for breaking a rule; the rest of their batch was applied. */
+  readonly items_invalid: number
+  readonly rejections: RejectionStats
+  readonly inbound: InboundStats
   readonly maintenance_mode: boolean
   readonly pop_maintenance_mode: boolean
 }
 
 /**
- * The stats body when the mesh does not run: no peers configured, or sync turned off.
+ * The stats body when the mesh does not run: no peers configured, or sync turned off. Upstream's body
+ * is exactly `{enabled, reason, maintenance_mode, pop_maintenance_mode}`; ours adds the rest.
  *
  * @since 0.1.0
  * @category models
@@ -96,6 +158,8 @@ export interface InactiveStats {
   readonly reason: "no_peers" | "disabled"
   readonly server_id: string
   readonly transport: "tcp-mesh"
+  readonly version: string
+  readonly uptime_ms: number
   readonly maintenance_mode: boolean
   readonly pop_maintenance_mode: boolean
 }

@@ -14,6 +14,7 @@ import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import { Duration, Effect, Exit, Fiber, Layer, Option, Runtime, type Scope } from "effect"
 import { TransportError } from "./MeshError.js"
+import * as Resolver from "./Resolver.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
 
 /**
@@ -23,6 +24,8 @@ import { type Connection, Transport, type TransportShape } from "./Transport.js"
 export interface TcpOptions {
   /** How long a dial may take before it counts as failed. Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput
+  /** How a configured `host:port` becomes the address dialled. Default: the system's DNS, every dial. */
+  readonly resolver?: Resolver.ResolverShape
 }
 
 const fromSocket = (socket: Net.Socket, address: string): Connection => {
@@ -159,7 +162,12 @@ const destroy = (socket: Net.Socket) =>
 export const make = (options: TcpOptions = {}): TransportShape => {
   const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
 
-  const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> => {
+  const resolver = options.resolver ?? Resolver.system
+
+  const dial = (name: string, namePort: number): Effect.Effect<Connection, TransportError, Scope.Scope> =>
+    Effect.flatMap(resolver.resolve(name, namePort), ({ host, port }) => connect(host, port))
+
+  const connect = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> => {
     const address = `${host}:${port}`
     return Effect.acquireRelease(
       Effect.async<Net.Socket, TransportError>((resume) => {
@@ -182,7 +190,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
         Effect.timeoutFail({
           duration: connectTimeout,
           onTimeout: () =>
-            new TransportError({ reason: "Dial", address, cause: new Error("connect timed out") })
+            new TransportError({ reason: "Timeout", address, cause: new Error("connect timed out") })
         })
       ),
       destroy
@@ -236,10 +244,24 @@ export const make = (options: TcpOptions = {}): TransportShape => {
 }
 
 /**
- * TCP over `node:net`.
+ * TCP over `node:net`, resolving with `options.resolver` (default: the system's DNS, every dial).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer = (options: TcpOptions = {}): Layer.Layer<Transport> =>
   Layer.sync(Transport, () => make(options))
+
+/**
+ * TCP over `node:net`, resolving peers with the `Resolver` in context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerResolved = (
+  options: Omit<TcpOptions, "resolver"> = {}
+): Layer.Layer<Transport, never, Resolver.Resolver> =>
+  Layer.effect(
+    Transport,
+    Effect.map(Resolver.Resolver, (resolver) => make({ ...options, resolver }))
+  )

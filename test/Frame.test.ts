@@ -317,19 +317,35 @@ describe("Frame", () => {
   })
 
   describe("queue names", () => {
-    const cases: ReadonlyArray<readonly [number, (item: string) => string]> = [
-      [1, (item) => item],
-      [2, (item) => `{"items":[${item}]}`],
-      [5, (item) => `{"items":[${item}]}`],
-      [2, (item) => `{"items":[{"queue":"ok","partition":"p"},${item}]}`],
-      [5, (item) => `{"items":[{"queue":"ok","partition":"p"},${item}]}`]
+    const badItems = [
+      '{"queue":"","partition":"p","tenant":"t"}',
+      '{"partition":"p","tenant":"t"}',
+      '{"queue":null,"partition":"p"}',
+      '{"queue":7,"partition":"p"}',
+      `{"queue":"${"q".repeat(Frame.MAX_NAME_BYTES + 1)}","partition":"p"}`,
+      `{"queue":"q","partition":"p","tenant":"${"t".repeat(Frame.MAX_NAME_BYTES + 1)}"}`
     ]
-    for (const [tag, wrap] of cases) {
-      it(`tag ${tag}: an item with an empty or missing queue is a FrameDecodeError (${wrap("I")})`, () => {
-        assertDecodeError(decodeJson(tag, wrap('{"queue":"","partition":"p","tenant":"t"}')), tag)
-        assertDecodeError(decodeJson(tag, wrap('{"partition":"p","tenant":"t"}')), tag)
-        assertDecodeError(decodeJson(tag, wrap('{"queue":null,"partition":"p"}')), tag)
-        assertDecodeError(decodeJson(tag, wrap('{"queue":7,"partition":"p"}')), tag)
+
+    it("tag 1: an item with an empty, missing or over-long name is a FrameDecodeError", () => {
+      for (const item of badItems) assertDecodeError(decodeJson(1, item), 1)
+    })
+
+    for (const tag of [2, 5]) {
+      it(`tag ${tag}: a batch skips each bad item, counts it, and keeps the rest (per-item leniency)`, () => {
+        for (const item of badItems) {
+          const frame = decoded(tag, `{"items":[{"queue":"ok","partition":"p"},${item},{"queue":"ok2"}]}`)
+          assert.isTrue(frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch")
+          if (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") {
+            assert.deepStrictEqual(
+              frame.items.map((i) => [i.queue, i.partition]),
+              [
+                ["ok", "p"],
+                ["ok2", ""]
+              ]
+            )
+            assert.strictEqual(frame.skipped, 1)
+          }
+        }
       })
     }
 
@@ -341,18 +357,38 @@ describe("Frame", () => {
       })
     }
 
-    it("a missing partition is a FrameDecodeError", () => {
-      assertDecodeError(decodeJson(1, '{"queue":"q"}'), 1)
-      assertDecodeError(decodeJson(2, '{"items":[{"queue":"q"}]}'), 2)
+    it("a missing or null partition is the empty partition, as upstream takes it", () => {
+      assertEqual(decoded(1, '{"queue":"q"}'), {
+        _tag: "MessageAvailable",
+        queue: "q",
+        partition: "",
+        tenant: Option.none()
+      })
+      assertEqual(decoded(1, '{"queue":"q","partition":null}'), {
+        _tag: "MessageAvailable",
+        queue: "q",
+        partition: "",
+        tenant: Option.none()
+      })
     })
 
     it("the error names the failing field", () => {
-      const error = assertDecodeError(
-        decodeJson(2, '{"items":[{"queue":"a","partition":"p"},{"queue":""}]}'),
-        2
-      )
-      assert.include(error.detail, "items.1.queue")
-      assert.include(error.message, "tag 2")
+      const error = assertDecodeError(decodeJson(1, '{"queue":"","partition":"p"}'), 1)
+      assert.include(error.detail, "queue")
+      assert.include(error.message, "tag 1")
+    })
+
+    it("a UUID tenant is kept lowercased; any other tenant as given", () => {
+      assertEqual(decoded(10, '{"queue":"q","tenant":"00000000-0000-0000-0000-00000000000A"}'), {
+        _tag: "QueueConfigSet",
+        queue: "q",
+        tenant: Option.some("00000000-0000-0000-0000-00000000000a")
+      })
+      assertEqual(decoded(10, '{"queue":"q","tenant":"Acme"}'), {
+        _tag: "QueueConfigSet",
+        queue: "q",
+        tenant: Option.some("Acme")
+      })
     })
   })
 
@@ -453,7 +489,7 @@ describe("Frame", () => {
 
     it("rejects payloads of the wrong shape", () => {
       assertDecodeError(decodeJson(2, '{"items":{}}'), 2)
-      assertDecodeError(decodeJson(5, '{"items":[null]}'), 5)
+      assertEqual(decoded(5, '{"items":[null]}'), { _tag: "HotlistDirtyBatch", items: [], skipped: 1 })
       assertDecodeError(decodeJson(5, "{}"), 5)
       assertDecodeError(decodeJson(3, '{"server_id":5}'), 3)
       assertDecodeError(decodeJson(4, '{"server_id":"s","nonce":"n"}'), 4)

@@ -277,8 +277,8 @@ describe("FrameDecoder", () => {
       }
       assertFraming(tooLarge, "FrameTooLarge", 0xffffffff)
       assert.isUndefined(allowed)
-      // The spy does see the decoder's allocations: a 16 MiB prefix buys a 16 MiB body.
-      assert.deepStrictEqual(allowedSizes, [0x01000000])
+      // The spy does see the decoder's allocations: a 16 MiB prefix buys its payload (16 MiB less the tag).
+      assert.deepStrictEqual(allowedSizes, [0x01000000 - 1])
     })
 
     it("rejects an oversized prefix fed one byte at a time, at its last byte", () => {

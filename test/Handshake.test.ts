@@ -3,7 +3,7 @@
  * every way `verify` accepts or refuses a HELLO without throwing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, FastCheck as fc, Redacted } from "effect"
+import { Effect, Either, FastCheck as fc, Option, Redacted } from "effect"
 import type * as Frame from "../src/Frame.js"
 import * as Handshake from "../src/Handshake.js"
 import { HandshakeError } from "../src/MeshError.js"
@@ -209,6 +209,607 @@ describe("Handshake", () => {
         assertEqual(Handshake.verify(hello(mac), ""), Either.right("node-a"))
       },
       { fastCheck: { numRuns: 300 } }
+    )
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// v2: challenge-response HELLO
+// ---------------------------------------------------------------------------------------------
+
+const LISTENER = "node-b"
+const DIALER = "node-a"
+const LABEL = "prod"
+const LISTENER_NONCE = "ffeeddccbbaa99887766554433221100"
+/** Computed with an independent HKDF/HMAC implementation (Python's hmac), not with this module. */
+const VECTOR_MAC_V2 = "3485649b497e519128a5192dc52186c97a4a9aaa3f744fd67daed2c58c52ea73"
+
+const challengeOf = (nonce = LISTENER_NONCE, serverId = LISTENER, label = LABEL): Handshake.Challenge => ({
+  server_id: serverId,
+  nonce,
+  label
+})
+
+const options = (
+  mode: Handshake.HandshakeMode,
+  overrides: Partial<Handshake.VerifyOptions> = {}
+): Handshake.VerifyOptions => ({
+  secret: SECRET,
+  mode,
+  challenge: Option.some(challengeOf()),
+  selfId: LISTENER,
+  label: LABEL,
+  ...overrides
+})
+
+const assertRefused = <A>(
+  result: Either.Either<A, Handshake.HandshakeV2Error>,
+  reason: Handshake.HandshakeV2Reason
+): Handshake.HandshakeV2Error => {
+  if (Either.isRight(result)) assert.fail(`expected ${reason}, accepted ${JSON.stringify(result.right)}`)
+  assert.instanceOf(result.left, Handshake.HandshakeV2Error)
+  assert.strictEqual(result.left._tag, "HandshakeV2Error")
+  assert.strictEqual(result.left.reason, reason)
+  assert.isString(result.left.message)
+  return result.left
+}
+
+const accepted = (serverId: string, version: 1 | 2) => Either.right({ serverId, version })
+
+const legacyHello = (serverId = DIALER): Handshake.HelloMessage => ({
+  ...Handshake.helloWithNonce(serverId, SECRET, NONCE),
+  v2: Option.none()
+})
+
+const withV2 = (
+  hello: Handshake.HelloMessage,
+  patch: Partial<Handshake.HelloV2Fields>
+): Handshake.HelloMessage =>
+  Option.match(hello.v2, {
+    onNone: () => assert.fail("expected a v2 HELLO"),
+    onSome: (v2) => ({ ...hello, v2: Option.some({ ...v2, ...patch }) })
+  })
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text)
+
+describe("Handshake v2", () => {
+  describe("challenge", () => {
+    it("uses a tag no upstream frame uses", () => {
+      assert.strictEqual(Handshake.CHALLENGE_TAG, 60)
+      assert.notInclude([1, 2, 3, 4, 5, 10, 11, 20, 40, 41], Handshake.CHALLENGE_TAG)
+    })
+
+    it.effect("makeChallenge gives a fresh 32-hex nonce per connection", () =>
+      Effect.gen(function* () {
+        const first = yield* Handshake.makeChallenge(LISTENER, LABEL)
+        const second = yield* Handshake.makeChallenge(LISTENER, "")
+        assert.strictEqual(first.server_id, LISTENER)
+        assert.strictEqual(first.label, LABEL)
+        assert.strictEqual(second.label, "")
+        assert.match(first.nonce, HEX32)
+        assert.notStrictEqual(first.nonce, second.nonce)
+      })
+    )
+
+    it("encodeChallengeFrame writes the mesh framing: u32 BE length, tag 60, JSON", () => {
+      const frame = Handshake.encodeChallengeFrame(challengeOf())
+      const json = `{"server_id":"${LISTENER}","nonce":"${LISTENER_NONCE}","label":"${LABEL}"}`
+      assert.strictEqual(new DataView(frame.buffer, frame.byteOffset).getUint32(0, false), 1 + json.length)
+      assert.strictEqual(frame[4], 60)
+      assert.strictEqual(new TextDecoder().decode(frame.subarray(5)), json)
+      assert.strictEqual(frame.length, 5 + json.length)
+    })
+
+    it("encodeChallengeFrame omits an empty label, which decodes back to an empty label", () => {
+      const frame = Handshake.encodeChallengeFrame(challengeOf(LISTENER_NONCE, LISTENER, ""))
+      assert.notInclude(new TextDecoder().decode(frame.subarray(5)), "label")
+      assertEqual(
+        Handshake.decodeChallenge(frame.subarray(5)),
+        Either.right(challengeOf(LISTENER_NONCE, LISTENER, ""))
+      )
+    })
+
+    it("decodeChallenge reads an absent or null label as empty and ignores unknown fields", () => {
+      const base = { server_id: LISTENER, nonce: LISTENER_NONCE }
+      const empty = Either.right(challengeOf(LISTENER_NONCE, LISTENER, ""))
+      assertEqual(Handshake.decodeChallenge(bytes(JSON.stringify(base))), empty)
+      assertEqual(Handshake.decodeChallenge(bytes(JSON.stringify({ ...base, label: null }))), empty)
+      assertEqual(
+        Handshake.decodeChallenge(bytes(JSON.stringify({ ...base, label: LABEL, eph_epoch: 3 }))),
+        Either.right(challengeOf())
+      )
+    })
+
+    it("decodeChallenge refuses malformed challenges with a short message", () => {
+      const refused = (payload: Uint8Array): string => {
+        const result = Handshake.decodeChallenge(payload)
+        if (Either.isRight(result)) assert.fail(`accepted ${JSON.stringify(result.right)}`)
+        assert.isAtMost(result.left.length, 220)
+        return result.left
+      }
+      const json = (value: unknown) => bytes(JSON.stringify(value))
+      refused(bytes("not json"))
+      refused(bytes(""))
+      refused(new Uint8Array([0xff, 0xfe, 0x00]))
+      refused(json(null))
+      refused(json([LISTENER, LISTENER_NONCE]))
+      refused(json({ server_id: "", nonce: LISTENER_NONCE }))
+      refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE.toUpperCase() }))
+      refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE.slice(1) }))
+      refused(json({ server_id: LISTENER, nonce: 42 }))
+      refused(json({ server_id: "x".repeat(257), nonce: LISTENER_NONCE }))
+      refused(json({ server_id: "\ud800", nonce: LISTENER_NONCE }))
+      refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE, label: 7 }))
+      refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE, label: "é".repeat(129) }))
+      assert.include(refused(new Uint8Array(Handshake.MAX_CHALLENGE_PAYLOAD_BYTES + 1)), "exceeds")
+      assert.include(refused(json({ server_id: "😀".repeat(500), nonce: "x" })), "longer than 256 bytes")
+      assert.include(refused(json({ server_id: LISTENER, nonce: ["x".repeat(1000)] })), "…")
+    })
+
+    it("accepts a 256-byte server id and label", () => {
+      const id = "é".repeat(128)
+      const frame = Handshake.encodeChallengeFrame(challengeOf(LISTENER_NONCE, id, id))
+      assertEqual(
+        Handshake.decodeChallenge(frame.subarray(5)),
+        Either.right(challengeOf(LISTENER_NONCE, id, id))
+      )
+    })
+
+    it.prop(
+      "encode then decode is the identity on valid challenges",
+      [
+        Arb.text({ minLength: 1, maxLength: 60 }),
+        fc.string({ unit: hexChar, minLength: 32, maxLength: 32 }),
+        Arb.text({ maxLength: 60 })
+      ],
+      ([serverId, nonce, label]) => {
+        const wellFormed = (text: string) => !/\p{Cs}/u.test(text) && Buffer.byteLength(text) <= 256
+        fc.pre(wellFormed(serverId) && wellFormed(label))
+        const challenge = challengeOf(nonce, serverId, label)
+        const frame = Handshake.encodeChallengeFrame(challenge)
+        assert.strictEqual(frame[4], Handshake.CHALLENGE_TAG)
+        assert.strictEqual(new DataView(frame.buffer, frame.byteOffset).getUint32(0, false), frame.length - 4)
+        assertEqual(Handshake.decodeChallenge(frame.subarray(5)), Either.right(challenge))
+      }
+    )
+
+    it.prop(
+      "decodeChallenge is total: any bytes, any JSON",
+      [
+        fc.oneof(
+          fc.uint8Array({ maxLength: 300 }),
+          fc.jsonValue().map((value) => bytes(JSON.stringify(value))),
+          fc
+            .record({
+              server_id: fc.oneof(Arb.text(), fc.jsonValue()),
+              nonce: fc.oneof(Arb.text(), fc.jsonValue())
+            })
+            .map((value) => bytes(JSON.stringify(value)))
+        )
+      ],
+      ([payload]) => {
+        const result = Handshake.decodeChallenge(payload)
+        if (Either.isLeft(result)) assert.isAtMost(result.left.length, 220)
+        else assert.match(result.right.nonce, HEX32)
+      },
+      { fastCheck: { numRuns: 300 } }
+    )
+  })
+
+  describe("macV2", () => {
+    const input: Handshake.MacV2Input = {
+      dialerNonce: NONCE,
+      listenerNonce: LISTENER_NONCE,
+      sender: DIALER,
+      receiver: LISTENER,
+      label: LABEL
+    }
+
+    it("matches the reference vector (HKDF-SHA256 key, length-prefixed fields)", () => {
+      assert.strictEqual(Handshake.macV2(SECRET, input), VECTOR_MAC_V2)
+    })
+
+    it("binds every field, and the length prefixes keep field boundaries", () => {
+      const variants: ReadonlyArray<Handshake.MacV2Input> = [
+        { ...input, dialerNonce: LISTENER_NONCE },
+        { ...input, listenerNonce: NONCE },
+        { ...input, sender: "node-c" },
+        { ...input, receiver: "node-c" },
+        { ...input, label: "" },
+        { ...input, sender: "node-an", receiver: "ode-b" },
+        { ...input, receiver: "node-bprod", label: "" }
+      ]
+      for (const variant of variants) assert.notStrictEqual(Handshake.macV2(SECRET, variant), VECTOR_MAC_V2)
+      assert.notStrictEqual(Handshake.macV2("s3cr3u", input), VECTOR_MAC_V2)
+    })
+
+    it("uses a derived key: neither the legacy MAC nor HMAC under the raw secret", () => {
+      assert.notStrictEqual(Handshake.macV2(SECRET, input), Handshake.mac(SECRET, NONCE))
+      assert.notStrictEqual(Handshake.macV2(SECRET, input), Handshake.mac(SECRET, LISTENER_NONCE))
+    })
+  })
+
+  describe("wire fields", () => {
+    it.effect("helloV2Payload puts the legacy fields first, then the qm2_ fields", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const payload = Handshake.helloV2Payload(hello)
+        assert.deepStrictEqual(Object.keys(payload), [
+          "server_id",
+          "nonce",
+          "mac",
+          "qm2_challenge",
+          "qm2_receiver",
+          "qm2_label",
+          "qm2_mac"
+        ])
+        assert.strictEqual(payload.qm2_challenge, LISTENER_NONCE)
+        assert.strictEqual(payload.qm2_receiver, LISTENER)
+        assert.strictEqual(payload.qm2_label, LABEL)
+        assert.deepStrictEqual(Object.keys(Handshake.helloV2Payload(legacyHello())), [
+          "server_id",
+          "nonce",
+          "mac"
+        ])
+      })
+    )
+
+    it.effect("readHelloV2Fields reads back what helloV2Payload writes, through JSON", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Handshake.helloV2Payload(hello)))
+        const read = Handshake.readHelloV2Fields(json)
+        assert.isDefined(read)
+        assertEqual(read, hello.v2)
+      })
+    )
+
+    it("readHelloV2Fields: none when absent, undefined when partial or malformed", () => {
+      const legacy = { server_id: DIALER, nonce: NONCE, mac: VECTOR_MAC, http_addr: "x", eph_epoch: 1 }
+      const v2 = { qm2_challenge: LISTENER_NONCE, qm2_receiver: LISTENER, qm2_label: "", qm2_mac: "" }
+      assertEqual(Handshake.readHelloV2Fields(legacy), Option.none())
+      assertEqual(
+        Handshake.readHelloV2Fields({ ...legacy, ...v2 }),
+        Option.some({ challenge: LISTENER_NONCE, receiver: LISTENER, label: "", mac: "" })
+      )
+      const { qm2_mac: _, ...partial } = v2
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...partial }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, qm2_label: LABEL }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_mac: null }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_challenge: 1 }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_receiver: ["node-b"] }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_mac: "0".repeat(129) }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_label: "x".repeat(257) }))
+      assert.isUndefined(Handshake.readHelloV2Fields({ ...legacy, ...v2, qm2_receiver: "a\udc00" }))
+    })
+
+    it.prop(
+      "readHelloV2Fields is total on arbitrary objects",
+      [
+        fc.dictionary(
+          fc.oneof(fc.constantFrom("qm2_challenge", "qm2_receiver", "qm2_label", "qm2_mac"), Arb.text()),
+          fc.oneof(Arb.text(), fc.jsonValue())
+        )
+      ],
+      ([json]) => {
+        const read = Handshake.readHelloV2Fields(json)
+        assert.isTrue(read === undefined || Option.isOption(read))
+      }
+    )
+  })
+
+  describe("helloV2", () => {
+    it.effect("answers a challenge with a fresh nonce, the legacy MAC and the v2 MAC", () =>
+      Effect.gen(function* () {
+        const first = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const second = yield* Handshake.helloV2(DIALER, Redacted.make(SECRET), challengeOf())
+        for (const hello of [first, second]) {
+          assert.strictEqual(hello.server_id, DIALER)
+          assert.match(hello.nonce, HEX32)
+          assert.strictEqual(hello.mac, Handshake.mac(SECRET, hello.nonce))
+          assertEqual(
+            hello.v2,
+            Option.some({
+              challenge: LISTENER_NONCE,
+              receiver: LISTENER,
+              label: LABEL,
+              mac: Handshake.macV2(SECRET, {
+                dialerNonce: hello.nonce,
+                listenerNonce: LISTENER_NONCE,
+                sender: DIALER,
+                receiver: LISTENER,
+                label: LABEL
+              })
+            })
+          )
+        }
+        assert.notStrictEqual(first.nonce, second.nonce)
+      })
+    )
+
+    it.effect("sends the dialer's own label when given one", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf(), "staging")
+        assert.strictEqual(Option.getOrThrow(hello.v2).label, "staging")
+        assertRefused(Handshake.verifyHello(hello, options("required")), "WrongLabel")
+      })
+    )
+
+    it.effect("leaves both MACs empty in open mode", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, "", challengeOf())
+        assert.strictEqual(hello.mac, "")
+        assert.strictEqual(Option.getOrThrow(hello.v2).mac, "")
+      })
+    )
+  })
+
+  describe("verifyHello", () => {
+    it.effect("accepts a v2 round trip in permissive and required mode as version 2", () =>
+      Effect.gen(function* () {
+        const challenge = yield* Handshake.makeChallenge(LISTENER, LABEL)
+        const wire = Handshake.decodeChallenge(Handshake.encodeChallengeFrame(challenge).subarray(5))
+        const received = Either.getOrThrow(wire)
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, received)
+        for (const mode of ["permissive", "required"] as const) {
+          assertEqual(
+            Handshake.verifyHello(hello, options(mode, { challenge: Option.some(challenge) })),
+            accepted(DIALER, 2)
+          )
+          assertEqual(
+            Handshake.verifyHello(
+              hello,
+              options(mode, { challenge: Option.some(challenge), secret: Redacted.make(SECRET) })
+            ),
+            accepted(DIALER, 2)
+          )
+        }
+        // legacy mode ignores the v2 fields
+        assertEqual(Handshake.verifyHello(hello, options("legacy")), accepted(DIALER, 1))
+      })
+    )
+
+    it.effect("refuses a captured v2 HELLO replayed against a new challenge: BadChallengeAnswer", () =>
+      Effect.gen(function* () {
+        const captured = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const fresh = yield* Handshake.makeChallenge(LISTENER, LABEL)
+        for (const mode of ["permissive", "required"] as const) {
+          const next = options(mode, { challenge: Option.some(fresh) })
+          assertRefused(Handshake.verifyHello(captured, next), "BadChallengeAnswer")
+          // echoing the new nonce does not help: qm2_mac binds the old one
+          assertRefused(
+            Handshake.verifyHello(withV2(captured, { challenge: fresh.nonce }), next),
+            "BadChallengeAnswer"
+          )
+        }
+      })
+    )
+
+    it.effect("refuses a v2 HELLO forwarded to another node: WrongReceiver", () =>
+      Effect.gen(function* () {
+        const captured = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const other = options("required", {
+          selfId: "node-c",
+          challenge: Option.some(challengeOf(LISTENER_NONCE, "node-c"))
+        })
+        assertRefused(Handshake.verifyHello(captured, other), "WrongReceiver")
+        // rewriting qm2_receiver breaks qm2_mac
+        assertRefused(
+          Handshake.verifyHello(withV2(captured, { receiver: "node-c" }), other),
+          "BadChallengeAnswer"
+        )
+        assertRefused(
+          Handshake.verifyHello(captured, options("permissive", { selfId: "node-c" })),
+          "WrongReceiver"
+        )
+      })
+    )
+
+    it.effect("refuses a v2 HELLO with an altered server_id: the v2 MAC binds the sender", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const altered = { ...hello, server_id: "node-evil" }
+        // the legacy MAC does not cover server_id
+        assertEqual(Handshake.verify(altered, SECRET), Either.right("node-evil"))
+        for (const mode of ["permissive", "required"] as const) {
+          assertRefused(Handshake.verifyHello(altered, options(mode)), "BadChallengeAnswer")
+        }
+      })
+    )
+
+    it.effect("refuses a wrong label: WrongLabel, and a rewritten one breaks the MAC", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        for (const mode of ["permissive", "required"] as const) {
+          assertRefused(Handshake.verifyHello(hello, options(mode, { label: "staging" })), "WrongLabel")
+          assertRefused(Handshake.verifyHello(hello, options(mode, { label: "" })), "WrongLabel")
+          assertRefused(
+            Handshake.verifyHello(withV2(hello, { label: "staging" }), options(mode, { label: "staging" })),
+            "BadChallengeAnswer"
+          )
+        }
+      })
+    )
+
+    it("accepts a legacy HELLO in legacy and permissive mode, refuses it in required mode", () => {
+      assertEqual(Handshake.verifyHello(legacyHello(), options("legacy")), accepted(DIALER, 1))
+      assertEqual(Handshake.verifyHello(legacyHello(), options("permissive")), accepted(DIALER, 1))
+      assertEqual(
+        Handshake.verifyHello(legacyHello(), options("permissive", { challenge: Option.none() })),
+        accepted(DIALER, 1)
+      )
+      assertRefused(Handshake.verifyHello(legacyHello(), options("required")), "LegacyRefused")
+      // a legacy HELLO with a bad MAC is BadMac where legacy is allowed
+      const forged = { ...legacyHello(), mac: Handshake.mac("other", NONCE) }
+      assertRefused(Handshake.verifyHello(forged, options("legacy")), "BadMac")
+      assertRefused(Handshake.verifyHello(forged, options("permissive")), "BadMac")
+      assertRefused(Handshake.verifyHello(forged, options("required")), "LegacyRefused")
+    })
+
+    it.effect("a legacy listener (verify) accepts a v2 HELLO's legacy fields", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        assertEqual(Handshake.verify(hello, SECRET), Either.right(DIALER))
+        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Handshake.helloV2Payload(hello)))
+        const legacyView: Frame.HelloPayload = {
+          server_id: String(json.server_id),
+          nonce: String(json.nonce),
+          mac: String(json.mac)
+        }
+        assertEqual(Handshake.verify(legacyView, SECRET), Either.right(DIALER))
+      })
+    )
+
+    it.effect("refuses this node's own server id, legacy or v2, once authenticated", () =>
+      Effect.gen(function* () {
+        const self = yield* Handshake.helloV2(LISTENER, SECRET, challengeOf())
+        for (const mode of ["permissive", "required"] as const) {
+          assertRefused(Handshake.verifyHello(self, options(mode)), "OwnServerId")
+        }
+        assertRefused(Handshake.verifyHello(legacyHello(LISTENER), options("permissive")), "OwnServerId")
+        // unauthenticated, the MAC is what is wrong
+        const forged = { ...legacyHello(LISTENER), mac: "0".repeat(64) }
+        assertRefused(Handshake.verifyHello(forged, options("permissive")), "BadMac")
+      })
+    )
+
+    it("refuses an empty server_id in every mode", () => {
+      for (const mode of ["legacy", "permissive", "required"] as const) {
+        assertRefused(Handshake.verifyHello(legacyHello(""), options(mode)), "MissingServerId")
+      }
+    })
+
+    it.effect("refuses a qm2_mac that is a legacy MAC, truncated, or not hex: the keys differ", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const good = Option.getOrThrow(hello.v2).mac
+        for (const bad of [
+          hello.mac,
+          Handshake.mac(SECRET, LISTENER_NONCE),
+          good.slice(0, 63),
+          `${good}0`,
+          "",
+          `zz${good.slice(2)}`
+        ]) {
+          assertRefused(
+            Handshake.verifyHello(withV2(hello, { mac: bad }), options("required")),
+            "BadChallengeAnswer"
+          )
+        }
+        assertEqual(
+          Handshake.verifyHello(withV2(hello, { mac: good.toUpperCase() }), options("required")),
+          accepted(DIALER, 2)
+        )
+      })
+    )
+
+    it.effect("refuses a v2 HELLO whose legacy MAC is wrong: BadMac", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        assertRefused(Handshake.verifyHello({ ...hello, mac: "" }, options("required")), "BadMac")
+        assertRefused(
+          Handshake.verifyHello({ ...hello, mac: "0".repeat(64) }, options("permissive")),
+          "BadMac"
+        )
+      })
+    )
+
+    it.effect("refuses a v2 answer when this connection sent no challenge", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        assertRefused(
+          Handshake.verifyHello(hello, options("permissive", { challenge: Option.none() })),
+          "BadChallengeAnswer"
+        )
+      })
+    )
+
+    it.effect("refuses malformed v2 HELLOs: InvalidHello", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
+        const mode = options("required")
+        assertRefused(Handshake.verifyHello({ ...hello, nonce: "short" }, mode), "InvalidHello")
+        assertRefused(
+          Handshake.verifyHello({ ...hello, nonce: hello.nonce.toUpperCase() }, mode),
+          "InvalidHello"
+        )
+        assertRefused(Handshake.verifyHello({ ...hello, server_id: "x".repeat(257) }, mode), "InvalidHello")
+        assertRefused(Handshake.verifyHello({ ...hello, server_id: "node-\ud800" }, mode), "InvalidHello")
+        assertRefused(Handshake.verifyHello(withV2(hello, { label: "\udfff" }), mode), "InvalidHello")
+      })
+    )
+
+    it.effect("open mode: no MAC is checked, the v2 fields still must match; required refuses", () =>
+      Effect.gen(function* () {
+        const hello = yield* Handshake.helloV2(DIALER, "", challengeOf())
+        const open = options("permissive", { secret: "" })
+        assertEqual(Handshake.verifyHello(hello, open), accepted(DIALER, 2))
+        assertEqual(Handshake.verifyHello({ ...legacyHello(), mac: "" }, open), accepted(DIALER, 1))
+        assertRefused(Handshake.verifyHello(hello, { ...open, selfId: "node-c" }), "WrongReceiver")
+        assertRefused(Handshake.verifyHello(hello, { ...open, label: "staging" }), "WrongLabel")
+        assertRefused(
+          Handshake.verifyHello(hello, { ...open, challenge: Option.some(challengeOf(NONCE)) }),
+          "BadChallengeAnswer"
+        )
+        assertRefused(Handshake.verifyHello(hello, options("required", { secret: "" })), "NoSecret")
+        assertRefused(
+          Handshake.verifyHello(hello, options("required", { secret: Redacted.make("") })),
+          "NoSecret"
+        )
+        assertEqual(Handshake.verifyHello(hello, options("legacy", { secret: "" })), accepted(DIALER, 1))
+      })
+    )
+
+    it("checkMode refuses required mode with an empty secret", () => {
+      assertRefused(Handshake.checkMode("required", ""), "NoSecret")
+      assertEqual(Handshake.checkMode("required", SECRET), Either.right("required"))
+      assertEqual(Handshake.checkMode("permissive", ""), Either.right("permissive"))
+      assertEqual(Handshake.checkMode("legacy", Redacted.make("")), Either.right("legacy"))
+    })
+
+    it.prop(
+      "never throws on arbitrary strings, and accepts no forgery in required mode",
+      [
+        fc.record({
+          server_id: Arb.text({ maxLength: 40 }),
+          nonce: fc.oneof(
+            Arb.text({ maxLength: 40 }),
+            fc.string({ unit: hexChar, minLength: 32, maxLength: 32 })
+          ),
+          mac: Arb.text({ maxLength: 80 }),
+          v2: fc.option(
+            fc.record({
+              challenge: fc.oneof(Arb.text({ maxLength: 40 }), fc.constant(LISTENER_NONCE)),
+              receiver: fc.oneof(Arb.text({ maxLength: 40 }), fc.constant(LISTENER)),
+              label: fc.oneof(Arb.text({ maxLength: 40 }), fc.constant(LABEL)),
+              mac: fc.oneof(
+                Arb.text({ maxLength: 80 }),
+                fc.string({ unit: hexChar, minLength: 64, maxLength: 64 })
+              )
+            }),
+            { nil: undefined }
+          )
+        }),
+        fc.constantFrom<Handshake.HandshakeMode>("legacy", "permissive", "required"),
+        fc.option(fc.record({ server_id: Arb.text(), nonce: Arb.text(), label: Arb.text() }), {
+          nil: undefined
+        }),
+        fc.oneof(fc.constant(SECRET), fc.constant(""), Arb.text({ maxLength: 20 })),
+        Arb.text({ maxLength: 20 })
+      ],
+      ([wire, mode, challenge, key, selfId]) => {
+        const hello: Handshake.HelloMessage = { ...wire, v2: Option.fromNullable(wire.v2) }
+        const result = Handshake.verifyHello(hello, {
+          secret: key,
+          mode,
+          challenge: Option.fromNullable(challenge),
+          selfId,
+          label: LABEL
+        })
+        if (Either.isLeft(result)) assert.instanceOf(result.left, Handshake.HandshakeV2Error)
+        else if (mode === "required" && key === SECRET) assert.fail("accepted a forged HELLO")
+      },
+      { fastCheck: { numRuns: 500 } }
     )
   })
 })

@@ -54,6 +54,8 @@ describe("Listener", () => {
         ])
       )
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 1))
+      // Refused connections are held for the auth-failure delay, then closed.
+      yield* TestClock.adjust("1 second")
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
       const stats = active(yield* node.mesh.stats)
       assert.include(stats, { maintenance_mode: false, messages_received: 0, servers_alive: 0 })
@@ -66,6 +68,7 @@ describe("Listener", () => {
       const connection = yield* transport.dial("127.0.0.1", 7100)
       yield* connection.write(wake("q"))
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 1))
+      yield* TestClock.adjust("1 second")
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
     })
   )
@@ -80,8 +83,9 @@ describe("Listener", () => {
       assert.strictEqual(yield* network.openConnections(7100), 1)
       assert.strictEqual(active(yield* node.mesh.stats).handshake_failures, 0)
       yield* TestClock.adjust("1 millis")
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 1))
+      yield* TestClock.adjust("1 second")
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
-      assert.strictEqual(active(yield* node.mesh.stats).handshake_failures, 1)
     })
   )
 
@@ -100,7 +104,12 @@ describe("Listener", () => {
       )
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).maintenance_mode))
       const stats = active(yield* node.mesh.stats)
-      assert.include(stats, { frames_invalid: 2, frames_unknown: 1, messages_received: 1 })
+      assert.include(stats, {
+        frames_invalid: 2,
+        frames_unknown: 1,
+        frames_dispatched: 1,
+        messages_received: 4
+      })
       assert.strictEqual(yield* network.openConnections(7100), 1)
     })
   )
@@ -160,7 +169,11 @@ describe("Listener", () => {
       const http = yield* transport.dial("127.0.0.1", 7100)
       yield* http.write(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 2))
+      yield* TestClock.adjust("1 second")
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
+      const rejections = active(yield* node.mesh.stats).rejections
+      // "GET " read as a length prefix is far above a HELLO's cap, as is the 1 MiB one.
+      assert.include(rejections, { oversized_hello: 2 })
     })
   )
 

@@ -1,23 +1,41 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, HashMap, Ref, TestClock } from "effect"
+import { Effect, Ref, Stream, TestClock } from "effect"
 import * as Liveness from "../src/Liveness.js"
+import * as MeshEvent from "../src/MeshEvent.js"
 import { settle } from "./fixtures/memory.js"
+
+/** Liveness alone, over its own event hub, recording PeerUp/PeerDown. */
+const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
+  Effect.gen(function* () {
+    const events = yield* MeshEvent.make
+    const transitions = yield* Ref.make<ReadonlyArray<string>>([])
+    yield* events.events.pipe(
+      Stream.runForEach((event) =>
+        event._tag === "PeerUp" || event._tag === "PeerDown"
+          ? Ref.update(transitions, (all) => [
+              ...all,
+              `${event.serverId}:${event._tag === "PeerUp" ? "up" : "down"}`
+            ])
+          : Effect.void
+      ),
+      Effect.forkScoped
+    )
+    yield* settle
+    const liveness = yield* Liveness.make({ deadThreshold: "5 seconds", ...options }).pipe(
+      Effect.provideService(MeshEvent.MeshEvents, events)
+    )
+    return { liveness, transitions }
+  })
 
 describe("Liveness", () => {
   it.scoped("dead exactly one threshold after the last frame, alive again on the next, once each", () =>
     Effect.gen(function* () {
-      const transitions = yield* Ref.make<ReadonlyArray<string>>([])
-      const liveness = yield* Liveness.make({
-        deadThreshold: "5 seconds",
-        onTransition: ({ serverId, alive }) =>
-          Ref.update(transitions, (all) => [...all, `${serverId}:${alive ? "up" : "down"}`])
-      })
-      yield* settle
+      const { liveness, transitions } = yield* setup()
       assert.deepStrictEqual(yield* liveness.counts, { alive: 0, dead: 0 })
-      yield* liveness.heard("a")
+      const a = liveness.register("a")
       yield* TestClock.adjust("2 seconds")
-      yield* liveness.heard("b")
-      yield* liveness.heard("a")
+      liveness.register("b")
+      a()
       yield* TestClock.adjust("4999 millis")
       yield* settle
       assert.deepStrictEqual(yield* liveness.counts, { alive: 2, dead: 0 })
@@ -26,11 +44,50 @@ describe("Liveness", () => {
       assert.deepStrictEqual(yield* liveness.counts, { alive: 0, dead: 2 })
       yield* TestClock.adjust("1 minute")
       yield* settle
-      yield* liveness.heard("a")
+      a()
+      yield* settle
       assert.deepStrictEqual(yield* liveness.counts, { alive: 1, dead: 1 })
       assert.deepStrictEqual(yield* Ref.get(transitions), ["a:up", "b:up", "a:down", "b:down", "a:up"])
-      assert.isTrue(HashMap.has(yield* liveness.peers, "b"))
-      assert.isFalse(HashMap.has(yield* liveness.peers, "never-seen"))
+      const ids = (yield* liveness.servers).map((s) => s.serverId)
+      assert.deepStrictEqual(ids, ["a", "b"])
+    })
+  )
+
+  it.scoped("the map is bounded: the longest silent is evicted, the long silent pruned", () =>
+    Effect.gen(function* () {
+      const { liveness } = yield* setup({ maxEntries: 3, pruneAfter: "10 minutes" })
+      for (const id of ["a", "b", "c"]) {
+        liveness.register(id)
+        yield* TestClock.adjust("1 second")
+      }
+      liveness.register("d")
+      assert.deepStrictEqual(
+        (yield* liveness.servers).map((s) => s.serverId),
+        ["b", "c", "d"]
+      )
+      assert.strictEqual(liveness.evicted(), 1)
+      for (let i = 0; i < 3000; i++) liveness.register(`flood-${i}`)
+      assert.strictEqual((yield* liveness.servers).length, 3)
+      yield* TestClock.adjust("11 minutes")
+      yield* settle
+      assert.strictEqual((yield* liveness.servers).length, 0)
+    })
+  )
+
+  it.scoped("an evicted server whose link lives on comes back on its next frame", () =>
+    Effect.gen(function* () {
+      const { liveness } = yield* setup({ maxEntries: 1 })
+      const a = liveness.register("a")
+      liveness.register("b")
+      assert.deepStrictEqual(
+        (yield* liveness.servers).map((s) => s.serverId),
+        ["b"]
+      )
+      a()
+      assert.deepStrictEqual(
+        (yield* liveness.servers).map((s) => s.serverId),
+        ["a"]
+      )
     })
   )
 })

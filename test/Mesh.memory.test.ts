@@ -27,8 +27,8 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
         yield* settle
       }
       assert.strictEqual(yield* network.openConnections(7002), 1)
-      // Established: up for a heartbeat interval.
-      yield* TestClock.adjust("1 second")
+      // Established: up for a heartbeat interval past the listener's auth-failure delay.
+      yield* TestClock.adjust("2 seconds")
       yield* settle
       yield* network.refuse(7002, true)
       const before = (yield* network.dials).length
@@ -65,9 +65,10 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
       }
       const dials = (yield* network.dials).filter((d) => d.port === 7062)
       assert.isTrue(dials.every((d) => d.outcome === "connected"))
+      // Each refused link stays up for the listener's 1 s auth-failure delay, then the backoff grows.
       assert.deepStrictEqual(
-        dials.slice(1, 6).map((d, i) => d.at - dials[i]!.at),
-        [250, 500, 1000, 2000, 4000]
+        dials.slice(1, 5).map((d, i) => d.at - dials[i]!.at),
+        [1250, 1500, 2000, 3000]
       )
       assert.strictEqual(active(yield* b.mesh.stats).handshake_failures, dials.length)
     })

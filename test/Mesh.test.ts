@@ -48,6 +48,8 @@ describe("Mesh", () => {
         reason: "no_peers",
         server_id: "solo",
         transport: "tcp-mesh",
+        version: "0.1.0",
+        uptime_ms: 0,
         maintenance_mode: true,
         pop_maintenance_mode: false
       })
@@ -171,8 +173,8 @@ describe("Mesh", () => {
   it.scoped("a batch larger than the frame cap is split, not dropped", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
-      const long = "q".repeat(1000)
-      const items = Array.from({ length: 20_000 }, (_, i) => ({ queue: long, partition: String(i) }))
+      const long = "q".repeat(250)
+      const items = Array.from({ length: 40_000 }, (_, i) => ({ queue: long, partition: `${long}${i}` }))
       yield* a.mesh.messageAvailableBatch(items)
       yield* settleUntil(
         Effect.map(b.mesh.stats, (s) => active(s).messages_received >= 2),

@@ -29,7 +29,7 @@ describe("README", () => {
       yield* mesh.messageAvailable({ queue: "orders", partition: "p-1", tenant: "acme" })
       assert.strictEqual(yield* Fiber.join(consumer), "woken")
       assert.isFalse((yield* mesh.stats).enabled)
-    }).pipe(Effect.provide(Mesh.layerLocal().pipe(Layer.provide(MeshConfig.layer({ peers: [] })))))
+    }).pipe(Effect.provide(Mesh.layerTcp().pipe(Layer.provide(MeshConfig.layer({ peers: [] })))))
   )
 
   it.scoped("a custom waker composes with the shipped services", () =>

@@ -1,0 +1,141 @@
+/**
+ * The receive side's "effect on receipt" (spec "The frame set", its last column), in one place: what
+ * each received frame does to the host's services. A wake wakes local pops and records the partition
+ * hint, a batch does so per item, a dirty batch marks the hot-list, a config frame invalidates the
+ * cache, a maintenance frame flips its flag; heartbeats and HELLOs do nothing here. Nothing is ever
+ * re-broadcast.
+ *
+ * Where the host offers a synchronous twin (`Waker.unsafeWake`, `HotList.unsafeMarkDirty`) a frame is
+ * applied at once, straight from the socket's data event, and `apply` returns `undefined`; otherwise it
+ * returns the effect that applies it, and the listener keeps the order.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, SubscriptionRef } from "effect"
+import type * as Frame from "./Frame.js"
+import * as HotList from "./HotList.js"
+import * as MaintenanceFlags from "./MaintenanceFlags.js"
+import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
+import * as QueueConfigCache from "./QueueConfigCache.js"
+import * as Waker from "./Waker.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface DispatchShape {
+  /**
+   * Applies one frame received from the peer `from`: at once, returning `undefined`, or by returning
+   * the effect that applies it.
+   */
+  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Dispatch extends Context.Tag("queen-mesh/Dispatch")<Dispatch, DispatchShape>() {}
+
+/**
+ * The dispatch over the host's four services; they are looked up once, here, never per frame.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<
+  DispatchShape,
+  never,
+  | Waker.Waker
+  | QueueConfigCache.QueueConfigCache
+  | HotList.HotList
+  | MaintenanceFlags.MaintenanceFlags
+  | MeshEvents
+> = Effect.gen(function* () {
+  const waker = yield* Waker.Waker
+  const cache = yield* QueueConfigCache.QueueConfigCache
+  const hotList = yield* HotList.HotList
+  const flags = yield* MaintenanceFlags.MaintenanceFlags
+  const events = yield* MeshEvents
+  const wakeNow = waker.unsafeWake
+  const markNow = hotList.unsafeMarkDirty
+  const publish = (event: MeshEvent) => Effect.sync(() => events.emit(event))
+
+  const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
+    switch (frame._tag) {
+      case "MessageAvailable": {
+        if (wakeNow === undefined) {
+          return Effect.zipRight(waker.wake(frame), publish({ _tag: "Wake", from, item: frame }))
+        }
+        wakeNow(frame)
+        if (events.listening()) events.emit({ _tag: "Wake", from, item: frame })
+        return undefined
+      }
+      case "MessageAvailableBatch": {
+        if (wakeNow === undefined) {
+          return Effect.forEach(
+            frame.items,
+            (item) => Effect.zipRight(waker.wake(item), publish({ _tag: "Wake", from, item })),
+            { discard: true }
+          )
+        }
+        const listening = events.listening()
+        for (const item of frame.items) {
+          wakeNow(item)
+          if (listening) events.emit({ _tag: "Wake", from, item })
+        }
+        return undefined
+      }
+      case "HotlistDirtyBatch": {
+        const announce = () => {
+          if (!events.listening()) return
+          for (const item of frame.items) events.emit({ _tag: "HotlistDirty", from, item })
+        }
+        if (markNow === undefined)
+          return Effect.zipRight(hotList.markDirty(frame.items), Effect.sync(announce))
+        markNow(frame.items)
+        announce()
+        return undefined
+      }
+      case "QueueConfigSet":
+      case "QueueConfigDelete":
+        return Effect.zipRight(
+          cache.invalidate(frame),
+          publish({
+            _tag: "QueueConfigInvalidated",
+            from,
+            op: frame._tag === "QueueConfigSet" ? "set" : "delete",
+            ref: { queue: frame.queue, tenant: frame.tenant }
+          })
+        )
+      case "MaintenanceModeSet":
+        return Effect.zipRight(
+          SubscriptionRef.set(flags.maintenance, frame.enabled),
+          publish({ _tag: "Maintenance", from, enabled: frame.enabled })
+        )
+      case "PopMaintenanceModeSet":
+        return Effect.zipRight(
+          SubscriptionRef.set(flags.popMaintenance, frame.enabled),
+          publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
+        )
+      case "Heartbeat":
+      case "Hello":
+        return undefined
+    }
+  }
+  return { apply }
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<
+  Dispatch,
+  never,
+  | Waker.Waker
+  | QueueConfigCache.QueueConfigCache
+  | HotList.HotList
+  | MaintenanceFlags.MaintenanceFlags
+  | MeshEvents
+> = Layer.effect(Dispatch, make)

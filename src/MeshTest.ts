@@ -1,0 +1,195 @@
+/**
+ * A test kit for hosts: several mesh nodes on one in-memory network, under `TestClock`, without
+ * reading `src/`. Nodes address each other by name: node `"b"` listens as `b:6633`, and a node whose
+ * peers are `["b", "c"]` dials those names. Every node built from one `network` meets the others;
+ * nodes on different networks never do.
+ *
+ * ```ts
+ * const network = yield* MeshTest.network
+ * const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ * const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ * yield* MeshTest.settleUntil(MeshTest.linked(a))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, Layer, Redacted, Schedule, type Scope } from "effect"
+import * as HotList from "./HotList.js"
+import * as MaintenanceFlags from "./MaintenanceFlags.js"
+import * as MemoryTransport from "./MemoryTransport.js"
+import * as Mesh from "./Mesh.js"
+import * as MeshConfig from "./MeshConfig.js"
+import type { TransportError } from "./MeshError.js"
+import * as QueueConfigCache from "./QueueConfigCache.js"
+import * as Waker from "./Waker.js"
+
+/**
+ * One in-memory network: its transport and its controls (refuse, cut, stop reading, delay).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Network = MemoryTransport.Network
+
+/**
+ * A running node and its shipped host services.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Node {
+  readonly serverId: string
+  readonly mesh: Mesh.MeshShape
+  readonly waker: Waker.LocalWakerShape
+  readonly cache: QueueConfigCache.MemoryQueueConfigCacheShape
+  readonly hotList: HotList.MemoryHotListShape
+  readonly flags: MaintenanceFlags.MaintenanceFlagsShape
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface NodeOptions {
+  readonly serverId: string
+  /** The names of the peers to dial (each a node's `serverId` on the same network). */
+  readonly peers: ReadonlyArray<string>
+  /** Default `"s3cr3t"`; give nodes different secrets to test refusals. */
+  readonly secret?: string
+  /** Anything else of the configuration (heartbeat, dead threshold, queue size, ...). */
+  readonly config?: Partial<MeshConfig.MeshConfigShape>
+  /** Options of the runtime layers (the reconnect schedule, liveness bounds) and the shipped waker. */
+  readonly options?: Mesh.LocalOptions
+}
+
+/**
+ * The port every test node listens on (the mesh's default).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const PORT = MeshConfig.defaults.port
+
+/**
+ * A fresh in-memory network, for the nodes of one test.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const network: Effect.Effect<Network> = MemoryTransport.makeNetwork
+
+/**
+ * The configuration of a test node: its name as host and server id, peers by name.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const config = (options: NodeOptions): MeshConfig.MeshConfigShape =>
+  MeshConfig.make({
+    serverId: options.serverId,
+    port: PORT,
+    bindHost: options.serverId,
+    peers: options.peers.map((host) => ({ host, port: PORT })),
+    secret: Redacted.make(options.secret ?? "s3cr3t"),
+    ...options.config
+  })
+
+/**
+ * A node on `network`, living in the current scope (close the scope to stop it, as a crash would).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const node = (
+  network: Network,
+  options: NodeOptions
+): Effect.Effect<Node, TransportError, Scope.Scope> =>
+  Effect.map(
+    Layer.build(
+      Mesh.layerLocal(options.options).pipe(
+        Layer.provide(MemoryTransport.layer(network)),
+        Layer.provide(Layer.succeed(MeshConfig.MeshConfig, config(options)))
+      )
+    ),
+    (context) => ({
+      serverId: options.serverId,
+      mesh: Context.get(context, Mesh.Mesh),
+      waker: Context.get(context, Waker.LocalWaker),
+      cache: Context.get(context, QueueConfigCache.MemoryQueueConfigCache),
+      hotList: Context.get(context, HotList.MemoryHotList),
+      flags: Context.get(context, MaintenanceFlags.MaintenanceFlags)
+    })
+  )
+
+/**
+ * Lets forked fibers run to quiescence without moving the clock.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const settle: Effect.Effect<void> = Effect.gen(function* () {
+  for (let i = 0; i < 8; i++) yield* Effect.yieldNow()
+})
+
+/**
+ * An error of the test kit: a condition that never held.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotReached extends Error {
+  override readonly name = "NotReached"
+}
+
+/**
+ * Yields until `check` holds, without moving the clock; fails after `rounds` attempts.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const settleUntil = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  rounds = 500
+): Effect.Effect<void, E | NotReached, R> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < rounds; i++) {
+      if (yield* check) return
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.fail(new NotReached("condition not reached while settling"))
+  })
+
+/**
+ * Polls `check` every few milliseconds of real time until it holds, failing after `within`: for
+ * tests over real sockets (`it.live`), never as an assertion about speed.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const eventually = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  within: Duration.DurationInput = "10 seconds"
+): Effect.Effect<void, E | NotReached, R> =>
+  check.pipe(
+    Effect.repeat({ schedule: Schedule.spaced(Duration.millis(5)), until: (ok) => ok }),
+    Effect.asVoid,
+    Effect.timeoutFail({ duration: within, onTimeout: () => new NotReached("condition not reached in time") })
+  )
+
+/**
+ * Every configured peer of `node` has an established outbound link.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const linked = (node: Node): Effect.Effect<boolean> =>
+  Effect.map(node.mesh.stats, (stats) => stats.enabled && stats.peers.every((peer) => peer.connected))
+
+/**
+ * `node` hears `count` peers alive.
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const hears = (node: Node, count: number): Effect.Effect<boolean> =>
+  Effect.map(node.mesh.stats, (stats) => stats.enabled && stats.servers_alive >= count)

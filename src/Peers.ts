@@ -1,0 +1,335 @@
+/**
+ * The send side of the mesh (spec "Topology"): one dialer fiber per configured peer, in a `FiberMap`,
+ * each with its bounded send queue and link state, owned by this service and changed only by it.
+ *
+ * A dialer dials (resolving the name afresh on every attempt), sends HELLO, then writes the peer's
+ * queue, every waiting frame coalesced into one write, and a heartbeat carrying our server id every
+ * heartbeat interval, as upstream does. Outbound connections are send-only: the dialer reads from them
+ * only to notice the close. Frames handed to a link that is down are dropped at once and counted (a
+ * stale hint is worse than none); frames queued when a link breaks are discarded and counted.
+ *
+ * Any failure marks the link down and retries on the reconnect `Schedule` (default from 250 ms,
+ * doubling, capped at 5 s, started afresh after a link that was established: up for a heartbeat
+ * interval past the listener's auth-failure delay, so a peer refusing our HELLO is not redialled in a
+ * tight loop). A peer that keeps failing is logged at warning
+ * on the first failure and on every change of reason, then at most once a minute.
+ *
+ * @since 0.1.0
+ */
+import {
+  Clock,
+  Context,
+  Data,
+  Duration,
+  Effect,
+  FiberMap,
+  Layer,
+  Option,
+  type Redacted,
+  Schedule,
+  type Scope
+} from "effect"
+import * as Frame from "./Frame.js"
+import * as Handshake from "./Handshake.js"
+import { PeerLink } from "./internal/peerLink.js"
+import * as MeshConfig from "./MeshConfig.js"
+import type { TransportError } from "./MeshError.js"
+import { type Connection, Transport } from "./Transport.js"
+
+/**
+ * One configured peer as the stats show it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PeerState {
+  readonly host: string
+  readonly port: number
+  readonly connected: boolean
+  /** The remote address of the established link; none while it is down. */
+  readonly resolvedIp: Option.Option<string>
+  /** The last address a link to it was established with. */
+  readonly lastResolvedIp: Option.Option<string>
+  readonly queued: number
+  readonly queuedBytes: number
+  readonly handed: number
+  readonly written: number
+  readonly droppedFull: number
+  readonly droppedDown: number
+  readonly discarded: number
+  readonly reconnects: number
+  readonly lastError: Option.Option<string>
+  /** Frames written, by tag (only tags with a count). */
+  readonly writtenByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+  /** Frames dropped for any cause, by tag (only tags with a count). */
+  readonly droppedByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+  /** Coalesced writes by size class: index i counts writes of 2^i to 2^(i+1)-1 frames. */
+  readonly writeSizes: ReadonlyArray<number>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PeersShape {
+  /**
+   * Hands one encoded frame to every peer's link, synchronously: never blocks, never fails; a link
+   * that cannot take it drops it and counts why. Returns how many links took it.
+   */
+  readonly broadcast: (bytes: Uint8Array) => number
+  /** How many peers are configured (0 when the mesh is not active). */
+  readonly size: number
+  /** Every configured peer's link, now. */
+  readonly links: Effect.Effect<ReadonlyArray<PeerState>>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Peers extends Context.Tag("queen-mesh/Peers")<Peers, PeersShape>() {}
+
+/**
+ * Why a link session ended. `connected`: it got as far as a connection and a HELLO written;
+ * `established`: the link then stayed up for at least one heartbeat interval, which is what resets the
+ * backoff.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LinkDown extends Data.TaggedError("LinkDown")<{
+  readonly connected: boolean
+  readonly established: boolean
+  readonly cause: TransportError | "closed by peer"
+}> {}
+
+/**
+ * The default reconnect delays: 250 ms doubling, capped at 5 s (`union` takes the shorter delay),
+ * started afresh after a session that was established (spec "Topology").
+ *
+ * @since 0.1.0
+ * @category schedules
+ */
+export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Schedule.passthrough<
+  unknown,
+  LinkDown,
+  never
+>(Schedule.exponential(Duration.millis(250)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(5))))).pipe(
+  Schedule.resetWhen((down) => down.established)
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PeersOptions {
+  /** The delays between dials of one peer. Default {@link reconnectSchedule}. */
+  readonly reconnectSchedule?: Schedule.Schedule<unknown, LinkDown>
+}
+
+/** Bytes a peer's send queue holds at most, whatever its frame capacity. */
+const QUEUE_BYTES = 32 * 1024 * 1024
+/** While a peer keeps failing with the same reason, a warning at most this often. */
+const FAILURE_WARNING_INTERVAL_MS = 60_000
+
+/** The reason an operator reads: refused, not resolved, timed out, or the error's own words. */
+export const describeFailure = (cause: TransportError | "closed by peer"): string => {
+  if (typeof cause === "string") return cause
+  if (cause.reason === "Resolve") return "not resolved"
+  if (cause.reason === "Timeout") return "timed out"
+  const code = cause.cause instanceof Error ? Reflect.get(cause.cause, "code") : undefined
+  if (code === "ECONNREFUSED") return "refused"
+  if (code === "ECONNRESET") return "reset"
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "not resolved"
+  if (code === "ETIMEDOUT") return "timed out"
+  return cause.message
+}
+
+const counted = (counts: Float64Array): ReadonlyArray<readonly [number, number]> => {
+  const out: Array<readonly [number, number]> = []
+  for (let tag = 0; tag < counts.length; tag++) if (counts[tag]! > 0) out.push([tag, counts[tag]!])
+  return out
+}
+
+const stateOf = (link: PeerLink): PeerState => ({
+  host: link.peer.host,
+  port: link.peer.port,
+  connected: link.connected,
+  resolvedIp: Option.fromNullable(link.resolvedIp),
+  lastResolvedIp: Option.fromNullable(link.lastResolvedIp),
+  queued: link.queued,
+  queuedBytes: link.queuedBytes,
+  handed: link.handed,
+  written: link.written,
+  droppedFull: link.droppedFull,
+  droppedDown: link.droppedDown,
+  discarded: link.discarded,
+  reconnects: link.reconnects,
+  lastError: Option.fromNullable(link.lastError),
+  writtenByTag: counted(link.writtenByTag),
+  droppedByTag: counted(link.droppedByTag),
+  writeSizes: [...link.writeSizes]
+})
+
+/**
+ * The name a peer goes by in logs and metrics: `host:port` as configured.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const peerName = (peer: MeshConfig.Peer): string =>
+  peer.host.includes(":") ? `[${peer.host}]:${peer.port}` : `${peer.host}:${peer.port}`
+
+/**
+ * Starts a dialer fiber per configured peer (none when the mesh is not active) in the current scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: PeersOptions = {}
+): Effect.Effect<PeersShape, never, Scope.Scope | MeshConfig.MeshConfig | Transport> =>
+  Effect.gen(function* () {
+    const config = yield* MeshConfig.MeshConfig
+    const transport = yield* Transport
+    const active = MeshConfig.isActive(config)
+    const queueBytes = Math.max(QUEUE_BYTES, config.sendQueueCapacity * 64)
+    const links = active
+      ? config.peers.map((peer) => new PeerLink(peer, peerName(peer), config.sendQueueCapacity, queueBytes))
+      : []
+    const dialers = yield* FiberMap.make<string>()
+    const schedule = options.reconnectSchedule ?? reconnectSchedule
+    for (const link of links) {
+      yield* FiberMap.run(
+        dialers,
+        link.name,
+        dial(link, transport, {
+          serverId: config.serverId,
+          secret: config.secret,
+          heartbeatInterval: config.heartbeatInterval,
+          authFailureDelay: config.authFailureDelay,
+          schedule
+        })
+      )
+    }
+
+    const broadcast = (bytes: Uint8Array): number => {
+      let taken = 0
+      for (let i = 0; i < links.length; i++) if (links[i]!.offer(bytes)) taken++
+      return taken
+    }
+    return { broadcast, size: links.length, links: Effect.sync(() => links.map(stateOf)) }
+  })
+
+/**
+ * The peers configured in `MeshConfig`, over the `Transport` provided.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: PeersOptions = {}
+): Layer.Layer<Peers, never, MeshConfig.MeshConfig | Transport> => Layer.scoped(Peers, make(options))
+
+interface DialOptions {
+  readonly serverId: string
+  readonly secret: Redacted.Redacted<string>
+  readonly heartbeatInterval: Duration.Duration
+  readonly authFailureDelay: Duration.Duration
+  readonly schedule: Schedule.Schedule<unknown, LinkDown>
+}
+
+/** The link to one peer, for as long as the scope lasts. */
+const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options: DialOptions) =>
+  Effect.gen(function* () {
+    const heartbeat = Frame.encode(Frame.heartbeat(options.serverId))
+    // Established: up past the moment a listener refusing our HELLO would have closed on us (its
+    // failure delay), plus a heartbeat interval. Only that resets the backoff.
+    const establishedMillis =
+      Duration.toMillis(options.heartbeatInterval) + Duration.toMillis(options.authFailureDelay)
+    let lastReason: string | undefined
+    let lastWarningAt = Number.NEGATIVE_INFINITY
+    let failuresSinceWarning = 0
+
+    const session = Effect.gen(function* () {
+      let upSince: number | undefined
+      const down = (cause: TransportError | "closed by peer") =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.fail(
+            new LinkDown({
+              connected: upSince !== undefined,
+              established: upSince !== undefined && now - upSince >= establishedMillis,
+              cause
+            })
+          )
+        )
+      const connection: Connection = yield* Effect.catchAll(
+        transport.dial(link.peer.host, link.peer.port),
+        down
+      )
+      const hello = yield* Handshake.makeHello(options.serverId, options.secret)
+      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
+      upSince = yield* Clock.currentTimeMillis
+      link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
+      lastReason = undefined
+      failuresSinceWarning = 0
+      yield* Effect.logInfo("mesh link up").pipe(
+        Effect.annotateLogs({ resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown") })
+      )
+
+      const writer = Effect.gen(function* () {
+        yield* link.available
+        const frames = link.takeAll()
+        link.writing = true
+        yield* connection.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
+        link.wrote(frames)
+      }).pipe(Effect.forever)
+      // A heartbeat every interval, busy or not, as upstream sends them.
+      const heartbeats = Effect.forever(
+        Effect.zipRight(
+          Effect.sleep(options.heartbeatInterval),
+          Effect.sync(() => link.offer(heartbeat))
+        )
+      )
+      // Outbound connections carry nothing back; reading only notices the close.
+      const closed = Effect.zipRight(
+        connection.read<never>(() => undefined),
+        Effect.fail("closed by peer" as const)
+      )
+      return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
+    }).pipe(
+      Effect.scoped,
+      Effect.ensuring(Effect.sync(() => link.down(undefined))),
+      Effect.tapError((down) =>
+        Effect.gen(function* () {
+          const reason = describeFailure(down.cause)
+          link.lastError = reason
+          if (down.established) {
+            return yield* Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
+          }
+          if (down.connected) {
+            // The listener closes on a HELLO it refuses, and says nothing more.
+            return yield* Effect.logWarning(
+              "mesh link closed right after the handshake; does the peer share the secret?"
+            ).pipe(Effect.annotateLogs({ reason }))
+          }
+          failuresSinceWarning++
+          const now = yield* Clock.currentTimeMillis
+          if (reason !== lastReason || now - lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
+            yield* Effect.logWarning("mesh peer unreachable").pipe(
+              Effect.annotateLogs({ reason, failures: failuresSinceWarning })
+            )
+            lastReason = reason
+            lastWarningAt = now
+            failuresSinceWarning = 0
+          }
+        })
+      )
+    )
+
+    return yield* Effect.retry(session, options.schedule).pipe(
+      // A schedule that ends leaves the peer alone; the default never ends.
+      Effect.catchAll(() => Effect.logWarning("mesh peer given up: the reconnect schedule ended")),
+      Effect.zipRight(Effect.never)
+    )
+  }).pipe(Effect.annotateLogs({ module: "Peers", peer: link.name }))

@@ -1,0 +1,78 @@
+/**
+ * The naming rules of the wire, each with one home (spec "The frame set"): what a queue name, a
+ * partition, a tenant and a server id may be. The payload Schemas, the quick payload checks, the `Mesh`
+ * API's validation and the CLI's stdin commands all use these, so they cannot drift apart.
+ *
+ * Bounds are by UTF-8 bytes: a hint names a queue, it never needs kilobytes, and a peer that sends an
+ * 8 MB tenant must not make every host service hold 8 MB (hostile-input hardening).
+ *
+ * @internal
+ */
+import { Option } from "effect"
+
+/** The longest queue name, partition or tenant accepted, in UTF-8 bytes. */
+export const MAX_NAME_BYTES = 256
+
+/** The longest server id accepted in a HELLO or a heartbeat, in UTF-8 bytes. */
+export const MAX_SERVER_ID_BYTES = 256
+
+/**
+ * Upstream Queen's default tenant. Upstream always sends a tenant, and a queue of the default tenant
+ * goes out with this one; the shipped host services file the default tenant under it.
+ */
+export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+
+/** Whether a string fits `max` UTF-8 bytes, without encoding it when it obviously does. */
+export const fitsBytes = (text: string, max: number): boolean =>
+  text.length * 3 <= max || (text.length <= max && Buffer.byteLength(text, "utf8") <= max)
+
+/** Whether `text` is a UUID in the 8-4-4-4-12 hex form, in any case. */
+export const isUuid = (text: string): boolean => text.length === 36 && UUID.test(text)
+
+const NONE: Option.Option<string> = Option.none()
+
+/**
+ * The tenant rule. Absent, `null` and `""` are **absent** (`Option.none()`): a peer that predates tenant
+ * scoping, which the receiver fans out to every tenant; never the default tenant. A UUID is compared
+ * case-insensitively, as upstream does, so it is kept lowercased. Any other string is kept as given.
+ * Returns `undefined` for anything else (a non-string, or longer than {@link MAX_NAME_BYTES}).
+ */
+export const tenant = (u: unknown): Option.Option<string> | undefined => {
+  if (u === undefined || u === null || u === "") return NONE
+  if (typeof u !== "string" || !fitsBytes(u, MAX_NAME_BYTES)) return undefined
+  return Option.some(isUuid(u) ? u.toLowerCase() : u)
+}
+
+/** The tenant rule for values already typed (API input): `undefined` when not acceptable. */
+export const tenantInput = (
+  given: Option.Option<string> | string | null | undefined
+): Option.Option<string> | undefined => {
+  if (given === undefined || given === null || typeof given === "string") return tenant(given)
+  return Option.isSome(given) ? tenant(given.value) : NONE
+}
+
+/** The queue-name rule: a non-empty string of at most {@link MAX_NAME_BYTES}; `undefined` otherwise. */
+export const queueName = (u: unknown): string | undefined =>
+  typeof u === "string" && u !== "" && fitsBytes(u, MAX_NAME_BYTES) ? u : undefined
+
+/**
+ * The partition rule: a string of at most {@link MAX_NAME_BYTES}. A missing (or `null`) partition is
+ * `""`, as upstream takes it: a wake without a partition hint still wakes.
+ */
+export const partition = (u: unknown): string | undefined => {
+  if (u === undefined || u === null) return ""
+  return typeof u === "string" && fitsBytes(u, MAX_NAME_BYTES) ? u : undefined
+}
+
+/** The server-id rule: a non-empty string of at most {@link MAX_SERVER_ID_BYTES}. */
+export const serverId = (u: unknown): string | undefined =>
+  typeof u === "string" && u !== "" && fitsBytes(u, MAX_SERVER_ID_BYTES) ? u : undefined
+
+/** Why a name was refused, in words for an error message. */
+export const describeName = (what: "queue" | "partition" | "tenant" | "server_id", u: unknown): string => {
+  if (typeof u !== "string") return `${what} must be a string`
+  if (u === "" && (what === "queue" || what === "server_id")) return `${what} must be a non-empty string`
+  return `${what} is longer than ${what === "server_id" ? MAX_SERVER_ID_BYTES : MAX_NAME_BYTES} bytes`
+}
