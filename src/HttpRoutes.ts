@@ -1,6 +1,7 @@
 /**
- * The mesh's HTTP surface (spec "Observing it"): the two stats routes, which serve `Mesh.stats`, and
- * the deliberately minimal `/api/v1/system/shared-state`. `router` is what a host mounts into its own
+ * The mesh's HTTP surface (spec "Observing it"): the two stats routes, which serve `Mesh.stats`, the
+ * deliberately minimal `/api/v1/system/shared-state`, `/metrics` for Prometheus, and the `/healthz`
+ * and `/readyz` probes. `router` is what a host mounts into its own
  * server; `app` adds a JSON 404 for serving the routes on their own, as `queen-mesh node` does.
  *
  * The bodies also exist as Schemas, so clients (the `queen-mesh stats` command, tests) decode what the
@@ -9,6 +10,7 @@
  * @since 0.1.0
  */
 import * as Http from "node:http"
+import type * as Net from "node:net"
 import {
   type HttpApp,
   HttpRouter,
@@ -18,8 +20,9 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, type Layer, Schema, type Scope } from "effect"
+import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
 import { Mesh } from "./Mesh.js"
+import * as MeshMetrics from "./MeshMetrics.js"
 import type { MeshStats } from "./MeshStats.js"
 
 /**
@@ -31,7 +34,10 @@ import type { MeshStats } from "./MeshStats.js"
 export const paths = {
   sharedStateStats: "/internal/api/shared-state/stats",
   interInstanceStats: "/internal/api/inter-instance/stats",
-  sharedState: "/api/v1/system/shared-state"
+  sharedState: "/api/v1/system/shared-state",
+  metrics: "/metrics",
+  health: "/healthz",
+  ready: "/readyz"
 } as const
 
 // ---------------------------------------------------------------------------------------------
@@ -93,7 +99,8 @@ export const RejectionStatsBody = Schema.Struct({
   wrong_label: Schema.Number,
   legacy_refused: Schema.Number,
   too_many_connections: Schema.Number,
-  own_server_id: Schema.Number
+  own_server_id: Schema.Number,
+  tls_handshake: Schema.Number
 })
 
 /**
@@ -246,9 +253,62 @@ const sharedStateHandler = Effect.map(
   (stats) => json(sharedState(stats))
 )
 
+const metricsHandler = Effect.gen(function* () {
+  const mesh = yield* Mesh
+  yield* mesh.syncMetrics
+  const text = yield* MeshMetrics.renderPrometheus()
+  return HttpServerResponse.text(text, {
+    contentType: MeshMetrics.contentType,
+    headers: { "cache-control": "no-store" }
+  })
+})
+
 /**
- * The three routes, for a host to mount into its own router or server. Unknown paths are left to the
- * host (they fail with `RouteNotFound`).
+ * The body of `/readyz`: whether this node is ready, and why (or why not).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Readiness {
+  readonly ready: boolean
+  readonly reason: "mesh_inactive" | "links_up" | "no_link_up"
+  readonly links_up: number
+  readonly peer_count: number
+}
+
+/**
+ * Ready when the mesh is inactive by configuration, or its listener is bound and at least one link
+ * to a peer is up.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const readiness = (stats: MeshStats): Readiness => {
+  if (!stats.enabled) return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0 }
+  const up = stats.peers.filter((peer) => peer.connected).length
+  return {
+    ready: up > 0,
+    reason: up > 0 ? "links_up" : "no_link_up",
+    links_up: up,
+    peer_count: stats.peer_count
+  }
+}
+
+const readyHandler = Effect.map(
+  Effect.flatMap(Mesh, (mesh) => mesh.stats),
+  (stats) => {
+    const body = readiness(stats)
+    return json(body, body.ready ? 200 : 503)
+  }
+)
+
+const healthHandler = Effect.succeed(json({ status: "ok" }))
+
+/**
+ * The routes, for a host to mount into its own router or server: the two stats routes, the minimal
+ * shared-state route, `/metrics` (Prometheus text 0.0.4), `/healthz` (the process serves) and
+ * `/readyz` (200 when ready, else 503). Unknown paths are left to the host (they fail with
+ * `RouteNotFound`).
  *
  * @since 0.1.0
  * @category routers
@@ -256,7 +316,10 @@ const sharedStateHandler = Effect.map(
 export const router: HttpRouter.HttpRouter<never, Mesh> = HttpRouter.empty.pipe(
   HttpRouter.get(paths.sharedStateStats, statsHandler),
   HttpRouter.get(paths.interInstanceStats, statsHandler),
-  HttpRouter.get(paths.sharedState, sharedStateHandler)
+  HttpRouter.get(paths.sharedState, sharedStateHandler),
+  HttpRouter.get(paths.metrics, metricsHandler),
+  HttpRouter.get(paths.health, healthHandler),
+  HttpRouter.get(paths.ready, readyHandler)
 )
 
 /**
@@ -306,11 +369,67 @@ export interface ServeOptions {
   readonly host: string
   /** 0 asks for an ephemeral port. */
   readonly port: number
+  /** Open connections at most; at the cap the oldest idle one is closed to make room. Default 128. */
+  readonly maxConnections?: number
+  /** Time a client has to send its request headers. Default 5 seconds. */
+  readonly headersTimeout?: Duration.DurationInput
+  /** Time a client has to send its whole request. Default 10 seconds. */
+  readonly requestTimeout?: Duration.DurationInput
+  /** How long an idle keep-alive connection is kept. Default 5 seconds. */
+  readonly keepAliveTimeout?: Duration.DurationInput
 }
 
 /**
- * Starts a Node HTTP server serving `app` in the current scope, and returns the bound port once it is
- * listening.
+ * A Node HTTP server that stays answerable under a slow or flooding client: header, request and
+ * keep-alive timeouts, and a connection cap enforced by closing the oldest connection that is not
+ * serving a request (a slowloris holds connections that never finish their headers; a real client
+ * sends them at once), so a new request always gets a connection.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeServer = (options: Omit<ServeOptions, "host" | "port"> = {}): Http.Server => {
+  const maxConnections = options.maxConnections ?? 128
+  const server = Http.createServer({
+    headersTimeout: Duration.toMillis(Duration.decode(options.headersTimeout ?? "5 seconds")),
+    requestTimeout: Duration.toMillis(Duration.decode(options.requestTimeout ?? "10 seconds")),
+    keepAliveTimeout: Duration.toMillis(Duration.decode(options.keepAliveTimeout ?? "5 seconds"))
+  })
+  // Insertion order is age order; a socket serving a request is busy and never evicted.
+  const sockets = new Map<Net.Socket, { busy: number }>()
+  server.on("connection", (socket: Net.Socket) => {
+    if (sockets.size >= maxConnections) {
+      for (const [old, state] of sockets) {
+        if (state.busy === 0) {
+          old.destroy()
+          sockets.delete(old)
+          break
+        }
+      }
+      if (sockets.size >= maxConnections) {
+        socket.destroy()
+        return
+      }
+    }
+    sockets.set(socket, { busy: 0 })
+    socket.on("close", () => sockets.delete(socket))
+  })
+  server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    const state = sockets.get(request.socket)
+    if (state === undefined) return
+    state.busy++
+    response.on("close", () => {
+      state.busy--
+    })
+  })
+  // A client error (a bad request, a timeout) ends that connection only.
+  server.on("clientError", (_error, socket: Net.Socket) => socket.destroy())
+  return server
+}
+
+/**
+ * Starts a Node HTTP server (see {@link makeServer}) serving `app` in the current scope, and returns the
+ * bound port once it is listening.
  *
  * @since 0.1.0
  * @category constructors
@@ -319,7 +438,7 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
-    const server = yield* NodeHttpServer.make(() => Http.createServer(), {
+    const server = yield* NodeHttpServer.make(() => makeServer(options), {
       host: options.host,
       port: options.port
     })

@@ -22,6 +22,8 @@ import { Dispatch } from "./Dispatch.js"
 import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
+import { BatchScanner, parseItems, yieldToEventLoop } from "./internal/batchScan.js"
+import * as Quick from "./internal/quick.js"
 import { printable } from "./internal/text.js"
 import { Liveness } from "./Liveness.js"
 import * as MeshConfig from "./MeshConfig.js"
@@ -58,6 +60,9 @@ export interface ListenerCounts {
   /** Legacy HELLOs accepted in `permissive` mode. */
   readonly legacyAccepted: number
   readonly inboundOpen: number
+  /** Inbound connections open now whose HELLO verified. */
+  readonly inboundOpenAuthenticated: number
+  /** Inbound connections whose HELLO verified, since the start. */
   readonly inboundAuthenticated: number
   /** Frames read, by tag byte (only tags with a count). */
   readonly readByTag: ReadonlyArray<readonly [tag: number, frames: number]>
@@ -85,6 +90,15 @@ export class Listener extends Context.Tag("queen-mesh/Listener")<Listener, Liste
 const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
 /** A frame at least this large is followed by a turn of the event loop before the next chunk. */
 const LARGE_FRAME = 256 * 1024
+/**
+ * A batch at least this large is checked and applied in slices, with a turn of the event loop between
+ * them: `JSON.parse` of 16 MiB holds the loop for a few hundred milliseconds, during which no other
+ * peer's wake could be read.
+ */
+const SLICED_BATCH = 1024 * 1024
+/** Characters scanned, and items applied, per slice of a large batch. */
+const SCAN_SLICE = 1024 * 1024
+const ITEM_SLICE = 4096
 
 const zeroRejections = (): Record<HandshakeError.Reason, number> => {
   const out = {} as Record<HandshakeError.Reason, number>
@@ -130,6 +144,7 @@ export const make: Effect.Effect<
     closedIdle: 0,
     legacyAccepted: 0,
     inboundOpen: 0,
+    inboundOpenAuthenticated: 0,
     inboundAuthenticated: 0
   }
   const rejections = zeroRejections()
@@ -245,6 +260,7 @@ export const make: Effect.Effect<
       c.inboundOpen++
       unauthenticated.set(ip, pending + 1)
       let counted = true
+      let verified = false
       const authenticated = () => {
         if (!counted) return
         counted = false
@@ -256,6 +272,7 @@ export const make: Effect.Effect<
         Effect.sync(() => {
           authenticated()
           c.inboundOpen--
+          if (verified) c.inboundOpenAuthenticated--
         })
       )
 
@@ -306,7 +323,9 @@ export const make: Effect.Effect<
           }
           peer = verdict.right
           authenticated()
+          verified = true
           c.inboundAuthenticated++
+          c.inboundOpenAuthenticated++
           decoder.maxFrameLength = Frame.MAX_FRAME_LENGTH
           decoder.maxLengthOf = Frame.maxLengthOf
           decoder.onOversized = onOversized
@@ -316,6 +335,15 @@ export const make: Effect.Effect<
         c.framesRead++
         readByTag[tag]!++
         if (payload.length >= LARGE_FRAME) large = true
+        if (
+          payload.length >= SLICED_BATCH &&
+          (tag === Frame.Tag.MESSAGE_AVAILABLE_BATCH || tag === Frame.Tag.HOTLIST_DIRTY_BATCH)
+        ) {
+          // Decoded now (the payload is a view of the chunk), checked and applied in slices later.
+          const text = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("utf8")
+          later.push(slicedBatch(from, tag, text))
+          return
+        }
         const decoded = Frame.decodePayload(tag, payload)
         if (Either.isLeft(decoded)) {
           c.framesInvalid++
@@ -341,6 +369,43 @@ export const make: Effect.Effect<
         const applying = apply(from, frame)
         if (applying !== undefined) later.push(applying)
       }
+
+      // A large batch, in slices: the whole text is checked as JSON first (exactly JSON.parse's
+      // grammar), then its items parsed and applied a slice at a time; invalid items are skipped and
+      // counted as in any batch, so an invalid batch costs no more than a valid one.
+      const slicedBatch = (from: string, tag: number, text: string): Effect.Effect<void> =>
+        Effect.gen(function* () {
+          const scanner = new BatchScanner(text)
+          while (scanner.step(SCAN_SLICE, 4) === "more") yield* yieldToEventLoop
+          const result = scanner.result()
+          if (result._tag !== "Items") {
+            c.framesInvalid++
+            events.emit({
+              _tag: "InvalidFrame",
+              from,
+              tag,
+              detail: "batch is not an object with an items array"
+            })
+            return
+          }
+          c.framesDispatched++
+          for (let start = 0; start < result.count; start += ITEM_SLICE) {
+            const raw = parseItems(text, result.ranges, start, Math.min(result.count, start + ITEM_SLICE))
+            const items: Array<Frame.QueueItem> = []
+            for (const u of raw) {
+              const item = Quick.item(u)
+              if (item === undefined) c.itemsInvalid++
+              else items.push(item)
+            }
+            const frame: Frame.Frame =
+              tag === Frame.Tag.MESSAGE_AVAILABLE_BATCH
+                ? { _tag: "MessageAvailableBatch", items }
+                : { _tag: "HotlistDirtyBatch", items }
+            const applying = apply(from, frame)
+            if (applying !== undefined) yield* applying
+            yield* yieldToEventLoop
+          }
+        })
 
       const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> | undefined => {
         const started = performance.now()
@@ -476,7 +541,7 @@ export const make: Effect.Effect<
     port,
     counts: Effect.sync(() => ({
       ...c,
-      rejections: { ...rejections },
+      rejections: { ...rejections, TlsHandshake: transport.handshakeFailures?.() ?? 0 },
       readByTag: tags(readByTag),
       applyMicros: [...applyMicros]
     }))

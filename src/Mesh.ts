@@ -14,6 +14,7 @@
 import {
   Clock,
   Context,
+  type Duration,
   Effect,
   Either,
   Layer,
@@ -34,11 +35,13 @@ import * as MeshConfig from "./MeshConfig.js"
 import { type HandshakeError, InvalidInputError, type TransportError } from "./MeshError.js"
 import * as MeshEventModule from "./MeshEvent.js"
 import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
+import * as MeshMetrics from "./MeshMetrics.js"
 import type { MeshStats, RejectionStats } from "./MeshStats.js"
 import * as Peers from "./Peers.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as TcpTransport from "./TcpTransport.js"
-import type { Transport } from "./Transport.js"
+import * as TlsTransport from "./TlsTransport.js"
+import { type Transport, Transport as TransportTag } from "./Transport.js"
 import * as Waker from "./Waker.js"
 
 /**
@@ -79,6 +82,8 @@ export interface MeshShape {
   readonly stats: Effect.Effect<MeshStats>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
   readonly events: Stream.Stream<MeshEvent>
+  /** Brings this node's Effect `Metric`s up to date with its counters (`/metrics` does it per scrape). */
+  readonly syncMetrics: Effect.Effect<void>
 }
 
 /**
@@ -125,7 +130,8 @@ const rejectionStats = (r: Readonly<Record<HandshakeError.Reason, number>>): Rej
   wrong_label: r.WrongLabel,
   legacy_refused: r.LegacyRefused,
   too_many_connections: r.TooManyConnections,
-  own_server_id: r.OwnServerId
+  own_server_id: r.OwnServerId,
+  tls_handshake: r.TlsHandshake
 })
 
 /**
@@ -145,6 +151,7 @@ export const make: Effect.Effect<
   | Liveness.Liveness
   | Listener.Listener
   | Peers.Peers
+  | MeshMetrics.MeshMetrics
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
   const waker = yield* Waker.Waker
@@ -153,6 +160,7 @@ export const make: Effect.Effect<
   const liveness = yield* Liveness.Liveness
   const listener = yield* Listener.Listener
   const peers = yield* Peers.Peers
+  const metrics = yield* MeshMetrics.MeshMetrics
   const startedAt = yield* Clock.currentTimeMillis
   const active = Option.isSome(listener.port)
   const wakeNow = waker.unsafeWake
@@ -377,7 +385,8 @@ export const make: Effect.Effect<
         broadcast({ _tag: "PopMaintenanceModeSet", enabled })
       ),
     stats,
-    events: events.events
+    events: events.events,
+    syncMetrics: metrics.sync
   }
   return mesh
 }).pipe(Effect.annotateLogs({ module: "Mesh" }))
@@ -393,6 +402,8 @@ export interface MeshOptions {
   readonly peers?: Peers.PeersOptions
   /** Bounds of the liveness map (default: 256 servers, forgotten after 10 minutes of silence). */
   readonly liveness?: Omit<Liveness.LivenessOptions, "deadThreshold">
+  /** How often the Effect metrics are synced in the background (default 1 s; every scrape syncs too). */
+  readonly metricsInterval?: Duration.DurationInput
 }
 
 /**
@@ -405,11 +416,17 @@ export interface MeshOptions {
 export const layerRuntime = (
   options: MeshOptions = {}
 ): Layer.Layer<
-  MeshEvents | Liveness.Liveness | Dispatch.Dispatch | Listener.Listener | Peers.Peers,
+  | MeshEvents
+  | Liveness.Liveness
+  | Dispatch.Dispatch
+  | Listener.Listener
+  | Peers.Peers
+  | MeshMetrics.MeshMetrics,
   TransportError,
   Requirements
 > =>
-  Peers.layer(options.peers).pipe(
+  MeshMetrics.layer(options.metricsInterval === undefined ? {} : { interval: options.metricsInterval }).pipe(
+    Layer.provideMerge(Peers.layer(options.peers)),
     Layer.provideMerge(Listener.layer),
     Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
     Layer.provideMerge(MeshEventModule.layer)
@@ -497,15 +514,50 @@ export const layerLocal = (
   layerWith(options).pipe(Layer.provideMerge(layerHostLocal(options.waker)))
 
 /**
- * {@link layerLocal} over TCP (`TcpTransport.layer()`, the system's DNS on every dial).
+ * The transport `MeshConfig` asks for: TCP (`QUEEN_MESH_TLS=off`, the default) or TLS-PSK
+ * (`QUEEN_MESH_TLS=psk`, keys derived from `QUEEN_SYNC_SECRET`), resolving names with the system's
+ * DNS on every dial unless `options.resolver` says otherwise.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerTransport = (
+  options: TcpTransport.TcpOptions = {}
+): Layer.Layer<Transport, TlsTransport.TlsConfigError, MeshConfig.MeshConfig> =>
+  Layer.unwrapEffect(
+    Effect.map(MeshConfig.MeshConfig, (config) => {
+      if (config.tls === "off") return TcpTransport.layer(options)
+      let failures = 0
+      return Layer.effect(
+        TransportTag,
+        Effect.map(
+          TlsTransport.make({
+            secret: config.secret,
+            identity: config.serverId,
+            ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
+            handshakeTimeout: config.handshakeTimeout,
+            ...(options.resolver === undefined ? {} : { resolve: options.resolver.resolve }),
+            onHandshakeFailure: () => {
+              failures++
+            }
+          }),
+          (shape) => ({ ...shape, handshakeFailures: () => failures })
+        )
+      )
+    })
+  )
+
+/**
+ * {@link layerLocal} over the network: TCP, or TLS-PSK when `QUEEN_MESH_TLS=psk` (see
+ * {@link layerTransport}).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerTcp = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
-): Layer.Layer<Mesh | LocalServices, TransportError, MeshConfig.MeshConfig> =>
-  layerLocal(options).pipe(Layer.provide(TcpTransport.layer(options.tcp)))
+): Layer.Layer<Mesh | LocalServices, TransportError | TlsTransport.TlsConfigError, MeshConfig.MeshConfig> =>
+  layerLocal(options).pipe(Layer.provide(layerTransport(options.tcp)))
 
 /**
  * {@link layerTcp} configured from the process environment.

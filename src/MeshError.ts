@@ -104,7 +104,8 @@ export const handshakeReasons = {
   LegacyRefused: "a legacy HELLO was refused (QUEEN_MESH_AUTH=required)",
   BadChallengeAnswer: "the HELLO does not answer this connection's challenge",
   WrongReceiver: "the HELLO was made for another node",
-  WrongLabel: "the HELLO carries another cluster label"
+  WrongLabel: "the HELLO carries another cluster label",
+  TlsHandshake: "the TLS handshake failed (another secret, or not TLS)"
 } as const
 
 /**

@@ -77,6 +77,7 @@ export interface RejectionStats {
   readonly legacy_refused: number
   readonly too_many_connections: number
   readonly own_server_id: number
+  readonly tls_handshake: number
 }
 
 /**

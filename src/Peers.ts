@@ -20,8 +20,11 @@ import {
   Clock,
   Context,
   Data,
+  Deferred,
   Duration,
   Effect,
+  Either,
+  Fiber,
   FiberMap,
   Layer,
   Option,
@@ -30,6 +33,7 @@ import {
   type Scope
 } from "effect"
 import * as Frame from "./Frame.js"
+import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
 import { PeerLink } from "./internal/peerLink.js"
 import * as MeshConfig from "./MeshConfig.js"
@@ -100,7 +104,7 @@ export class Peers extends Context.Tag("queen-mesh/Peers")<Peers, PeersShape>() 
 export class LinkDown extends Data.TaggedError("LinkDown")<{
   readonly connected: boolean
   readonly established: boolean
-  readonly cause: TransportError | "closed by peer"
+  readonly cause: TransportError | "closed by peer" | "no challenge"
 }> {}
 
 /**
@@ -133,7 +137,7 @@ const QUEUE_BYTES = 32 * 1024 * 1024
 const FAILURE_WARNING_INTERVAL_MS = 60_000
 
 /** The reason an operator reads: refused, not resolved, timed out, or the error's own words. */
-export const describeFailure = (cause: TransportError | "closed by peer"): string => {
+export const describeFailure = (cause: TransportError | "closed by peer" | "no challenge"): string => {
   if (typeof cause === "string") return cause
   if (cause.reason === "Resolve") return "not resolved"
   if (cause.reason === "Timeout") return "timed out"
@@ -208,7 +212,11 @@ export const make = (
           secret: config.secret,
           heartbeatInterval: config.heartbeatInterval,
           authFailureDelay: config.authFailureDelay,
-          schedule
+          schedule,
+          auth: config.auth,
+          challengeWait: config.challengeWait,
+          handshakeTimeout: config.handshakeTimeout,
+          label: config.clusterLabel
         })
       )
     }
@@ -237,6 +245,20 @@ interface DialOptions {
   readonly heartbeatInterval: Duration.Duration
   readonly authFailureDelay: Duration.Duration
   readonly schedule: Schedule.Schedule<unknown, LinkDown>
+  readonly auth: MeshConfig.AuthMode
+  readonly challengeWait: Duration.Duration
+  readonly handshakeTimeout: Duration.Duration
+  readonly label: string
+}
+
+/** `u32 BE length | u8 tag | JSON` of any object (the v2 HELLO carries fields the Frame model omits). */
+const encodeObject = (tag: number, payload: object): Uint8Array => {
+  const json = Buffer.from(JSON.stringify(payload), "utf8")
+  const out = Buffer.allocUnsafe(5 + json.length)
+  out.writeUInt32BE(1 + json.length, 0)
+  out[4] = tag
+  json.copy(out, 5)
+  return out
 }
 
 /** The link to one peer, for as long as the scope lasts. */
@@ -253,7 +275,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
 
     const session = Effect.gen(function* () {
       let upSince: number | undefined
-      const down = (cause: TransportError | "closed by peer") =>
+      const down = (cause: TransportError | "closed by peer" | "no challenge") =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.fail(
             new LinkDown({
@@ -267,8 +289,53 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
         transport.dial(link.peer.host, link.peer.port),
         down
       )
-      const hello = yield* Handshake.makeHello(options.serverId, options.secret)
-      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
+      // Outbound connections carry nothing back but, from a v2 listener, one challenge frame first;
+      // after it, reading only notices the close.
+      const challenge = yield* Deferred.make<Option.Option<Handshake.Challenge>>()
+      const firstFrame = new FrameDecoder({ maxFrameLength: 1 + Handshake.MAX_CHALLENGE_PAYLOAD_BYTES })
+      let waiting = true
+      const settle = (value: Option.Option<Handshake.Challenge>) => {
+        waiting = false
+        Deferred.unsafeDone(challenge, Effect.succeed(value))
+      }
+      const reader = yield* Effect.fork(
+        connection.read<never>((chunk) => {
+          if (!waiting) return undefined
+          const failure = firstFrame.push(chunk, (tag, payload) => {
+            if (!waiting) return
+            const decoded =
+              tag === Handshake.CHALLENGE_TAG
+                ? Handshake.decodeChallenge(payload)
+                : Either.left("not a challenge")
+            settle(Either.isRight(decoded) ? Option.some(decoded.right) : Option.none())
+          })
+          if (failure !== undefined) settle(Option.none())
+          return undefined
+        })
+      )
+      const hello =
+        options.auth === "legacy"
+          ? Frame.encode(yield* Handshake.makeHello(options.serverId, options.secret))
+          : yield* Effect.gen(function* () {
+              const wait = options.auth === "required" ? options.handshakeTimeout : options.challengeWait
+              const got = yield* Deferred.await(challenge).pipe(
+                Effect.timeout(wait),
+                Effect.catchAll(() => Effect.succeed(Option.none<Handshake.Challenge>()))
+              )
+              if (Option.isSome(got)) {
+                const v2 = yield* Handshake.helloV2(
+                  options.serverId,
+                  options.secret,
+                  got.value,
+                  options.label
+                )
+                return encodeObject(Frame.Tag.HELLO, Handshake.helloV2Payload(v2))
+              }
+              // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
+              if (options.auth === "required") return yield* down("no challenge")
+              return Frame.encode(yield* Handshake.makeHello(options.serverId, options.secret))
+            })
+      yield* Effect.catchAll(connection.write(hello), down)
       upSince = yield* Clock.currentTimeMillis
       link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
       lastReason = undefined
@@ -291,11 +358,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
           Effect.sync(() => link.offer(heartbeat))
         )
       )
-      // Outbound connections carry nothing back; reading only notices the close.
-      const closed = Effect.zipRight(
-        connection.read<never>(() => undefined),
-        Effect.fail("closed by peer" as const)
-      )
+      const closed = Effect.zipRight(Fiber.join(reader), Effect.fail("closed by peer" as const))
       return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
     }).pipe(
       Effect.scoped,

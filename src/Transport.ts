@@ -68,6 +68,11 @@ export interface TransportShape {
    * Dials `host:port`, resolving `host` afresh on every call. The connection closes with the scope.
    */
   readonly dial: (host: string, port: number) => Effect.Effect<Connection, TransportError, Scope.Scope>
+  /**
+   * Optional: connections refused below the mesh (a TLS handshake that failed) since the start; the
+   * stats count them in `rejections.tls_handshake` and `handshake_failures`.
+   */
+  readonly handshakeFailures?: () => number
 }
 
 /**

@@ -64,6 +64,10 @@ export * as MeshEvent from "./MeshEvent.js"
 /**
  * @since 0.1.0
  */
+export * as MeshMetrics from "./MeshMetrics.js"
+/**
+ * @since 0.1.0
+ */
 export * as MeshStats from "./MeshStats.js"
 /**
  * @since 0.1.0
@@ -85,6 +89,10 @@ export * as Resolver from "./Resolver.js"
  * @since 0.1.0
  */
 export * as TcpTransport from "./TcpTransport.js"
+/**
+ * @since 0.1.0
+ */
+export * as TlsTransport from "./TlsTransport.js"
 /**
  * @since 0.1.0
  */

@@ -9,7 +9,8 @@
  *
  * Accounting, per link: handed = written + dropped_full + dropped_down + discarded + queued.
  * `dropped_down`: handed while the link was down (never queued: it would be stale by the reconnect).
- * `discarded`: queued when the link broke, thrown away then (a stale hint is worse than none).
+ * `discarded`: queued (or being written) when the link broke, thrown away then (a stale hint is worse
+ * than none).
  *
  * @internal
  */
@@ -38,6 +39,8 @@ export class PeerLink {
   private items: Array<Uint8Array> = []
   private bytes = 0
   private waiting: (() => void) | undefined = undefined
+  /** Frames the writer took and has not finished writing: discarded too if the link breaks meanwhile. */
+  private inFlight: ReadonlyArray<Uint8Array> = []
   private direct: ((bytes: Uint8Array) => boolean) | undefined = undefined
   /** The writer holds frames it took and is writing them. */
   writing = false
@@ -109,8 +112,10 @@ export class PeerLink {
     this.writing = false
     if (reason !== undefined) this.lastError = reason
     for (const frame of this.items) this.droppedByTag[frame[4]!]!++
-    this.discarded += this.items.length
+    for (const frame of this.inFlight) this.droppedByTag[frame[4]!]!++
+    this.discarded += this.items.length + this.inFlight.length
     this.items = []
+    this.inFlight = []
     this.bytes = 0
   }
 
@@ -119,11 +124,13 @@ export class PeerLink {
     const all = this.items
     this.items = []
     this.bytes = 0
+    this.inFlight = all
     return all
   }
 
   /** The writer finished writing frames it took. */
   wrote(frames: ReadonlyArray<Uint8Array>): void {
+    this.inFlight = []
     this.written += frames.length
     for (const frame of frames) this.writtenByTag[frame[4]!]!++
     this.writeSizes[Math.min(15, 31 - Math.clz32(frames.length))]!++

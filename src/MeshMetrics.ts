@@ -1,0 +1,296 @@
+/**
+ * The mesh's Effect `Metric`s: frames sent, received and dropped per peer and per tag, drops by cause,
+ * refusals by reason, connections open, peers alive and dead, queue depth, reconnects, and histograms of
+ * the receive-to-apply time and of the frames per coalesced write. Every series is tagged with the
+ * node's `server_id` (the registry is process-global, so nodes sharing a process stay apart) and,
+ * where it has one, the `peer`.
+ *
+ * The hot paths count in plain fields (a metric update per frame would cost the receive path its
+ * speed); `sync` brings the metrics up to date from them, exactly: on every `/metrics` scrape, and
+ * every `interval` from a background loop for exporters that read the registry themselves
+ * (OpenTelemetry). Counter values therefore equal the stats body's at a scrape.
+ *
+ * @since 0.1.0
+ */
+import {
+  Context,
+  Duration,
+  Effect,
+  Layer,
+  Metric,
+  MetricBoundaries,
+  MetricKey,
+  Option,
+  type Scope
+} from "effect"
+import * as Frame from "./Frame.js"
+import { loop } from "./internal/loop.js"
+import * as Prometheus from "./internal/prometheus.js"
+import { Listener } from "./Listener.js"
+import { Liveness } from "./Liveness.js"
+import * as MeshConfig from "./MeshConfig.js"
+import { Peers } from "./Peers.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MeshMetricsShape {
+  /** Brings every metric of this node up to date with its counters. */
+  readonly sync: Effect.Effect<void>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class MeshMetrics extends Context.Tag("queen-mesh/MeshMetrics")<MeshMetrics, MeshMetricsShape>() {}
+
+/**
+ * The names of the mesh's metrics.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const names = {
+  framesSent: "queen_mesh_frames_sent_total",
+  framesReceived: "queen_mesh_frames_received_total",
+  framesDropped: "queen_mesh_frames_dropped_total",
+  drops: "queen_mesh_drops_total",
+  framesRejected: "queen_mesh_frames_rejected_total",
+  itemsInvalid: "queen_mesh_items_invalid_total",
+  rejections: "queen_mesh_rejections_total",
+  handshakeFailures: "queen_mesh_handshake_failures_total",
+  connectionsOpen: "queen_mesh_connections_open",
+  peersAlive: "queen_mesh_peers_alive",
+  peersDead: "queen_mesh_peers_dead",
+  queueDepth: "queen_mesh_queue_depth",
+  reconnects: "queen_mesh_reconnects_total",
+  applySeconds: "queen_mesh_receive_apply_seconds",
+  writeFrames: "queen_mesh_frames_per_write"
+} as const
+
+const EMPTY: ReadonlyArray<never> = []
+
+type Tags = ReadonlyArray<readonly [string, string]>
+
+const keyed = <K extends MetricKey.MetricKey.Untyped>(key: K, tags: Tags): K => {
+  let out = key
+  for (const [name, value] of tags) out = MetricKey.tagged(out, name, value) as K
+  return out
+}
+
+/** Upper bounds of the receive-to-apply buckets: 2^i microseconds, in seconds. */
+const APPLY_BOUNDS = Array.from({ length: 24 }, (_, i) => 2 ** i / 1e6)
+/** Upper bounds of the frames-per-write buckets: 2^(i+1) - 1 frames. */
+const WRITE_BOUNDS = Array.from({ length: 16 }, (_, i) => 2 ** (i + 1) - 1)
+
+/**
+ * The metrics of one node and the loop that keeps them synced, in the current scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: { readonly interval?: Duration.DurationInput } = {}
+): Effect.Effect<
+  MeshMetricsShape,
+  never,
+  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness
+> =>
+  Effect.gen(function* () {
+    const config = yield* MeshConfig.MeshConfig
+    const peers = yield* Peers
+    const listener = yield* Listener
+    const liveness = yield* Liveness
+    const server = config.serverId
+    const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
+    const gauges = new Map<string, Metric.Metric.Gauge<number>>()
+    const histograms = new Map<string, { metric: Metric.Metric.Histogram<number>; last: Array<number> }>()
+
+    const count = (name: string, description: string, tags: Tags, value: number) => {
+      const id = `${name}\u0000${JSON.stringify(tags)}`
+      let entry = counters.get(id)
+      if (entry === undefined) {
+        const key = keyed(MetricKey.counter(name, { description, incremental: true }), [
+          ["server_id", server],
+          ...tags
+        ])
+        entry = { metric: Metric.fromMetricKey(key), last: 0 }
+        entry.metric.unsafeUpdate(0, EMPTY)
+        counters.set(id, entry)
+      }
+      if (value > entry.last) {
+        entry.metric.unsafeUpdate(value - entry.last, EMPTY)
+        entry.last = value
+      }
+    }
+    const gauge = (name: string, description: string, tags: Tags, value: number) => {
+      const id = `${name}\u0000${JSON.stringify(tags)}`
+      let metric = gauges.get(id)
+      if (metric === undefined) {
+        metric = Metric.fromMetricKey(
+          keyed(MetricKey.gauge(name, { description }), [["server_id", server], ...tags])
+        )
+        gauges.set(id, metric)
+      }
+      metric.unsafeUpdate(value, EMPTY)
+    }
+    const histogram = (
+      name: string,
+      description: string,
+      bounds: ReadonlyArray<number>,
+      tags: Tags,
+      buckets: ReadonlyArray<number>
+    ) => {
+      const id = `${name}\u0000${JSON.stringify(tags)}`
+      let entry = histograms.get(id)
+      if (entry === undefined) {
+        const key = keyed(MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description), [
+          ["server_id", server],
+          ...tags
+        ])
+        entry = { metric: Metric.fromMetricKey(key), last: bounds.map(() => 0) }
+        histograms.set(id, entry)
+      }
+      // Each bucket's new observations, replayed at the bucket's upper bound.
+      for (let i = 0; i < bounds.length; i++) {
+        const now = buckets[i] ?? 0
+        const delta = now - (entry.last[i] ?? 0)
+        for (let n = 0; n < delta; n++) entry.metric.unsafeUpdate(bounds[i]!, EMPTY)
+        entry.last[i] = now
+      }
+    }
+
+    const sync = Effect.gen(function* () {
+      const links = yield* peers.links
+      const counts = yield* listener.counts
+      const { alive, dead } = yield* liveness.counts
+      let outboundUp = 0
+      for (const link of links) {
+        const peer: Tags = [["peer", `${link.host}:${link.port}`]]
+        for (const [tag, frames] of link.writtenByTag) {
+          count(names.framesSent, "frames written to a peer", [...peer, ["tag", Frame.nameOf(tag)]], frames)
+        }
+        for (const [tag, frames] of link.droppedByTag) {
+          count(
+            names.framesDropped,
+            "frames handed to a peer's link that it never got",
+            [...peer, ["tag", Frame.nameOf(tag)]],
+            frames
+          )
+        }
+        count(names.drops, "dropped frames by cause", [...peer, ["cause", "queue_full"]], link.droppedFull)
+        count(names.drops, "dropped frames by cause", [...peer, ["cause", "link_down"]], link.droppedDown)
+        count(
+          names.drops,
+          "dropped frames by cause",
+          [...peer, ["cause", "discarded_on_reconnect"]],
+          link.discarded
+        )
+        count(names.reconnects, "links that were up and went down", peer, link.reconnects)
+        gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
+        histogram(names.writeFrames, "frames per coalesced write", WRITE_BOUNDS, peer, link.writeSizes)
+        if (link.connected) outboundUp++
+      }
+      for (const [tag, frames] of counts.readByTag) {
+        count(names.framesReceived, "frames read after a HELLO", [["tag", Frame.nameOf(tag)]], frames)
+      }
+      count(
+        names.framesRejected,
+        "frames read and skipped, by reason",
+        [["reason", "invalid"]],
+        counts.framesInvalid
+      )
+      count(
+        names.framesRejected,
+        "frames read and skipped, by reason",
+        [["reason", "unknown"]],
+        counts.framesUnknown
+      )
+      count(
+        names.framesRejected,
+        "frames read and skipped, by reason",
+        [["reason", "oversized"]],
+        counts.framesOversized
+      )
+      count(names.itemsInvalid, "batch items skipped for breaking a rule", [], counts.itemsInvalid)
+      let failures = 0
+      for (const [reason, n] of Object.entries(counts.rejections)) {
+        failures += n
+        count(names.rejections, "refused inbound connections by reason", [["reason", reason]], n)
+      }
+      count(names.handshakeFailures, "refused inbound connections", [], failures)
+      const open = (direction: string, authenticated: string, value: number) =>
+        gauge(
+          names.connectionsOpen,
+          "open mesh connections",
+          [
+            ["direction", direction],
+            ["authenticated", authenticated]
+          ],
+          value
+        )
+      open("inbound", "true", counts.inboundOpenAuthenticated)
+      open("inbound", "false", Math.max(0, counts.inboundOpen - counts.inboundOpenAuthenticated))
+      open("outbound", "true", outboundUp)
+      gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
+      gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
+      histogram(names.applySeconds, "receive-to-apply time of a chunk", APPLY_BOUNDS, [], counts.applyMicros)
+    })
+
+    if (MeshConfig.isActive(config)) {
+      yield* sync
+      yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
+    }
+    return { sync }
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: { readonly interval?: Duration.DurationInput } = {}
+): Layer.Layer<MeshMetrics, never, MeshConfig.MeshConfig | Peers | Listener | Liveness> =>
+  Layer.scoped(MeshMetrics, make(options))
+
+/**
+ * The Prometheus text format's content type (0.0.4).
+ *
+ * @since 0.1.0
+ * @category prometheus
+ */
+export const contentType = Prometheus.contentType
+
+/**
+ * Every metric in the process's registry as Prometheus text (format 0.0.4), Effect's own
+ * `effect_fiber_*` runtime metrics left out unless `runtime` is set.
+ *
+ * @since 0.1.0
+ * @category prometheus
+ */
+export const renderPrometheus = (options: { readonly runtime?: boolean } = {}): Effect.Effect<string> =>
+  Effect.sync(() =>
+    Prometheus.render(
+      Metric.unsafeSnapshot(),
+      options.runtime === true ? {} : { include: Prometheus.withoutRuntimeMetrics }
+    )
+  )
+
+/**
+ * The value of one of this process's series, for tests and probes: the metric `name` with exactly
+ * these tags, if it exists.
+ *
+ * @since 0.1.0
+ * @category prometheus
+ */
+export const valueOf = (name: string, tags: Readonly<Record<string, string>>): Option.Option<unknown> => {
+  for (const pair of Metric.unsafeSnapshot()) {
+    if (pair.metricKey.name !== name) continue
+    const given = pair.metricKey.tags
+    if (given.length !== Object.keys(tags).length) continue
+    if (given.every((tag) => tags[tag.key] === tag.value)) return Option.some(pair.metricState)
+  }
+  return Option.none()
+}
