@@ -198,8 +198,15 @@ export const make = (
     const transport = yield* Transport
     const active = MeshConfig.isActive(config)
     const queueBytes = Math.max(QUEUE_BYTES, config.sendQueueCapacity * 64)
+    // A peer listed twice would get every frame twice: merged, with a warning.
+    const { peers: distinct, duplicates } = MeshConfig.dedupePeers(config.peers)
+    if (active && duplicates.length > 0) {
+      yield* Effect.logWarning("the peer list names a peer more than once; dialling it once").pipe(
+        Effect.annotateLogs({ module: "Peers", duplicates: duplicates.map(peerName).join(",") })
+      )
+    }
     const links = active
-      ? config.peers.map((peer) => new PeerLink(peer, peerName(peer), config.sendQueueCapacity, queueBytes))
+      ? distinct.map((peer) => new PeerLink(peer, peerName(peer), config.sendQueueCapacity, queueBytes))
       : []
     const dialers = yield* FiberMap.make<string>()
     const schedule = options.reconnectSchedule ?? reconnectSchedule

@@ -158,3 +158,43 @@ describe("HttpRoutes", () => {
     })
   )
 })
+
+describe("HttpRoutes.serve under a slow client flood", () => {
+  it.scopedLive("the stats route stays answerable while 400 trickling connections are open", () =>
+    Effect.gen(function* () {
+      const mesh = yield* soloMesh
+      const port = yield* HttpRoutes.serve({ host: "127.0.0.1", port: 0, maxConnections: 64 }).pipe(
+        Effect.provideService(Mesh.Mesh, mesh)
+      )
+      const sockets = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const opened: Array<import("node:net").Socket> = []
+          const Net = await import("node:net")
+          for (let i = 0; i < 400; i++) {
+            const socket = Net.createConnection({ host: "127.0.0.1", port })
+            socket.on("error", () => {})
+            // A slowloris: the start of a request, never finished.
+            socket.write("GET /internal/api/shared-state/stats HTTP/1.1\r\nHost: x\r\n")
+            opened.push(socket)
+          }
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          return opened
+        }),
+        (opened) =>
+          Effect.sync(() => {
+            for (const socket of opened) socket.destroy()
+          })
+      )
+      for (let i = 0; i < 5; i++) {
+        const response = yield* Effect.promise(() =>
+          fetch(`http://127.0.0.1:${port}${HttpRoutes.paths.sharedStateStats}`).then((r) => r.status)
+        )
+        assert.strictEqual(response, 200)
+      }
+      assert.isAtLeast(
+        sockets.filter((socket) => socket.destroyed || socket.readyState !== "open").length,
+        300
+      )
+    })
+  )
+})

@@ -552,3 +552,122 @@ describe("MeshConfig", () => {
     )
   })
 })
+
+describe("MeshConfig: configuration that cannot mislead", () => {
+  it.effect(
+    "whitespace around a host is trimmed; an empty primary falls back to the alias; empty means default",
+    () =>
+      Effect.gen(function* () {
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: " a : 8 " }), [{ host: "a", port: 8 }])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "", QUEEN_UDP_PEERS: "legacy:7001" }), [
+          { host: "legacy", port: 7001 }
+        ])
+        assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "  ", QUEEN_UDP_PEERS: "legacy" }), [
+          { host: "legacy", port: 6633 }
+        ])
+        const config = yield* loaded({
+          QUEEN_SYNC_ENABLED: "",
+          QUEEN_MESH_PORT: " ",
+          QUEEN_SYNC_HEARTBEAT_MS: ""
+        })
+        assert.strictEqual(config.enabled, true)
+        assert.strictEqual(config.port, 6633)
+        assert.strictEqual(millis(config.heartbeatInterval), 1000)
+      })
+  )
+
+  it.effect("hosts must be hostnames or IP literals", () =>
+    Effect.gen(function* () {
+      for (const entry of ["::::", "bad\u0007host", "a b", "host\u0000x", "-leading", "a..b", "1.2.3"]) {
+        assertNames(yield* rejected({ QUEEN_MESH_PEERS: entry }), "QUEEN_MESH_PEERS")
+      }
+      assertEqual(yield* peersOf({ QUEEN_MESH_PEERS: "node_1.local,10.0.0.1:7000,[::1]:7001" }), [
+        { host: "node_1.local", port: 6633 },
+        { host: "10.0.0.1", port: 7000 },
+        { host: "::1", port: 7001 }
+      ])
+    })
+  )
+
+  it.effect("a peer without a port while QUEEN_MESH_PORT=0 is an error naming the variable", () =>
+    Effect.gen(function* () {
+      const error = yield* rejected({ QUEEN_MESH_PORT: "0", QUEEN_MESH_PEERS: "peer" })
+      assertNames(error, "QUEEN_MESH_PEERS")
+      assert.include(String(error), "mesh port is 0")
+      assertEqual(yield* peersOf({ QUEEN_MESH_PORT: "0", QUEEN_MESH_PEERS: "peer:7000" }), [
+        { host: "peer", port: 7000 }
+      ])
+    })
+  )
+
+  it.effect("intervals have upper bounds", () =>
+    Effect.gen(function* () {
+      assertNames(yield* rejected({ QUEEN_SYNC_HEARTBEAT_MS: "1000000000000" }), "QUEEN_SYNC_HEARTBEAT_MS")
+      assertNames(
+        yield* rejected({ QUEEN_SYNC_DEAD_THRESHOLD_MS: "1000000000000" }),
+        "QUEEN_SYNC_DEAD_THRESHOLD_MS"
+      )
+      assertNames(yield* rejected({ QUEEN_MESH_SEND_QUEUE: "1000000000" }), "QUEEN_MESH_SEND_QUEUE")
+    })
+  )
+
+  it.effect("a heartbeat not below the dead threshold is an error naming both variables", () =>
+    Effect.gen(function* () {
+      const error = yield* rejected({ QUEEN_SYNC_HEARTBEAT_MS: "3000", QUEEN_SYNC_DEAD_THRESHOLD_MS: "1000" })
+      assertNames(error, "QUEEN_SYNC_HEARTBEAT_MS")
+      assertNames(error, "QUEEN_SYNC_DEAD_THRESHOLD_MS")
+      assertNames(yield* rejected({ QUEEN_SYNC_HEARTBEAT_MS: "5000" }), "QUEEN_SYNC_DEAD_THRESHOLD_MS")
+    })
+  )
+
+  it.effect("the listener defences and the security modes have defaults and variables", () =>
+    Effect.gen(function* () {
+      const config = yield* loaded({})
+      assert.strictEqual(config.maxInbound, 64)
+      assert.strictEqual(config.maxUnauthenticatedPerAddress, 8)
+      assert.strictEqual(config.helloMaxBytes, 4096)
+      assert.strictEqual(millis(config.authFailureDelay), 1000)
+      assert.strictEqual(millis(config.idleTimeout), 5000)
+      assert.strictEqual(config.auth, "legacy")
+      assert.strictEqual(config.tls, "off")
+      const set = yield* loaded({
+        QUEEN_MESH_MAX_INBOUND: "10",
+        QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP: "2",
+        QUEEN_MESH_HELLO_MAX_BYTES: "1024",
+        QUEEN_MESH_AUTH_FAILURE_DELAY_MS: "0",
+        QUEEN_MESH_IDLE_TIMEOUT_MS: "9000",
+        QUEEN_MESH_AUTH: "Permissive",
+        QUEEN_MESH_CLUSTER_LABEL: "blue",
+        QUEEN_MESH_TLS: "psk",
+        QUEEN_SYNC_SECRET: "s"
+      })
+      assert.include(set, {
+        maxInbound: 10,
+        maxUnauthenticatedPerAddress: 2,
+        helloMaxBytes: 1024,
+        auth: "permissive"
+      })
+      assert.strictEqual(millis(set.idleTimeout), 9000)
+      assert.strictEqual(set.clusterLabel, "blue")
+      assert.strictEqual(set.tls, "psk")
+      assertNames(yield* rejected({ QUEEN_MESH_AUTH: "strict" }), "QUEEN_MESH_AUTH")
+      assertNames(yield* rejected({ QUEEN_MESH_HELLO_MAX_BYTES: "100" }), "QUEEN_MESH_HELLO_MAX_BYTES")
+      assertNames(yield* rejected({ QUEEN_MESH_AUTH: "required" }), "QUEEN_SYNC_SECRET")
+      assertNames(yield* rejected({ QUEEN_MESH_TLS: "psk" }), "QUEEN_SYNC_SECRET")
+      assertNames(yield* rejected({ QUEEN_MESH_IDLE_TIMEOUT_MS: "10" }), "QUEEN_MESH_IDLE_TIMEOUT_MS")
+    })
+  )
+
+  it("duplicate peers are found for merging", () => {
+    const { peers, duplicates } = MeshConfig.dedupePeers([
+      { host: "a", port: 1 },
+      { host: "A", port: 1 },
+      { host: "b", port: 1 }
+    ])
+    assertEqual(peers, [
+      { host: "a", port: 1 },
+      { host: "b", port: 1 }
+    ])
+    assertEqual(duplicates, [{ host: "A", port: 1 }])
+  })
+})

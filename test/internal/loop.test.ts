@@ -1,0 +1,87 @@
+/**
+ * Background loops of one shape: a defect injected into each loop is caught, logged, and the loop
+ * carries on doing its work.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Option, TestClock } from "effect"
+import { caught, injectDefect, loop } from "../../src/internal/loop.js"
+import * as MeshTest from "../../src/MeshTest.js"
+import { active } from "../fixtures/memory.js"
+
+const config = { heartbeatInterval: Duration.millis(500), deadThreshold: Duration.seconds(2) }
+
+describe("background loops", () => {
+  it.scoped("a loop survives a defect and keeps its schedule", () =>
+    Effect.gen(function* () {
+      let runs = 0
+      injectDefect("test-loop", 2)
+      yield* loop(
+        "test-loop",
+        Effect.sync(() => {
+          runs++
+        }),
+        { sleep: "1 second" }
+      )
+      yield* MeshTest.settle
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust("1 second")
+        yield* MeshTest.settle
+      }
+      assert.strictEqual(caught.get("test-loop"), 2)
+      assert.strictEqual(runs, 3)
+    })
+  )
+
+  it.scoped("liveness: a defect in the monitor does not stop peers turning dead", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
+      yield* MeshTest.settleUntil(MeshTest.hears(b, 1))
+      const before = caught.get("Liveness") ?? 0
+      injectDefect("Liveness", 3)
+      yield* network.network.stopReading("b:6633", true)
+      for (let i = 0; i < 30; i++) {
+        yield* TestClock.adjust("250 millis")
+        yield* MeshTest.settle
+      }
+      assert.strictEqual((caught.get("Liveness") ?? 0) - before, 3)
+      assert.strictEqual(active(yield* b.mesh.stats).servers_dead, 1)
+      assert.isTrue(a.mesh.active)
+    })
+  )
+
+  it.scoped("hot-list flush: a defect in one flush does not stop the next", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
+      yield* MeshTest.settleUntil(MeshTest.linked(a))
+      const before = caught.get("HotListFlush") ?? 0
+      injectDefect("HotListFlush", 1)
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "lost" })
+      yield* TestClock.adjust("50 millis")
+      yield* MeshTest.settle
+      assert.strictEqual((caught.get("HotListFlush") ?? 0) - before, 1)
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p" })
+      yield* TestClock.adjust("50 millis")
+      yield* MeshTest.settleUntil(
+        Effect.map(b.hotList.pending, (items) => items.some((i) => i.partition === "p"))
+      )
+    })
+  )
+
+  it.scoped("metrics sync: a defect in one sync does not stop the next", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["nobody"], config })
+      const before = caught.get("MeshMetrics") ?? 0
+      injectDefect("MeshMetrics", 1)
+      yield* TestClock.adjust("2 seconds")
+      yield* MeshTest.settle
+      assert.strictEqual((caught.get("MeshMetrics") ?? 0) - before, 1)
+      yield* a.mesh.syncMetrics
+      assert.isTrue(Option.isNone(a.mesh.port) === false)
+    })
+  )
+})
