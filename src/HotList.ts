@@ -3,10 +3,16 @@
  * marks items pending; marking is idempotent and commutative, and a lost mark is healed by the
  * hot-list's own periodic reseed.
  *
+ * The shipped `MemoryHotList` is bounded by items (`maxPending`, default 100,000) and by UTF-8 bytes of
+ * queue, tenant and partition (`maxPendingBytes`, default 8 MiB); a mark past a bound is dropped, as is
+ * one naming anything over `MAX_NAME_BYTES` (256 bytes, the wire's limit), and both are counted in
+ * `dropped`. A UUID tenant is kept lowercased, so it is the same item in any case.
+ *
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option } from "effect"
 import type { QueueItem } from "./Frame.js"
+import * as rules from "./internal/rules.js"
 
 /**
  * @since 0.1.0
@@ -38,6 +44,19 @@ export interface MemoryHotListShape extends HotListShape {
   readonly take: Effect.Effect<ReadonlyArray<QueueItem>>
   /** Bumped by every mark that added at least one new pending item. */
   readonly epoch: Effect.Effect<number>
+  /** How many marks were dropped, past a bound or for an over-long name, since the hot-list started. */
+  readonly dropped: Effect.Effect<number>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryHotListOptions {
+  /** Pending items kept before new marks are dropped. Default 100,000. */
+  readonly maxPending?: number
+  /** UTF-8 bytes of queue, tenant and partition kept across the pending items. Default 8 MiB. */
+  readonly maxPendingBytes?: number
 }
 
 /**
@@ -52,29 +71,65 @@ export class MemoryHotList extends Context.Tag("queen-mesh/MemoryHotList")<
 >() {}
 
 /**
- * A stable key for a `{tenant, queue, partition}` item; absent tenants never collide with named ones.
+ * A stable key for a `{tenant, queue, partition}` item; absent tenants never collide with named ones,
+ * and the names are length-prefixed so no choice of characters makes two items share a key.
  *
  * @since 0.1.0
  * @category keys
  */
 export const itemKey = (item: QueueItem): string =>
-  `${Option.isSome(item.tenant) ? `t:${item.tenant.value}` : "-"}\u0000${item.queue}\u0000${item.partition}`
+  Option.isSome(item.tenant)
+    ? `t${item.tenant.value.length}:${item.tenant.value}${item.queue.length}:${item.queue}${item.partition}`
+    : `-${item.queue.length}:${item.queue}${item.partition}`
+
+const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
+
+/** `item` with its tenant normalised (a UUID lowercased), or `undefined` when a name is over-long. */
+const normalItem = (item: QueueItem): QueueItem | undefined => {
+  if (
+    !rules.fitsBytes(item.queue, rules.MAX_NAME_BYTES) ||
+    !rules.fitsBytes(item.partition, rules.MAX_NAME_BYTES)
+  ) {
+    return undefined
+  }
+  if (Option.isNone(item.tenant)) return item
+  const tenant = rules.tenant(item.tenant.value)
+  if (tenant === undefined) return undefined
+  return Option.isSome(tenant) && tenant.value === item.tenant.value ? item : { ...item, tenant }
+}
 
 /**
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemory = (options: { readonly maxPending?: number } = {}) =>
+export const makeMemory = (options: MemoryHotListOptions = {}) =>
   Effect.sync((): MemoryHotListShape => {
     const maxPending = options.maxPending ?? 100_000
+    const maxPendingBytes = options.maxPendingBytes ?? 8 * 1024 * 1024
     const pending = new Map<string, QueueItem>()
+    let pendingBytes = 0
     let epoch = 0
+    let dropped = 0
     const unsafeMarkDirty = (items: ReadonlyArray<QueueItem>): void => {
       let added = false
-      for (const item of items) {
+      for (const given of items) {
+        const item = normalItem(given)
+        if (item === undefined) {
+          dropped++
+          continue
+        }
         const key = itemKey(item)
-        if (pending.has(key) || pending.size >= maxPending) continue
+        if (pending.has(key)) continue
+        const cost =
+          byteLength(item.queue) +
+          byteLength(item.partition) +
+          (Option.isSome(item.tenant) ? byteLength(item.tenant.value) : 0)
+        if (pending.size >= maxPending || pendingBytes + cost > maxPendingBytes) {
+          dropped++
+          continue
+        }
         pending.set(key, item)
+        pendingBytes += cost
         added = true
       }
       if (added) epoch++
@@ -86,9 +141,11 @@ export const makeMemory = (options: { readonly maxPending?: number } = {}) =>
       take: Effect.sync(() => {
         const items = [...pending.values()]
         pending.clear()
+        pendingBytes = 0
         return items
       }),
-      epoch: Effect.sync(() => epoch)
+      epoch: Effect.sync(() => epoch),
+      dropped: Effect.sync(() => dropped)
     }
   })
 
@@ -98,9 +155,7 @@ export const makeMemory = (options: { readonly maxPending?: number } = {}) =>
  * @since 0.1.0
  * @category layers
  */
-export const layerMemory = (
-  options: { readonly maxPending?: number } = {}
-): Layer.Layer<MemoryHotList | HotList> =>
+export const layerMemory = (options: MemoryHotListOptions = {}): Layer.Layer<MemoryHotList | HotList> =>
   Layer.effectContext(
     Effect.map(makeMemory(options), (hot) => Context.make(MemoryHotList, hot).pipe(Context.add(HotList, hot)))
   )

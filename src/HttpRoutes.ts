@@ -112,6 +112,7 @@ export const RejectionStatsBody = Schema.Struct({
 export const InboundStatsBody = Schema.Struct({
   open: Schema.Number,
   authenticated: Schema.Number,
+  authenticated_total: Schema.Number,
   closed_silent: Schema.Number,
   closed_idle: Schema.Number,
   legacy_accepted: Schema.Number
@@ -377,6 +378,8 @@ export interface ServeOptions {
   readonly requestTimeout?: Duration.DurationInput
   /** How long an idle keep-alive connection is kept. Default 5 seconds. */
   readonly keepAliveTimeout?: Duration.DurationInput
+  /** Counters of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
+  readonly extraStats?: () => Readonly<Record<string, number>>
 }
 
 /**
@@ -442,6 +445,19 @@ export const serve = (
       host: options.host,
       port: options.port
     })
-    yield* HttpServer.serveEffect(app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    const extra = options.extraStats
+    const served =
+      extra === undefined
+        ? app
+        : app.pipe(
+            Effect.provideServiceEffect(
+              Mesh,
+              Effect.map(Mesh, (mesh) => ({
+                ...mesh,
+                stats: Effect.map(mesh.stats, (stats) => ({ ...stats, ...extra() }))
+              }))
+            )
+          )
+    yield* HttpServer.serveEffect(served).pipe(Effect.provideService(HttpServer.HttpServer, server))
     return server.address._tag === "TcpAddress" ? server.address.port : options.port
   })

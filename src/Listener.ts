@@ -219,9 +219,14 @@ export const make: Effect.Effect<
     if (typeof json !== "object" || json === null || Array.isArray(json)) {
       return Either.left(new HandshakeError({ reason: "InvalidHello" }))
     }
-    const v2 = Handshake.readHelloV2Fields(json as Readonly<Record<string, unknown>>)
-    if (v2 === undefined)
+    // Legacy mode ignores the v2 fields altogether, as a legacy listener would.
+    const v2 =
+      config.auth === "legacy"
+        ? Option.none<Handshake.HelloV2Fields>()
+        : Handshake.readHelloV2Fields(json as Readonly<Record<string, unknown>>)
+    if (v2 === undefined) {
       return Either.left(new HandshakeError({ reason: "InvalidHello", detail: "bad v2 fields" }))
+    }
     if (Frame.MAX_SERVER_ID_BYTES < Buffer.byteLength(hello.server_id)) {
       return Either.left(new HandshakeError({ reason: "InvalidHello", detail: "server_id too long" }))
     }
@@ -246,6 +251,7 @@ export const make: Effect.Effect<
       const remote = ip
       if (c.inboundOpen >= config.maxInbound) {
         rejections.TooManyConnections++
+        events.emit({ _tag: "HandshakeFailed", remote, reason: "TooManyConnections" })
         return yield* Effect.logDebug("mesh connection refused: too many inbound").pipe(
           Effect.annotateLogs({ remote })
         )
@@ -253,6 +259,7 @@ export const make: Effect.Effect<
       const pending = unauthenticated.get(ip) ?? 0
       if (pending >= config.maxUnauthenticatedPerAddress) {
         rejections.TooManyConnections++
+        events.emit({ _tag: "HandshakeFailed", remote, reason: "TooManyConnections" })
         return yield* Effect.logDebug(
           "mesh connection refused: too many unauthenticated from one address"
         ).pipe(Effect.annotateLogs({ remote }))

@@ -294,7 +294,8 @@ export const make: Effect.Effect<
       rejections: rejectionStats(counts.rejections),
       inbound: {
         open: counts.inboundOpen,
-        authenticated: counts.inboundAuthenticated,
+        authenticated: counts.inboundOpenAuthenticated,
+        authenticated_total: counts.inboundAuthenticated,
         closed_silent: counts.closedSilent,
         closed_idle: counts.closedIdle,
         legacy_accepted: counts.legacyAccepted

@@ -571,6 +571,19 @@ export const check = (
       message: `QUEEN_MESH_IDLE_TIMEOUT_MS (${Duration.toMillis(config.idleTimeout)}) must be at least QUEEN_SYNC_HEARTBEAT_MS (${heartbeat})`
     })
   }
+  if (Buffer.byteLength(config.serverId, "utf8") > 256 || config.serverId === "") {
+    return Either.left({
+      names: ["QUEEN_SERVER_ID"],
+      message: "QUEEN_SERVER_ID must be 1 to 256 bytes: peers refuse a HELLO with a longer server id"
+    })
+  }
+  if (Buffer.byteLength(config.clusterLabel, "utf8") > 256) {
+    return Either.left({
+      names: ["QUEEN_MESH_CLUSTER_LABEL"],
+      message:
+        "QUEEN_MESH_CLUSTER_LABEL must be at most 256 bytes: a longer one makes every challenge undecodable"
+    })
+  }
   const secret = Redacted.value(config.secret)
   if (config.auth === "required" && secret === "") {
     return Either.left({

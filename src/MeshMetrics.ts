@@ -285,7 +285,7 @@ export const renderPrometheus = (options: { readonly runtime?: boolean } = {}): 
  * @since 0.1.0
  * @category prometheus
  */
-export const valueOf = (name: string, tags: Readonly<Record<string, string>>): Option.Option<unknown> => {
+export const seriesValue = (name: string, tags: Readonly<Record<string, string>>): Option.Option<unknown> => {
   for (const pair of Metric.unsafeSnapshot()) {
     if (pair.metricKey.name !== name) continue
     const given = pair.metricKey.tags

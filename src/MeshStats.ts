@@ -87,8 +87,12 @@ export interface RejectionStats {
  * @category models
  */
 export interface InboundStats {
+  /** Inbound connections open now. */
   readonly open: number
+  /** Of those, the ones whose HELLO verified. */
   readonly authenticated: number
+  /** Inbound connections whose HELLO verified, since the start. */
+  readonly authenticated_total: number
   /** Connections that closed without sending a byte (TCP health probes): never handshake failures. */
   readonly closed_silent: number
   /** Authenticated links closed after a silence longer than the idle timeout. */

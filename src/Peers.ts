@@ -104,7 +104,7 @@ export class Peers extends Context.Tag("queen-mesh/Peers")<Peers, PeersShape>() 
 export class LinkDown extends Data.TaggedError("LinkDown")<{
   readonly connected: boolean
   readonly established: boolean
-  readonly cause: TransportError | "closed by peer" | "no challenge"
+  readonly cause: TransportError | "closed by peer" | "no challenge" | `invalid challenge (${string})`
 }> {}
 
 /**
@@ -137,7 +137,7 @@ const QUEUE_BYTES = 32 * 1024 * 1024
 const FAILURE_WARNING_INTERVAL_MS = 60_000
 
 /** The reason an operator reads: refused, not resolved, timed out, or the error's own words. */
-export const describeFailure = (cause: TransportError | "closed by peer" | "no challenge"): string => {
+export const describeFailure = (cause: LinkDown["cause"]): string => {
   if (typeof cause === "string") return cause
   if (cause.reason === "Resolve") return "not resolved"
   if (cause.reason === "Timeout") return "timed out"
@@ -282,7 +282,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
 
     const session = Effect.gen(function* () {
       let upSince: number | undefined
-      const down = (cause: TransportError | "closed by peer" | "no challenge") =>
+      const down = (cause: LinkDown["cause"]) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.fail(
             new LinkDown({
@@ -299,6 +299,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
       // Outbound connections carry nothing back but, from a v2 listener, one challenge frame first;
       // after it, reading only notices the close.
       const challenge = yield* Deferred.make<Option.Option<Handshake.Challenge>>()
+      let badChallenge: string | undefined
       const firstFrame = new FrameDecoder({ maxFrameLength: 1 + Handshake.MAX_CHALLENGE_PAYLOAD_BYTES })
       let waiting = true
       const settle = (value: Option.Option<Handshake.Challenge>) => {
@@ -314,6 +315,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
               tag === Handshake.CHALLENGE_TAG
                 ? Handshake.decodeChallenge(payload)
                 : Either.left("not a challenge")
+            if (Either.isLeft(decoded)) badChallenge = decoded.left
             settle(Either.isRight(decoded) ? Option.some(decoded.right) : Option.none())
           })
           if (failure !== undefined) settle(Option.none())
@@ -339,7 +341,11 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
                 return encodeObject(Frame.Tag.HELLO, Handshake.helloV2Payload(v2))
               }
               // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
-              if (options.auth === "required") return yield* down("no challenge")
+              if (options.auth === "required") {
+                return yield* down(
+                  badChallenge === undefined ? "no challenge" : `invalid challenge (${badChallenge})`
+                )
+              }
               return Frame.encode(yield* Handshake.makeHello(options.serverId, options.secret))
             })
       yield* Effect.catchAll(connection.write(hello), down)

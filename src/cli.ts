@@ -1,16 +1,16 @@
 #!/usr/bin/env node
 /**
- * The `queen-mesh` command line (docs/cli.md): `node`, `stats` and `demo`.
+ * The `queen-mesh` command line (docs/cli.md): `node`, `stats`, `demo` and `help`.
  *
  * @since 0.1.0
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect } from "effect"
+import { Effect, RuntimeFlags } from "effect"
 import { exitCode, main } from "./cli/main.js"
 
-NodeRuntime.runMain(main(process.argv).pipe(Effect.provide(NodeContext.layer)), {
-  // `main` reports its own failures and replaces the logger with one on stderr.
+// Effect's own per-fiber runtime metrics cost on every fiber and are not the mesh's: off.
+NodeRuntime.runMain(main(process.argv).pipe(Effect.provide(RuntimeFlags.disableRuntimeMetrics)), {
+  // `main` reports its own failures and installs its own logger on stderr.
   disableErrorReporting: true,
   disablePrettyLogger: true,
   teardown: (exit, onExit) => onExit(exitCode(exit))

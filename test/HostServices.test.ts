@@ -2,10 +2,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, SubscriptionRef } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as HotList from "../src/HotList.js"
+import { DEFAULT_TENANT, MAX_NAME_BYTES } from "../src/internal/rules.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
 
 const settings = { leaseTimeSeconds: 30, encrypted: true }
+const UPPER_UUID = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
+const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_BYTES, "x")
 
 describe("QueueConfigCache (memory)", () => {
   it.effect("invalidating a named tenant drops only that entry", () =>
@@ -33,6 +36,74 @@ describe("QueueConfigCache (memory)", () => {
       assert.strictEqual(yield* cache.size, 1)
       assert.isTrue(Option.isSome(yield* cache.get(Frame.queueRef({ queue: "other", tenant: "a" }))))
     })
+  )
+
+  it.effect(
+    "an invalidation naming the default-tenant UUID drops what was cached for the default tenant",
+    () =>
+      Effect.gen(function* () {
+        const cache = yield* QueueConfigCache.makeMemory()
+        yield* cache.set(Frame.queueRef({ queue: "q" }), settings)
+        yield* cache.set(Frame.queueRef({ queue: "q", tenant: "acme" }), settings)
+        assert.deepStrictEqual(
+          yield* cache.get(Frame.queueRef({ queue: "q", tenant: DEFAULT_TENANT })),
+          Option.some(settings)
+        )
+        yield* cache.invalidate(Frame.queueRef({ queue: "q", tenant: DEFAULT_TENANT }))
+        assert.isTrue(Option.isNone(yield* cache.get(Frame.queueRef({ queue: "q" }))))
+        assert.strictEqual(yield* cache.size, 1)
+      })
+  )
+
+  it.effect("a UUID tenant is the same tenant in any case", () =>
+    Effect.gen(function* () {
+      const cache = yield* QueueConfigCache.makeMemory()
+      yield* cache.set(Frame.queueRef({ queue: "q", tenant: UPPER_UUID }), settings)
+      assert.deepStrictEqual(
+        yield* cache.get(Frame.queueRef({ queue: "q", tenant: UPPER_UUID.toLowerCase() })),
+        Option.some(settings)
+      )
+      // What the decoder hands over: UUIDs lowercased.
+      yield* cache.invalidate(Frame.queueRef({ queue: "q", tenant: UPPER_UUID.toLowerCase() }))
+      assert.isTrue(Option.isNone(yield* cache.get(Frame.queueRef({ queue: "q", tenant: UPPER_UUID }))))
+    })
+  )
+
+  it.effect(
+    "the cache is bounded by entries and by bytes, evicting the oldest; over-long names are refused",
+    () =>
+      Effect.gen(function* () {
+        const small = yield* QueueConfigCache.makeMemory({ maxEntries: 3 })
+        for (const queue of ["a", "b", "c"]) yield* small.set(Frame.queueRef({ queue }), settings)
+        yield* small.set(Frame.queueRef({ queue: "a" }), settings) // a is now the newest
+        yield* small.set(Frame.queueRef({ queue: "d" }), settings)
+        assert.strictEqual(yield* small.size, 3)
+        assert.isTrue(Option.isNone(yield* small.get(Frame.queueRef({ queue: "b" }))))
+        assert.isTrue(Option.isSome(yield* small.get(Frame.queueRef({ queue: "a" }))))
+        assert.strictEqual(yield* small.dropped, 1)
+
+        const cache = yield* QueueConfigCache.makeMemory()
+        const sent = 40_000
+        for (let i = 0; i < sent; i++) {
+          yield* cache.set(Frame.queueRef({ queue: long("q", i), tenant: long("t", i) }), settings)
+        }
+        const size = yield* cache.size
+        assert.isAtMost(size * 2 * MAX_NAME_BYTES, 8 * 1024 * 1024)
+        assert.isAbove(size, 16_000)
+        assert.strictEqual(yield* cache.dropped, sent - size)
+        const newest = Frame.queueRef({ queue: long("q", sent - 1), tenant: long("t", sent - 1) })
+        assert.isTrue(Option.isSome(yield* cache.get(newest)))
+        assert.isTrue(
+          Option.isNone(yield* cache.get(Frame.queueRef({ queue: long("q", 0), tenant: long("t", 0) })))
+        )
+
+        const tooLong = "t".repeat(MAX_NAME_BYTES + 1)
+        yield* cache.set(Frame.queueRef({ queue: "q", tenant: tooLong }), settings)
+        yield* cache.set(Frame.queueRef({ queue: tooLong }), settings)
+        assert.isTrue(Option.isNone(yield* cache.get(Frame.queueRef({ queue: "q", tenant: tooLong }))))
+        assert.strictEqual(yield* cache.size, size)
+        assert.strictEqual(yield* cache.dropped, sent - size + 2)
+      })
   )
 })
 
@@ -63,6 +134,54 @@ describe("HotList (memory)", () => {
         Frame.queueItem({ queue: "q", partition: "9" })
       ])
       assert.strictEqual((yield* hot.pending).length, 2)
+    })
+  )
+
+  it.effect("a UUID tenant marked in either case is one pending item", () =>
+    Effect.gen(function* () {
+      const hot = yield* HotList.makeMemory()
+      yield* hot.markDirty([Frame.queueItem({ queue: "q", partition: "1", tenant: UPPER_UUID })])
+      yield* hot.markDirty([
+        Frame.queueItem({ queue: "q", partition: "1", tenant: UPPER_UUID.toLowerCase() })
+      ])
+      assert.deepStrictEqual(yield* hot.take, [
+        Frame.queueItem({ queue: "q", partition: "1", tenant: UPPER_UUID.toLowerCase() })
+      ])
+      assert.strictEqual(yield* hot.epoch, 1)
+    })
+  )
+
+  it.effect("the pending set stays within its byte bound; over-long names are dropped", () =>
+    Effect.gen(function* () {
+      const hot = yield* HotList.makeMemory()
+      const sent = 20_000
+      for (let i = 0; i < sent; i++) {
+        hot.unsafeMarkDirty!([
+          Frame.queueItem({ queue: long("q", i), partition: long("p", i), tenant: long("t", i) })
+        ])
+      }
+      const pending = yield* hot.pending
+      let bytes = 0
+      for (const item of pending) {
+        bytes += Buffer.byteLength(item.queue) + Buffer.byteLength(item.partition)
+        bytes += Option.isSome(item.tenant) ? Buffer.byteLength(item.tenant.value) : 0
+      }
+      assert.isAtMost(bytes, 8 * 1024 * 1024)
+      assert.isAbove(pending.length, 10_000)
+      assert.strictEqual(yield* hot.dropped, sent - pending.length)
+
+      const tooLong = "p".repeat(MAX_NAME_BYTES + 1)
+      yield* hot.markDirty([
+        Frame.queueItem({ queue: "q", partition: tooLong }),
+        Frame.queueItem({ queue: tooLong, partition: "p" }),
+        Frame.queueItem({ queue: "q", partition: "p", tenant: tooLong })
+      ])
+      assert.strictEqual(yield* hot.dropped, sent - pending.length + 3)
+
+      // Taking frees the bytes again.
+      yield* hot.take
+      yield* hot.markDirty([Frame.queueItem({ queue: "q", partition: "p" })])
+      assert.strictEqual((yield* hot.pending).length, 1)
     })
   )
 })

@@ -104,7 +104,7 @@ describe("package.json", () => {
     ]) {
       assert.match(manifest.peerDependencies[name] ?? "", /^\^\d+\.\d+\.\d+$/, `${name} peer range`)
       assert.match(manifest.devDependencies[name] ?? "", /^\d+\.\d+\.\d+$/, `${name} exact dev pin`)
-      assert.notProperty(manifest.dependencies, name, `${name} must not be a dependency`)
+      assert.notProperty(manifest.dependencies ?? {}, name, `${name} must not be a dependency`)
     }
   })
 })

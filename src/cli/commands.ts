@@ -1,23 +1,51 @@
 /**
  * The stdin protocol of `queen-mesh node`: one JSON command per line, each a call of the `Mesh` API
- * (docs/cli.md, "node"). Lines are decoded with a Schema, so a malformed one is refused with a reason
- * and never reaches the mesh.
+ * (docs/cli.md, "stdin"). A line is decoded in three steps, so a refusal says one thing: not JSON; an
+ * unknown `op`; or, with the op's own Schema, the one field that is wrong
+ * (`message_available: queue must be a non-empty string`).
  *
  * @since 0.1.0
  */
 import { Effect, Either, ParseResult, Schema } from "effect"
-import { QueueName } from "../Frame.js"
+import { MAX_NAME_BYTES } from "../Frame.js"
 import type { MeshShape } from "../Mesh.js"
 import type { InvalidInputError } from "../MeshError.js"
+import { safeJson } from "./escape.js"
+import { printLine } from "./io.js"
 
+const encoder = new TextEncoder()
+const fits = (s: string) => s.length <= MAX_NAME_BYTES && encoder.encode(s).length <= MAX_NAME_BYTES
+
+/** A name field: the message says what is wrong with it, without its path (the caller adds that). */
+const name = (options: { readonly nonEmpty: boolean }) =>
+  Schema.String.pipe(Schema.filter((s) => (!options.nonEmpty || s !== "") && fits(s))).annotations({
+    message: (issue) => {
+      const actual: unknown = issue.actual
+      return {
+        message:
+          typeof actual !== "string"
+            ? options.nonEmpty
+              ? "must be a non-empty string"
+              : "must be a string"
+            : actual === ""
+              ? "must be a non-empty string"
+              : `is longer than ${MAX_NAME_BYTES} bytes`,
+        override: true
+      }
+    }
+  })
+
+const queue = name({ nonEmpty: true })
+const partition = name({ nonEmpty: false })
 /** Absent and `null` both mean "no tenant": the receiver fans out to every tenant (spec "The frame set"). */
-const tenant = Schema.optional(Schema.NullOr(Schema.String))
+const tenant = Schema.optional(
+  Schema.NullOr(name({ nonEmpty: false })).annotations({
+    message: () => ({ message: "must be a string or null", override: true })
+  })
+)
+const enabled = Schema.Boolean.annotations({ message: () => "must be true or false" })
 
-const item = {
-  queue: QueueName,
-  partition: Schema.String,
-  tenant
-}
+const item = { queue, partition, tenant }
 
 /**
  * `{queue, partition, tenant?}`: one item of `message_available_batch`.
@@ -25,7 +53,7 @@ const item = {
  * @since 0.1.0
  * @category schemas
  */
-export const Item = Schema.Struct(item)
+export const Item = Schema.Struct(item).annotations({ message: () => "must be an object" })
 
 /**
  * @since 0.1.0
@@ -39,7 +67,7 @@ export const MessageAvailable = Schema.Struct({ op: Schema.Literal("message_avai
  */
 export const MessageAvailableBatch = Schema.Struct({
   op: Schema.Literal("message_available_batch"),
-  items: Schema.Array(Item)
+  items: Schema.Array(Item).annotations({ message: () => "must be an array of {queue, partition, tenant}" })
 })
 
 /**
@@ -54,7 +82,7 @@ export const HotlistDirty = Schema.Struct({ op: Schema.Literal("hotlist_dirty"),
  */
 export const QueueConfig = Schema.Struct({
   op: Schema.Literal("queue_config_set", "queue_config_delete"),
-  queue: QueueName,
+  queue,
   tenant
 })
 
@@ -64,7 +92,7 @@ export const QueueConfig = Schema.Struct({
  */
 export const Maintenance = Schema.Struct({
   op: Schema.Literal("maintenance", "pop_maintenance"),
-  enabled: Schema.Boolean
+  enabled
 })
 
 /**
@@ -87,20 +115,85 @@ export const Command = Schema.Union(
  */
 export type Command = typeof Command.Type
 
-const decodeJson = Schema.decodeUnknownEither(Schema.parseJson(Command))
+/** The op of each command, to its Schema: a new command is one row here and one case in `run`. */
+const decoder = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(schema, { errors: "first" })
+const BY_OP: Readonly<Record<Command["op"], (u: unknown) => Either.Either<Command, ParseResult.ParseError>>> =
+  {
+    message_available: decoder(MessageAvailable),
+    message_available_batch: decoder(MessageAvailableBatch),
+    hotlist_dirty: decoder(HotlistDirty),
+    queue_config_set: decoder(QueueConfig),
+    queue_config_delete: decoder(QueueConfig),
+    maintenance: decoder(Maintenance),
+    pop_maintenance: decoder(Maintenance)
+  }
 
 /**
- * Decodes one stdin line. The failure is a one-line reason, fit for stderr.
+ * Every op, in the order the docs list them.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ops: ReadonlyArray<Command["op"]> = Object.keys(BY_OP).filter((op): op is Command["op"] =>
+  Object.hasOwn(BY_OP, op)
+)
+
+const isOp = (op: string): op is Command["op"] => Object.hasOwn(BY_OP, op)
+
+const Envelope = Schema.Struct({ op: Schema.String })
+const decodeEnvelope = Schema.decodeUnknownEither(Envelope)
+
+const pathText = (path: ReadonlyArray<PropertyKey>): string =>
+  path
+    .map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
+    .join("")
+
+/** Text from the line, cut and escaped, for a message. */
+const quote = (s: string) => safeJson(s.length > 40 ? `${s.slice(0, 40)}…` : s)
+
+/**
+ * A refused line: `op` when the line got as far as naming a known one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Refusal {
+  readonly op: string | null
+  readonly reason: string
+}
+
+/**
+ * Decodes one stdin line; the failure says in one line what is wrong.
  *
  * @since 0.1.0
  * @category decoding
  */
-export const decodeLine = (line: string): Either.Either<Command, string> =>
-  Either.mapLeft(decodeJson(line), (error) =>
-    ParseResult.ArrayFormatter.formatErrorSync(error)
-      .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
-      .join("; ")
-  )
+export const decodeLine = (line: string): Either.Either<Command, Refusal> => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch {
+    return Either.left({ op: null, reason: "not JSON: expected one JSON object per line" })
+  }
+  const envelope = decodeEnvelope(json)
+  if (Either.isLeft(envelope)) {
+    const hasOp = typeof json === "object" && json !== null && !Array.isArray(json) && "op" in json
+    return Either.left({
+      op: null,
+      reason: hasOp ? "op must be a string" : 'expected a JSON object with an "op" field'
+    })
+  }
+  const op = envelope.right.op
+  if (!isOp(op)) {
+    return Either.left({ op: null, reason: `unknown op ${quote(op)} (expected one of ${ops.join(", ")})` })
+  }
+  return Either.mapLeft(BY_OP[op](json), (error) => {
+    const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+    const where = issue === undefined ? "" : pathText(issue.path)
+    const message = issue?.message ?? "is invalid"
+    return { op, reason: `${op}: ${where === "" ? message : `${where} ${message}`}` }
+  })
+}
 
 /**
  * Sends one command through the `Mesh` API.
@@ -128,25 +221,66 @@ export const run = (mesh: MeshShape, command: Command): Effect.Effect<void, Inva
 }
 
 /**
- * Decodes and runs one line; a refused line is logged at error level (stderr) and the caller carries
- * on. Blank lines are ignored.
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandleOptions {
+  /** Answer each command on stdout: `sent` or `refused`. */
+  readonly ack: boolean
+}
+
+/**
+ * The `--ack` line of an accepted command.
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const sentLine = (op: string): string => safeJson({ event: "sent", op })
+
+/**
+ * The `--ack` line of a refused command.
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const refusedLine = (refusal: Refusal): string =>
+  safeJson({ event: "refused", op: refusal.op, reason: refusal.reason })
+
+/**
+ * Refuses a line: one error log on stderr and, with `--ack`, a `refused` line on stdout.
  *
  * @since 0.1.0
  * @category running
  */
-export const handleLine = (mesh: MeshShape, line: string): Effect.Effect<void> => {
+export const refuse = (refusal: Refusal, line: string, options: HandleOptions): Effect.Effect<void> =>
+  Effect.zipRight(
+    Effect.logError("ignored a bad stdin command").pipe(
+      Effect.annotateLogs({
+        reason: refusal.reason,
+        line: line.length > 200 ? `${line.slice(0, 200)}…` : line
+      })
+    ),
+    options.ack ? printLine(refusedLine(refusal)) : Effect.void
+  )
+
+/**
+ * Decodes and runs one line. Blank lines are ignored.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const handleLine = (mesh: MeshShape, line: string, options: HandleOptions): Effect.Effect<void> => {
   const text = line.trim()
   if (text === "") return Effect.void
   return Either.match(decodeLine(text), {
-    onLeft: (reason) =>
-      Effect.logError("ignored a bad stdin command").pipe(Effect.annotateLogs({ reason, line: text })),
+    onLeft: (refusal) => refuse(refusal, text, options),
     onRight: (command) =>
       run(mesh, command).pipe(
-        Effect.catchAll((error) =>
-          Effect.logError("ignored a bad stdin command").pipe(
-            Effect.annotateLogs({ reason: error.message, line: text })
-          )
-        )
+        Effect.matchEffect({
+          onFailure: (error) =>
+            refuse({ op: command.op, reason: `${command.op}: ${error.detail}` }, text, options),
+          onSuccess: () => (options.ack ? printLine(sentLine(command.op)) : Effect.void)
+        })
       )
   })
 }

@@ -10,27 +10,14 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import {
-  Clock,
-  Context,
-  Duration,
-  Effect,
-  Fiber,
-  Layer,
-  Logger,
-  LogLevel,
-  Option,
-  Redacted,
-  Schedule,
-  Stream
-} from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
 import * as Waker from "../Waker.js"
 import * as Broker from "./broker.js"
-import { CliFailure, EXIT_FAILURE, print, printLine } from "./io.js"
+import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
 
 /**
@@ -186,8 +173,18 @@ const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array
   }
   lines.push("", paint.dim("events"))
   for (const entry of demo.timeline.slice(-6)) lines.push(`  ${seconds(entry.at).padStart(5)}  ${entry.text}`)
+  lines.push("", ...LEGEND.map((line) => paint.dim(line)))
   return lines
 }
+
+/** What the columns mean, under the live view and once before the plain lines. */
+const LEGEND = [
+  "linked/unlinked: the outbound connection to that peer; alive/dead: its heartbeats as heard here",
+  "frames sent/received/dropped: mesh frames (dropped: the peer's send queue was full)",
+  "pushes: messages produced on this replica; wakes in: wake hints received from peers",
+  "wake latency: a push on one replica until a pop parked on another sees it (p50/p99, last 2 s)",
+  "backoff only: what that pop's own backoff timer would have given, i.e. with the mesh cut"
+]
 
 const renderPlain = (demo: Demo, now: number): Array<string> =>
   demo.nodes.map((node) => {
@@ -272,8 +269,11 @@ const nodeLayer = (name: string, switchboard: Switchboard.Switchboard, secret: R
         serverId: name,
         port: 0,
         bindHost: "127.0.0.1",
-        // Names, not addresses: the switchboard maps each to the port that node bound.
-        peers: NAMES.filter((peer) => peer !== name).map((host) => ({ host, port: 0 })),
+        // Names, not addresses: the registry resolves each to the port that node bound.
+        peers: NAMES.filter((peer) => peer !== name).map((host) => ({
+          host,
+          port: MeshConfig.defaults.port
+        })),
         secret,
         heartbeatInterval: Duration.millis(HEARTBEAT_MS),
         deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
@@ -292,8 +292,8 @@ const nodeLayer = (name: string, switchboard: Switchboard.Switchboard, secret: R
 export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
   Effect.gen(function* () {
     const totalMs = options.duration * 1000
-    const plain = options.plain || process.stdout.isTTY !== true
-    const paint = plain ? noColors : colors
+    const plain = isPlain(options)
+    const paint = plain || !useColor(process.stdout) ? noColors : colors
     const start = yield* Clock.currentTimeNanos
     const now = Broker.elapsedSince(start)
     const switchboard = yield* Switchboard.make()
@@ -446,6 +446,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       yield* printLine(
         `queen-mesh demo: 3 replicas on 127.0.0.1 for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
       )
+      yield* Effect.forEach(LEGEND, (line) => printLine(`  ${line}`), { discard: true })
       const report = Effect.flatMap(now, (at) =>
         Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
       )
@@ -455,7 +456,8 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       finish = report
     } else {
       let drawn = 0
-      const width = () => Math.max(40, process.stdout.columns ?? 120)
+      // Some terminals (and emulators in CI) report 0 columns.
+      const width = () => Math.max(40, columnsOf(process.stdout, 100))
       const draw = Effect.flatMap(now, (at) => {
         const lines = renderView(demo, Math.min(at, totalMs), totalMs, paint).map((line) =>
           truncate(line, width() - 1)
@@ -480,11 +482,6 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const end = yield* now
     yield* printLine("")
     yield* Effect.forEach(renderSummary(demo, end), printLine, { discard: true })
-  }).pipe(
-    Effect.scoped,
-    // The view reports what the logs would; in place of a redrawn view they would only garble it.
-    Logger.withMinimumLogLevel(
-      options.plain || process.stdout.isTTY !== true ? LogLevel.Warning : LogLevel.Error
-    ),
-    Effect.annotateLogs({ module: "cli/demo" })
-  )
+  }).pipe(Effect.scoped, Effect.annotateLogs({ module: "cli/demo" }))
+
+const isPlain = (options: { readonly plain: boolean }) => options.plain || process.stdout.isTTY !== true

@@ -1,12 +1,14 @@
 /**
  * The stdout protocol of `queen-mesh node`: one JSON object per line (docs/cli.md, "node"). The key
  * order is part of the contract, so each line is built field by field rather than by spreading the
- * event.
+ * event. Peer-supplied strings are escaped beyond JSON's own rules (`safeJson`: DEL and C1 too), so a
+ * line is safe to print on a terminal.
  *
  * @since 0.1.0
  */
 import { Option } from "effect"
 import type { MeshEvent } from "../MeshEvent.js"
+import { safeJson } from "./escape.js"
 
 /**
  * The first line, once both listeners are ready. `port` is null when the mesh is not active.
@@ -19,7 +21,7 @@ export const listening = (options: {
   readonly port: Option.Option<number>
   readonly httpPort: number
 }): string =>
-  JSON.stringify({
+  safeJson({
     event: "listening",
     server_id: options.serverId,
     port: Option.getOrNull(options.port),
@@ -42,7 +44,7 @@ export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): 
     case "Wake":
     case "HotlistDirty":
       return Option.some(
-        JSON.stringify({
+        safeJson({
           event: event._tag === "Wake" ? "wake" : "hotlist_dirty",
           from: event.from,
           tenant: Option.getOrNull(event.item.tenant),
@@ -52,7 +54,7 @@ export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): 
       )
     case "QueueConfigInvalidated":
       return Option.some(
-        JSON.stringify({
+        safeJson({
           event: "queue_config_invalidated",
           from: event.from,
           op: event.op,
@@ -63,16 +65,16 @@ export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): 
     case "Maintenance":
     case "PopMaintenance":
       return Option.some(
-        JSON.stringify({
+        safeJson({
           event: event._tag === "Maintenance" ? "maintenance" : "pop_maintenance",
           from: event.from,
           enabled: event.enabled
         })
       )
     case "PeerUp":
-      return Option.some(JSON.stringify({ event: "peer_up", server_id: event.serverId }))
+      return Option.some(safeJson({ event: "peer_up", server_id: event.serverId }))
     case "PeerDown":
-      return Option.some(JSON.stringify({ event: "peer_down", server_id: event.serverId }))
+      return Option.some(safeJson({ event: "peer_down", server_id: event.serverId }))
     case "HandshakeFailed":
     case "InvalidFrame":
       return Option.none()

@@ -1,121 +1,182 @@
 /**
- * The `queen-mesh` command line as an `@effect/cli` Command: `node`, `stats` and `demo` (docs/cli.md).
- * `main` also owns what the process looks like from outside: logs on stderr, one line and a chosen
- * exit code on failure, exit 0 on SIGINT/SIGTERM.
+ * The `queen-mesh` command line: `node`, `stats`, `demo` and `help` (docs/cli.md). `main` parses the
+ * arguments (`args.ts`), sets up the logs (`log.ts`), runs the subcommand, and owns what the process
+ * looks like from outside: logs on stderr, one line and a chosen exit code on failure, exit 0 on
+ * SIGINT/SIGTERM.
  *
  * @since 0.1.0
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
-import type { CommandExecutor, FileSystem, Path, Terminal } from "@effect/platform"
-import { Cause, Console, Effect, Exit, Option } from "effect"
-import * as Demo from "./demo.js"
-import { CliFailure, EXIT_FAILURE, EXIT_USAGE, loggerLayer } from "./io.js"
-import * as Node from "./node.js"
-import * as Stats from "./stats.js"
+import { Cause, Console, Effect, Either, Exit, LogLevel, Option } from "effect"
+import * as Args from "./args.js"
+import { escapeControl } from "./escape.js"
+import * as Help from "./help.js"
+import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
+import * as Log from "./log.js"
+import { version } from "./version.js"
 
-const node = Command.make(
-  "node",
-  {
-    quiet: Options.boolean("quiet").pipe(
-      Options.withDescription("print only the listening, peer_up and peer_down lines")
-    )
-  },
-  ({ quiet }) => Node.run({ quiet })
-).pipe(
-  Command.withDescription(
-    "Run one mesh node configured by the QUEEN_* environment variables: JSON commands on stdin, JSON events on stdout."
-  )
-)
+type Options = ReadonlyMap<string, string | true>
 
-const stats = Command.make(
-  "stats",
-  {
-    url: Args.text({ name: "url" }).pipe(
-      Args.withDescription(`the node's HTTP address or stats URL (default ${Stats.defaultUrl})`),
-      Args.withDefault(Stats.defaultUrl)
-    ),
-    json: Options.boolean("json").pipe(Options.withDescription("print the raw JSON body"))
-  },
-  ({ url, json }) => Stats.run({ url, json })
-).pipe(Command.withDescription("Print a node's mesh statistics as a table."))
+const has = (options: Options, name: string) => options.has(name)
 
-const demo = Command.make(
-  "demo",
-  {
-    duration: Options.float("duration").pipe(
-      Options.withDescription("seconds to run, start-up included"),
-      Options.withDefault(10),
-      Options.filterMap(
-        (seconds) => (seconds > 0 && seconds <= 3600 ? Option.some(seconds) : Option.none()),
-        "--duration must be between 0 and 3600 seconds"
-      )
-    ),
-    plain: Options.boolean("plain").pipe(
-      Options.withDescription("print plain periodic lines instead of a live view (the default off a TTY)")
-    )
-  },
-  ({ duration, plain }) => Demo.run({ duration, plain })
-).pipe(
-  Command.withDescription("Three nodes in one process on loopback with a simulated broker and a live view.")
-)
+const optionValue = (options: Options, name: string): Option.Option<string> => {
+  const value = options.get(name)
+  return typeof value === "string" ? Option.some(value) : Option.none()
+}
 
-const root = Command.make("queen-mesh", {}, () =>
-  Effect.fail(
-    new CliFailure({
-      code: EXIT_USAGE,
-      message: "usage: queen-mesh <node|stats|demo> [options]   (--help for more)"
+const fromEither = <A>(either: Either.Either<A, string>): Effect.Effect<A, CliFailure> =>
+  Either.match(either, { onLeft: (why) => Effect.fail(usageFailure(why)), onRight: Effect.succeed })
+
+/** A number option in `(0, max]`; `integer` for counts. */
+const numberOption = (
+  options: Options,
+  name: string,
+  fallback: number,
+  limits: { readonly max: number; readonly integer?: boolean }
+): Either.Either<number, string> =>
+  Option.match(optionValue(options, name), {
+    onNone: () => Either.right(fallback),
+    onSome: (raw) => {
+      const value = Number(raw)
+      const ok =
+        raw.trim() !== "" &&
+        Number.isFinite(value) &&
+        value > 0 &&
+        value <= limits.max &&
+        (limits.integer !== true || Number.isInteger(value))
+      return ok
+        ? Either.right(value)
+        : Either.left(
+            `--${name}: expected ${limits.integer === true ? "a whole number" : "a number"} above 0 and at most ${limits.max}, got ${JSON.stringify(raw)}`
+          )
+    }
+  })
+
+/** Flag first, then the variable, then the default. A bad value names where it came from. */
+const logSettings = (
+  options: Options,
+  defaultLevel: LogLevel.LogLevel
+): Either.Either<{ readonly format: Log.LogFormat; readonly level: LogLevel.LogLevel }, string> => {
+  const pick = (flag: string, variable: string) =>
+    Option.match(optionValue(options, flag), {
+      onSome: (raw) => Option.some([`--${flag}`, raw] as const),
+      onNone: () => {
+        const raw = process.env[variable]
+        return raw === undefined || raw === "" ? Option.none() : Option.some([variable, raw] as const)
+      }
     })
-  )
-).pipe(
-  Command.withDescription("The inter-replica mesh of the Queen broker."),
-  Command.withSubcommands([node, stats, demo])
-)
-
-const cli = Command.run(root, { name: "queen-mesh", version: "0.1.0" })
+  const format = Option.match(pick("log-format", "QUEEN_MESH_LOG_FORMAT"), {
+    onNone: () => Either.right<Log.LogFormat>("logfmt"),
+    onSome: ([source, raw]) => Log.parseFormat(source, raw)
+  })
+  const level = Option.match(pick("log-level", "QUEEN_MESH_LOG_LEVEL"), {
+    onNone: () => Either.right(defaultLevel),
+    onSome: ([source, raw]) => Log.parseLevel(source, raw)
+  })
+  return Either.all({ format, level })
+}
 
 /**
- * What the CLI needs from the platform (`NodeContext.layer`).
- *
- * @since 0.1.0
- * @category models
+ * The subcommands' modules are loaded on demand: help and usage errors then answer without loading the
+ * mesh, the HTTP client and the platform (about half the start-up time).
  */
-export type Environment =
-  | CommandExecutor.CommandExecutor
-  | FileSystem.FileSystem
-  | Path.Path
-  | Terminal.Terminal
+const load = {
+  node: () => Effect.promise(() => import("./node.js")),
+  stats: () => Effect.promise(() => import("./stats.js")),
+  demo: () => Effect.promise(() => import("./demo.js"))
+}
+
+const runCommand = (command: Args.Parsed & { readonly _tag: "Run" }): Effect.Effect<void, CliFailure> => {
+  const { options, positionals } = command
+  switch (command.command) {
+    case "node":
+      return Effect.flatMap(load.node(), (Node) =>
+        Node.run({ quiet: has(options, "quiet"), ack: has(options, "ack") })
+      )
+    case "stats":
+      return Effect.gen(function* () {
+        const Stats = yield* load.stats()
+        const watching = has(options, "watch")
+        for (const name of ["interval", "count"]) {
+          if (!watching && has(options, name)) return yield* usageFailure(`stats: --${name} needs --watch`)
+        }
+        const interval = yield* fromEither(numberOption(options, "interval", 2, { max: 86_400 }))
+        const count = yield* fromEither(numberOption(options, "count", 0, { max: 1e9, integer: true }))
+        return yield* Stats.run({
+          url: positionals[0] ?? Stats.defaultUrl,
+          json: has(options, "json"),
+          watch: watching
+            ? Option.some({
+                interval,
+                count: has(options, "count") ? Option.some(count) : Option.none(),
+                json: has(options, "json")
+              })
+            : Option.none()
+        })
+      })
+    case "demo":
+      return Effect.flatMap(fromEither(numberOption(options, "duration", 10, { max: 3600 })), (duration) =>
+        Effect.flatMap(load.demo(), (Demo) => Demo.run({ duration, plain: has(options, "plain") }))
+      )
+  }
+}
+
+/**
+ * The demo's view reports what the logs would: plain mode (also the default off a terminal) logs only
+ * warnings and above, and the live view only errors, which would otherwise garble it.
+ */
+const defaultLevel = (command: Args.Parsed & { readonly _tag: "Run" }): LogLevel.LogLevel =>
+  command.command !== "demo"
+    ? Log.defaultLevel
+    : command.options.has("plain") || process.stdout.isTTY !== true
+      ? LogLevel.Warning
+      : LogLevel.Error
+
+const help = (command: Args.Parsed & { readonly _tag: "Help" }) =>
+  print(Help.render(command.command, { color: useColor(process.stdout), width: columnsOf(process.stdout) }))
 
 /**
  * Runs the CLI on `argv` (as `process.argv`). Every failure is reported here, once, as a readable
- * message; what is left is a `CliFailure` carrying the exit code.
+ * line; what is left is a `CliFailure` carrying the exit code.
  *
  * @since 0.1.0
  * @category running
  */
-export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, CliFailure, Environment> =>
-  cli(argv).pipe(
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, CliFailure> =>
+  Effect.suspend(() => {
+    const parsed = Args.parse(argv.slice(2))
+    if (Either.isLeft(parsed)) return Effect.fail(usageFailure(parsed.left))
+    const command = parsed.right
+    switch (command._tag) {
+      case "Help":
+        return help(command)
+      case "Version":
+        return printLine(version)
+      case "Run":
+        return Either.match(logSettings(command.options, defaultLevel(command)), {
+          onLeft: (why) => Effect.fail(usageFailure(why)),
+          onRight: ({ format, level }) => runCommand(command).pipe(Effect.provide(Log.layer(format, level)))
+        })
+    }
+  }).pipe(
     Effect.catchAllCause((cause) => {
       if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
       const failure = Cause.failureOption(cause)
-      if (failure._tag === "Some") {
+      if (Option.isSome(failure)) {
         const error = failure.value
-        if (error instanceof CliFailure) {
-          return Effect.zipRight(
-            error.message === "" ? Effect.void : Console.error(error.message),
-            Effect.fail(error)
-          )
-        }
-        // @effect/cli has already printed usage errors and help.
-        if (ValidationError.isValidationError(error)) {
-          return Effect.fail(new CliFailure({ code: EXIT_USAGE, message: "" }))
-        }
+        return Effect.zipRight(
+          error.message === "" ? Effect.void : Console.error(escapeControl(error.message)),
+          Effect.fail(error)
+        )
       }
+      const pretty = Cause.pretty(cause)
+        .split("\n")
+        .map((line) => escapeControl(line))
+        .join("\n")
       return Effect.zipRight(
-        Console.error(`queen-mesh: unexpected failure\n${Cause.pretty(cause)}`),
+        Console.error(`queen-mesh: unexpected failure\n${pretty}`),
         Effect.fail(new CliFailure({ code: EXIT_FAILURE, message: "" }))
       )
-    }),
-    Effect.provide(loggerLayer)
+    })
   )
 
 /**

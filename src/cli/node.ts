@@ -6,13 +6,28 @@
  * @since 0.1.0
  */
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Config, ConfigError, ConfigProvider, Effect, Either, Layer, Option, Stream } from "effect"
+import {
+  Config,
+  ConfigError,
+  ConfigProvider,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  Option,
+  Redacted,
+  Runtime,
+  Stream
+} from "effect"
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
 import * as Commands from "./commands.js"
 import * as Events from "./events.js"
+import * as Io from "./io.js"
 import { CliFailure, configFailure, EXIT_FAILURE, printLine } from "./io.js"
+import { LineSplitter, MAX_LINE_BYTES } from "./lines.js"
+import { version } from "./version.js"
 
 /**
  * Where the HTTP routes listen.
@@ -31,6 +46,17 @@ export interface HttpConfig {
  */
 export const httpDefaults: HttpConfig = { host: "127.0.0.1", port: 6632 }
 
+const parsedOr = <A>(name: string, fallback: A, parse: (raw: string) => Either.Either<A, string>) =>
+  Config.option(Config.string(name)).pipe(
+    Config.mapOrFail(
+      Option.match({
+        onNone: () => Either.right(fallback),
+        onSome: (raw) =>
+          Either.mapLeft(parse(raw), (why) => ConfigError.InvalidData([name], `${name}: ${why}`))
+      })
+    )
+  )
+
 /**
  * `QUEEN_MESH_HTTP_HOST` and `QUEEN_MESH_HTTP_PORT`, read like the mesh's own variables: a malformed
  * value fails with a `ConfigError` naming the variable.
@@ -43,19 +69,26 @@ export const httpConfig: Config.Config<HttpConfig> = Config.all({
     Config.withDefault(httpDefaults.host),
     Config.withDescription("address the HTTP routes bind")
   ),
-  port: Config.option(Config.string("QUEEN_MESH_HTTP_PORT")).pipe(
-    Config.mapOrFail(
-      Option.match({
-        onNone: () => Either.right(httpDefaults.port),
-        onSome: (raw) =>
-          Either.mapLeft(MeshConfig.parsePort(raw), (why) =>
-            ConfigError.InvalidData(["QUEEN_MESH_HTTP_PORT"], `QUEEN_MESH_HTTP_PORT: ${why}`)
-          )
-      })
-    ),
+  port: parsedOr("QUEEN_MESH_HTTP_PORT", httpDefaults.port, (raw) => MeshConfig.parsePort(raw)).pipe(
     Config.withDescription("port of the HTTP routes; 0 = ephemeral")
   )
 })
+
+/**
+ * `QUEEN_MESH_STDOUT_BUFFER`: bytes of stdout events left pending for a slow reader before new ones are
+ * dropped (at least 1024).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const stdoutBufferConfig: Config.Config<number> = parsedOr(
+  "QUEEN_MESH_STDOUT_BUFFER",
+  Io.DEFAULT_MAX_PENDING,
+  (raw) =>
+    Either.flatMap(MeshConfig.parseCount(raw), (n) =>
+      n >= 1024 ? Either.right(n) : Either.left(`expected at least 1024 bytes, got ${n}`)
+    )
+).pipe(Config.withDescription("bytes of stdout events pending before new ones are dropped"))
 
 /**
  * Everything `node` reads from the environment.
@@ -63,7 +96,11 @@ export const httpConfig: Config.Config<HttpConfig> = Config.all({
  * @since 0.1.0
  * @category config
  */
-export const config = Config.all({ mesh: MeshConfig.config, http: httpConfig })
+export const config = Config.all({
+  mesh: MeshConfig.config,
+  http: httpConfig,
+  stdoutBuffer: stdoutBufferConfig
+})
 
 /**
  * @since 0.1.0
@@ -72,27 +109,94 @@ export const config = Config.all({ mesh: MeshConfig.config, http: httpConfig })
 export interface NodeOptions {
   /** Print only `listening`, `peer_up` and `peer_down`. */
   readonly quiet: boolean
+  /** Answer every stdin command on stdout (`sent` / `refused`). */
+  readonly ack: boolean
 }
 
 /**
- * Reads stdin line by line and runs each command. EOF ends the reading, not the node; a read error is
- * logged and likewise leaves the node running.
+ * The start-up log's view of the configuration: every value, the secret redacted.
+ *
+ * @since 0.1.0
+ * @category logging
+ */
+export const describeConfig = (
+  mesh: MeshConfig.MeshConfigShape,
+  http: HttpConfig,
+  stdoutBuffer: number
+): Record<string, string | number | boolean> => ({
+  version,
+  active: MeshConfig.isActive(mesh),
+  enabled: mesh.enabled,
+  peers: mesh.peers.length === 0 ? "(none)" : mesh.peers.map((peer) => `${peer.host}:${peer.port}`).join(","),
+  port: mesh.port,
+  bind_host: mesh.bindHost,
+  secret: Redacted.value(mesh.secret) === "" ? "(empty)" : "<redacted>",
+  heartbeat_ms: Duration.toMillis(mesh.heartbeatInterval),
+  dead_threshold_ms: Duration.toMillis(mesh.deadThreshold),
+  handshake_timeout_ms: Duration.toMillis(mesh.handshakeTimeout),
+  hotlist_flush_ms: Duration.toMillis(mesh.hotlistFlushWindow),
+  send_queue: mesh.sendQueueCapacity,
+  cache_refresh_ms: Duration.toMillis(mesh.cacheRefreshInterval),
+  http: `${http.host}:${http.port}`,
+  stdout_buffer: stdoutBuffer
+})
+
+/**
+ * Reads stdin line by line (lines over 1 MiB are refused and skipped) and runs each command. EOF ends
+ * the reading, not the node; a read error is logged and likewise leaves the node running.
  *
  * @since 0.1.0
  * @category running
  */
-export const readCommands = (mesh: Mesh.MeshShape): Effect.Effect<void> =>
-  NodeStream.fromReadable<Error, Uint8Array>(
-    () => process.stdin,
-    (cause) => new Error(`stdin: ${String(cause)}`),
-    { closeOnDone: false }
-  ).pipe(
-    Stream.decodeText(),
-    Stream.splitLines,
-    Stream.runForEach((line) => Commands.handleLine(mesh, line)),
-    Effect.zipRight(Effect.logDebug("stdin closed; the node keeps running")),
-    Effect.catchAll((error) => Effect.logWarning("stopped reading stdin", error))
-  )
+export const readCommands = (
+  mesh: Mesh.MeshShape,
+  options: Commands.HandleOptions,
+  maxLineBytes: number = MAX_LINE_BYTES
+): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const splitter = new LineSplitter(maxLineBytes)
+    return NodeStream.fromReadable<Error, Uint8Array>(
+      () => process.stdin,
+      (cause) => new Error(`stdin: ${String(cause)}`),
+      { closeOnDone: false }
+    ).pipe(
+      Stream.mapConcat((chunk) => splitter.push(chunk)),
+      Stream.concat(Stream.suspend(() => Stream.fromIterable(splitter.end()))),
+      Stream.runForEach((piece) =>
+        piece._tag === "Line"
+          ? Commands.handleLine(mesh, piece.text, options)
+          : Commands.refuse(
+              { op: null, reason: `line longer than ${piece.maxBytes} bytes: skipped` },
+              "(too long)",
+              options
+            )
+      ),
+      Effect.zipRight(Effect.logDebug("stdin closed; the node keeps running")),
+      Effect.catchAll((error) => Effect.logWarning("stopped reading stdin", error))
+    )
+  })
+
+/** The signal that is stopping the node, recorded for the shutdown line. */
+let stopSignal: NodeJS.Signals | undefined
+
+const recordSignal = (signal: NodeJS.Signals) => {
+  // A second signal while the node is closing means "now".
+  if (stopSignal !== undefined) process.exit(EXIT_FAILURE)
+  stopSignal = signal
+}
+
+/** Records SIGINT/SIGTERM (the runtime itself turns them into an interruption) for the scope's life. */
+const watchSignals = Effect.acquireRelease(
+  Effect.sync(() => {
+    process.on("SIGINT", recordSignal)
+    process.on("SIGTERM", recordSignal)
+  }),
+  () =>
+    Effect.sync(() => {
+      process.removeListener("SIGINT", recordSignal)
+      process.removeListener("SIGTERM", recordSignal)
+    })
+)
 
 /**
  * Runs the node until interrupted (SIGINT/SIGTERM close the scope).
@@ -102,19 +206,48 @@ export const readCommands = (mesh: Mesh.MeshShape): Effect.Effect<void> =>
  */
 export const run = (options: NodeOptions): Effect.Effect<never, CliFailure> =>
   Effect.gen(function* () {
-    const { mesh: meshConfig, http } = yield* Effect.withConfigProvider(
-      config,
-      ConfigProvider.fromEnv()
-    ).pipe(Effect.mapError(configFailure))
-    return yield* serve(meshConfig, http, options).pipe(
-      Effect.annotateLogs({ server_id: meshConfig.serverId })
+    const settings = yield* Effect.withConfigProvider(config, ConfigProvider.fromEnv()).pipe(
+      Effect.mapError(configFailure)
     )
+    return yield* serve(settings, options).pipe(Effect.annotateLogs({ server_id: settings.mesh.serverId }))
   })
 
-const serve = (meshConfig: MeshConfig.MeshConfigShape, http: HttpConfig, options: NodeOptions) =>
+const serve = (
+  settings: {
+    readonly mesh: MeshConfig.MeshConfigShape
+    readonly http: HttpConfig
+    readonly stdoutBuffer: number
+  },
+  options: NodeOptions
+) =>
   Effect.gen(function* () {
+    const { mesh: meshConfig, http } = settings
+    yield* watchSignals
+    yield* Effect.addFinalizer(() => Effect.logInfo("node stopped"))
+    yield* Effect.logInfo("node starting").pipe(
+      Effect.annotateLogs(describeConfig(meshConfig, http, settings.stdoutBuffer))
+    )
+
+    // A slow or gone stdout reader is a warning on stderr, never a crash nor unbounded memory.
+    const runtime = yield* Effect.runtime<never>()
+    Io.stdout.configure({
+      maxPending: settings.stdoutBuffer,
+      onDropped: (dropped, total) =>
+        Runtime.runFork(runtime)(
+          Effect.logWarning(`dropped ${dropped} stdout events: the reader is slow`).pipe(
+            Effect.annotateLogs({ dropped_total: total })
+          )
+        ),
+      onClosed: (error) =>
+        Runtime.runFork(runtime)(
+          Effect.logWarning("stdout is closed: events are no longer printed").pipe(
+            Effect.annotateLogs({ error: error.message })
+          )
+        )
+    })
+
     const context = yield* Layer.build(
-      Mesh.layerLocal().pipe(Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig)))
+      Mesh.layerTcp().pipe(Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig)))
     ).pipe(
       Effect.mapError(
         (error) => new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh: mesh ${error.message}` })
@@ -131,7 +264,10 @@ const serve = (meshConfig: MeshConfig.MeshConfigShape, http: HttpConfig, options
     )
     yield* Effect.yieldNow()
 
-    const httpPort = yield* HttpRoutes.serve(http).pipe(
+    const httpPort = yield* HttpRoutes.serve({
+      ...http,
+      extraStats: () => ({ stdout_events_dropped: Io.stdoutDropped() })
+    }).pipe(
       Effect.provide(context),
       Effect.mapError(
         (error) =>
@@ -146,11 +282,16 @@ const serve = (meshConfig: MeshConfig.MeshConfigShape, http: HttpConfig, options
     yield* ready.open
     yield* Effect.logInfo("node ready").pipe(
       Effect.annotateLogs({
+        active: mesh.active,
         port: Option.getOrElse(mesh.port, () => "inactive"),
         http: `${http.host}:${httpPort}`
       })
     )
-    yield* Effect.forkScoped(readCommands(mesh))
+    yield* Effect.forkScoped(readCommands(mesh, { ack: options.ack }))
+    // Added last, so it runs first when the scope closes: before the listeners and dialers go.
+    yield* Effect.addFinalizer(() =>
+      Effect.logInfo("node stopping").pipe(Effect.annotateLogs({ signal: stopSignal ?? "none" }))
+    )
     return yield* Effect.never
   }).pipe(Effect.scoped, Effect.annotateLogs({ module: "cli/node" }))
 

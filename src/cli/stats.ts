@@ -1,13 +1,21 @@
 /**
- * `queen-mesh stats [url]`: fetches a node's stats route and prints it as a table, or with `--json` as
- * the raw body (docs/cli.md, "stats"). The body is decoded with `HttpRoutes.StatsBody`, never trusted.
+ * `queen-mesh stats [url] [--json] [--watch]`: fetches a node's stats route and prints it as a table, or
+ * with `--json` as the raw body (docs/cli.md, "stats"); with `--watch`, again every interval, with rates.
+ *
+ * The body is decoded with the CLI's own lenient Schema ({@link StatsBody}), not the library's: it reads
+ * both a queen-mesh node and an upstream Queen broker, whose bodies differ (upstream has
+ * `signature_failures`, no `servers`; an inactive upstream body is only `enabled`, `reason` and the two
+ * flags). Only the fields every body has are required; every other known field is optional, unknown
+ * fields are ignored, and the table shows what is there. Every string from the body is printed with its
+ * control characters escaped: server ids come from peers.
  *
  * @since 0.1.0
  */
 import { FetchHttpClient, HttpClient } from "@effect/platform"
-import { Duration, Effect, Either, ParseResult, Schema } from "effect"
+import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import * as HttpRoutes from "../HttpRoutes.js"
-import { CliFailure, EXIT_FAILURE, EXIT_USAGE, printLine } from "./io.js"
+import { escapeControl, safeJson } from "./escape.js"
+import { CliFailure, columnsOf, EXIT_FAILURE, EXIT_USAGE, print, printLine, useColor } from "./io.js"
 
 /**
  * The URL `stats` reads when none is given: a node's HTTP routes with their defaults.
@@ -17,144 +25,357 @@ import { CliFailure, EXIT_FAILURE, EXIT_USAGE, printLine } from "./io.js"
  */
 export const defaultUrl = "http://127.0.0.1:6632"
 
+// ---------------------------------------------------------------------------------------------
+// the body
+// ---------------------------------------------------------------------------------------------
+
+const count = Schema.optional(Schema.Number)
+const flag = Schema.optional(Schema.Boolean)
+const text = Schema.optional(Schema.String)
+const nullableText = Schema.optional(Schema.NullOr(Schema.String))
+
 /**
- * Accepts `host:port`, a base URL or a full stats URL; a URL without a path gets the stats route.
+ * A peer as either implementation reports it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PeerBody = Schema.Struct({
+  host: Schema.String,
+  port: Schema.Number,
+  connected: flag,
+  resolved: flag,
+  resolved_ip: nullableText,
+  last_resolved_ip: nullableText,
+  queued: count,
+  handed: count,
+  written: count,
+  dropped_full: count,
+  dropped_down: count,
+  discarded: count,
+  reconnects: count,
+  last_error: nullableText
+})
+
+/**
+ * A server heard from (queen-mesh only).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ServerBody = Schema.Struct({
+  server_id: Schema.String,
+  alive: flag,
+  last_seen_ms_ago: Schema.optional(Schema.NullOr(Schema.Number))
+})
+
+/**
+ * The stats body of a queen-mesh node or an upstream Queen broker, active or not.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StatsBody = Schema.Struct({
+  enabled: Schema.Boolean,
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean,
+  reason: text,
+  running: flag,
+  version: text,
+  uptime_ms: count,
+  server_id: text,
+  transport: text,
+  auth: text,
+  tls: text,
+  port: Schema.optional(Schema.NullOr(Schema.Number)),
+  peer_count: count,
+  peers: Schema.optional(Schema.Array(PeerBody)),
+  servers_alive: count,
+  servers_dead: count,
+  servers: Schema.optional(Schema.Array(ServerBody)),
+  messages_sent: count,
+  messages_received: count,
+  messages_dropped: count,
+  handshake_failures: count,
+  signature_failures: count,
+  sequence_rejections: count,
+  frames_dispatched: count,
+  frames_invalid: count,
+  frames_unknown: count,
+  frames_oversized: count,
+  items_invalid: count,
+  connections_closed_silent: count,
+  stdout_events_dropped: count,
+  rejections: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  inbound: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StatsBody = typeof StatsBody.Type
+
+/** The largest body read: a stats body is a few kilobytes. */
+const MAX_BODY = 8 * 1024 * 1024
+
+/** The reason of `GET /api/v1/system/shared-state`, which is not a mesh view. */
+const SHARED_STATE_REASON = "single_node_segments_broker"
+
+const decodeBody = Schema.decodeUnknownEither(StatsBody, { errors: "first" })
+
+/**
+ * Decodes a response body; the failure is one short line.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decode = (body: string): Either.Either<StatsBody, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(body)
+  } catch {
+    return Either.left("not a stats body: not JSON")
+  }
+  return Either.flatMap(
+    Either.mapLeft(decodeBody(json), (error) => {
+      const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+      const where = issue === undefined || issue.path.length === 0 ? "" : `${issue.path.join(".")} `
+      const what = issue?._tag === "Missing" ? "is missing" : "has an unexpected type"
+      return `not a stats body: ${where}${what}`
+    }),
+    (stats) =>
+      !stats.enabled && stats.reason === SHARED_STATE_REASON
+        ? Either.left(
+            `this is the shared-state route ("${SHARED_STATE_REASON}"), not the mesh stats; try ${HttpRoutes.paths.sharedStateStats}`
+          )
+        : Either.right(stats)
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// the URL
+// ---------------------------------------------------------------------------------------------
+
+const SCHEME = /^([^:/?#]*):\/\//
+const LABEL = "[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?"
+const HOSTNAME = new RegExp(`^(?:\\[[0-9a-f:.]+\\]|${LABEL}(?:\\.${LABEL})*\\.?)$`, "i")
+
+/**
+ * Accepts `host:port`, a base URL or a full stats URL; a URL without a path gets the stats route. The
+ * failure is one line, for exit 2.
  *
  * @since 0.1.0
  * @category parsing
  */
 export const statsUrl = (raw: string): Either.Either<URL, string> => {
-  const text = raw.trim()
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`
-  try {
-    const url = new URL(withScheme)
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      return Either.left(`${JSON.stringify(raw)} is not an http(s) URL`)
-    }
-    if (url.pathname === "/" || url.pathname === "") url.pathname = HttpRoutes.paths.sharedStateStats
-    return Either.right(url)
-  } catch {
-    return Either.left(`${JSON.stringify(raw)} is not a URL`)
+  const input = raw.trim()
+  const bad = (why: string) => Either.left(`${safeJson(raw)} is not a URL: ${why}`)
+  if (input === "") return bad("it is empty")
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting them is the point
+  if (/[\s\u0000-\u001f\u007f-\u009f]/.test(input)) return bad("it contains spaces or control characters")
+  const scheme = SCHEME.exec(input)
+  if (scheme !== null) {
+    const name = (scheme[1] ?? "").toLowerCase()
+    if (name !== "http" && name !== "https")
+      return bad(`expected http:// or https://, got ${safeJson(`${name}://`)}`)
   }
+  let url: URL
+  try {
+    url = new URL(scheme === null ? `http://${input}` : input)
+  } catch {
+    return bad("it does not parse")
+  }
+  if (!HOSTNAME.test(url.hostname)) return bad(`${safeJson(url.hostname)} is not a host name or address`)
+  if (url.username !== "" || url.password !== "") return bad("credentials are not supported")
+  if (url.pathname === "/" || url.pathname === "") url.pathname = HttpRoutes.paths.sharedStateStats
+  return Either.right(url)
 }
 
-const onOff = (flag: boolean) => (flag ? "on" : "off")
+// ---------------------------------------------------------------------------------------------
+// rendering
+// ---------------------------------------------------------------------------------------------
 
-/** Left-aligned columns, two spaces apart. */
+const onOff = (value: boolean) => (value ? "on" : "off")
+const yesNo = (value: boolean | undefined, no = "no") => (value === undefined ? "-" : value ? "yes" : no)
+const num = (value: number | undefined) => (value === undefined ? "-" : String(value))
+
+/** Left-aligned columns, two spaces apart, indented by two. */
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
   const widths: Array<number> = []
   for (const row of rows) {
     for (const [i, cell] of row.entries()) widths[i] = Math.max(widths[i] ?? 0, cell.length)
   }
-  return rows.map((row) =>
-    row
-      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
-      .join("  ")
-      .trimEnd()
+  return rows.map(
+    (row) =>
+      `  ${row
+        .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+        .join("  ")
+        .trimEnd()}`
   )
 }
 
+type Peer = typeof PeerBody.Type
+
+/** Optional per-peer columns: shown when any peer has the field. */
+const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | undefined]> = [
+  ["QUEUED", (peer) => peer.queued],
+  ["HANDED", (peer) => peer.handed],
+  ["WRITTEN", (peer) => peer.written],
+  ["DROPPED FULL", (peer) => peer.dropped_full],
+  ["DROPPED DOWN", (peer) => peer.dropped_down],
+  ["DISCARDED", (peer) => peer.discarded],
+  ["RECONNECTS", (peer) => peer.reconnects]
+]
+
+/** The counters in rows of related ones, by label; absent ones are left out. */
+const COUNTERS: ReadonlyArray<ReadonlyArray<readonly [string, (stats: StatsBody) => number | undefined]>> = [
+  [
+    ["servers alive", (s) => s.servers_alive],
+    ["servers dead", (s) => s.servers_dead],
+    ["stdout dropped", (s) => s.stdout_events_dropped]
+  ],
+  [
+    ["frames sent", (s) => s.messages_sent],
+    ["frames received", (s) => s.messages_received],
+    ["frames dropped", (s) => s.messages_dropped]
+  ],
+  [
+    ["handshake failures", (s) => s.handshake_failures],
+    ["signature failures", (s) => s.signature_failures],
+    ["sequence rejections", (s) => s.sequence_rejections]
+  ],
+  [
+    ["frames dispatched", (s) => s.frames_dispatched],
+    ["frames invalid", (s) => s.frames_invalid],
+    ["frames unknown", (s) => s.frames_unknown]
+  ],
+  [
+    ["frames oversized", (s) => s.frames_oversized],
+    ["items invalid", (s) => s.items_invalid],
+    ["closed silent", (s) => s.connections_closed_silent]
+  ]
+]
+
+const duration = (ms: number): string => {
+  const s = Math.floor(ms / 1000)
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`
+}
+
+/** `key value, key value` of the numeric (or boolean) entries of an open record. */
+const entries = (record: Readonly<Record<string, unknown>>): string =>
+  Object.entries(record)
+    .flatMap(([key, value]) =>
+      typeof value === "number" || typeof value === "boolean"
+        ? [`${escapeControl(key)} ${String(value)}`]
+        : []
+    )
+    .join(", ")
+
 /**
- * The stats body as a readable table: the node, its peers, the liveness counts, the counters and the
- * flags.
+ * The first line: who, what, and whether the mesh runs.
  *
  * @since 0.1.0
  * @category rendering
  */
-export const render = (stats: HttpRoutes.StatsBody): string => {
-  const flags = `maintenance ${onOff(stats.maintenance_mode)}, pop maintenance ${onOff(stats.pop_maintenance_mode)}`
+export const headline = (stats: StatsBody): string => {
+  const parts = [escapeControl(stats.server_id ?? "(no server id)")]
+  if (stats.transport !== undefined) parts.push(escapeControl(stats.transport))
   if (!stats.enabled) {
-    return [`${stats.server_id}  ${stats.transport}  mesh not running (${stats.reason})`, flags].join("\n")
+    parts.push(`mesh not running (${escapeControl(stats.reason ?? "disabled")})`)
+  } else {
+    if (stats.port !== undefined && stats.port !== null) parts.push(`port ${stats.port}`)
+    parts.push(`${stats.peer_count ?? stats.peers?.length ?? 0} peer(s)`)
+    if (stats.running === false) parts.push("NOT RUNNING")
   }
-  const peers =
-    stats.peers.length === 0
-      ? ["  (no peers)"]
-      : table([
-          ["PEER", "CONNECTED", "QUEUED", "RESOLVED IP"],
-          ...stats.peers.map((peer) => [
-            `${peer.host}:${peer.port}`,
-            peer.connected ? "yes" : "no",
-            String(peer.queued),
-            peer.resolved_ip ?? "-"
-          ])
-        ]).map((line) => `  ${line}`)
-  const servers =
-    stats.servers.length === 0
-      ? ["  (no peer heard from yet)"]
-      : table([
-          ["SERVER", "ALIVE", "LAST FRAME"],
-          ...stats.servers.map((server) => [
-            server.server_id,
-            server.alive ? "yes" : "DEAD",
-            `${server.last_seen_ms_ago} ms ago`
-          ])
-        ]).map((line) => `  ${line}`)
-  const counters = table([
-    ["servers alive", String(stats.servers_alive), "servers dead", String(stats.servers_dead)],
-    [
-      "frames sent",
-      String(stats.messages_sent),
-      "frames received",
-      String(stats.messages_received),
-      "frames dropped",
-      String(stats.messages_dropped)
-    ],
-    [
-      "handshake failures",
-      String(stats.handshake_failures),
-      "frames invalid",
-      String(stats.frames_invalid),
-      "frames unknown",
-      String(stats.frames_unknown)
-    ]
-  ]).map((line) => `  ${line}`)
-  return [
-    `${stats.server_id}  ${stats.transport}  port ${stats.port}  ${stats.peer_count} peer(s)`,
-    "",
-    ...peers,
-    "",
-    ...servers,
-    "",
-    ...counters,
-    "",
-    `  ${flags}`
-  ].join("\n")
+  if (stats.auth !== undefined) parts.push(`auth ${escapeControl(stats.auth)}`)
+  if (stats.tls !== undefined) parts.push(`tls ${escapeControl(stats.tls)}`)
+  if (stats.version !== undefined) parts.push(`version ${escapeControl(stats.version)}`)
+  if (stats.uptime_ms !== undefined) parts.push(`up ${duration(stats.uptime_ms)}`)
+  return parts.join("  ")
 }
 
-const decodeStats = Schema.decodeUnknownEither(Schema.parseJson(HttpRoutes.StatsBody))
-
 /**
- * Fetches and prints the stats of the node at `rawUrl`.
+ * The stats body as a readable table: the node, its peers, the servers heard from, the counters and the
+ * flags. Only what the body has.
  *
  * @since 0.1.0
- * @category running
+ * @category rendering
  */
-export const run = (options: {
-  readonly url: string
-  readonly json: boolean
-}): Effect.Effect<void, CliFailure> =>
-  Effect.gen(function* () {
-    const url = yield* Either.match(statsUrl(options.url), {
-      onLeft: (why) => Effect.fail(new CliFailure({ code: EXIT_USAGE, message: `queen-mesh stats: ${why}` })),
-      onRight: Effect.succeed
-    })
-    const unreachable = (why: string) =>
-      new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh stats: ${url.href}: ${why}` })
-    const response = yield* HttpClient.get(url).pipe(
-      Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => unreachable("no answer in 5 s") }),
-      Effect.catchTag("RequestError", (error) => Effect.fail(unreachable(causeMessage(error.cause)))),
-      Effect.catchTag("ResponseError", (error) => Effect.fail(unreachable(error.message)))
+export const render = (stats: StatsBody): string => {
+  const flags = `  maintenance ${onOff(stats.maintenance_mode)}, pop maintenance ${onOff(stats.pop_maintenance_mode)}`
+  if (!stats.enabled) return [headline(stats), "", flags].join("\n")
+  const lines = [headline(stats), ""]
+
+  const peers = stats.peers ?? []
+  if (peers.length === 0) lines.push("  (no peers)")
+  else {
+    const extra = PEER_COLUMNS.filter(([, get]) => peers.some((peer) => get(peer) !== undefined))
+    const errors = peers.some((peer) => typeof peer.last_error === "string")
+    lines.push(
+      ...table([
+        [
+          "PEER",
+          "CONNECTED",
+          "RESOLVED IP",
+          ...extra.map(([label]) => label),
+          ...(errors ? ["LAST ERROR"] : [])
+        ],
+        ...peers.map((peer) => [
+          escapeControl(`${peer.host}:${peer.port}`),
+          yesNo(peer.connected),
+          escapeControl(peer.resolved_ip ?? peer.last_resolved_ip ?? "-"),
+          ...extra.map(([, get]) => num(get(peer))),
+          ...(errors ? [escapeControl(peer.last_error ?? "-")] : [])
+        ])
+      ])
     )
-    const body = yield* response.text.pipe(Effect.mapError((error) => unreachable(error.message)))
-    if (response.status !== 200) return yield* unreachable(`answered ${response.status}: ${body.trim()}`)
-    if (options.json) return yield* printLine(body)
-    const stats = yield* Either.match(decodeStats(body), {
-      onLeft: (error) =>
-        Effect.fail(unreachable(`not a stats body: ${ParseResult.TreeFormatter.formatErrorSync(error)}`)),
-      onRight: Effect.succeed
+  }
+
+  if (stats.servers !== undefined) {
+    lines.push("")
+    if (stats.servers.length === 0) lines.push("  (no peer heard from yet)")
+    else
+      lines.push(
+        ...table([
+          ["SERVER", "ALIVE", "LAST FRAME"],
+          ...stats.servers.map((server) => [
+            escapeControl(server.server_id),
+            yesNo(server.alive, "DEAD"),
+            server.last_seen_ms_ago === undefined || server.last_seen_ms_ago === null
+              ? "-"
+              : `${server.last_seen_ms_ago} ms ago`
+          ])
+        ])
+      )
+  }
+
+  const rows = COUNTERS.map((group) =>
+    group.flatMap(([label, get]) => {
+      const value = get(stats)
+      return value === undefined ? [] : [label, String(value)]
     })
-    yield* printLine(render(stats))
-  }).pipe(Effect.provide(FetchHttpClient.layer))
+  ).filter((row) => row.length > 0)
+  if (rows.length > 0) lines.push("", ...table(rows))
+  // Only the reasons that happened: the list of possible ones is long.
+  const rejections =
+    stats.rejections === undefined
+      ? ""
+      : entries(Object.fromEntries(Object.entries(stats.rejections).filter(([, n]) => n !== 0))) || "none"
+  const inbound = stats.inbound === undefined ? "" : entries(stats.inbound)
+  if (rejections !== "" || inbound !== "") lines.push("")
+  if (rejections !== "") lines.push(`  rejections: ${rejections}`)
+  if (inbound !== "") lines.push(`  inbound: ${inbound}`)
+  lines.push("", flags)
+  return lines.join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// fetching
+// ---------------------------------------------------------------------------------------------
 
 const causeMessage = (cause: unknown): string => {
   if (cause instanceof Error) {
@@ -164,3 +385,270 @@ const causeMessage = (cause: unknown): string => {
   }
   return String(cause)
 }
+
+const snippet = (body: string) => {
+  const line = body.trim().split("\n")[0] ?? ""
+  return escapeControl(line.length > 120 ? `${line.slice(0, 120)}…` : line)
+}
+
+/**
+ * A fetched and decoded body, with its raw text for `--json`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sample {
+  readonly raw: string
+  readonly stats: StatsBody
+  /** When the answer came, in milliseconds (`Date.now`). */
+  readonly at: number
+}
+
+/**
+ * Fetches and decodes the stats at `url`. Every failure is one line (exit 1).
+ *
+ * @since 0.1.0
+ * @category fetching
+ */
+export const fetchSample = (url: URL): Effect.Effect<Sample, CliFailure> => {
+  const failed = (why: string) =>
+    new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh stats: ${url.href}: ${why}` })
+  return Effect.gen(function* () {
+    const response = yield* HttpClient.get(url).pipe(
+      Effect.catchTag("RequestError", (error) =>
+        Effect.fail(failed(escapeControl(causeMessage(error.cause))))
+      ),
+      Effect.catchTag("ResponseError", (error) => Effect.fail(failed(escapeControl(error.message))))
+    )
+    // Read at most MAX_BODY bytes: whatever answers on that port is not trusted to stop.
+    const parts: Array<Uint8Array> = []
+    let size = 0
+    yield* response.stream.pipe(
+      Stream.mapError((error) => failed(escapeControl(error.message))),
+      Stream.runForEach((chunk) => {
+        size += chunk.length
+        if (size > MAX_BODY) return Effect.fail(failed(`answered more than ${MAX_BODY} bytes`))
+        parts.push(chunk)
+        return Effect.void
+      })
+    )
+    const raw = Buffer.concat(parts).toString("utf8")
+    if (response.status !== 200) return yield* failed(`answered ${response.status}: ${snippet(raw)}`)
+    const stats = yield* Either.match(decode(raw), {
+      onLeft: (why) => Effect.fail(failed(why)),
+      onRight: Effect.succeed
+    })
+    return { raw, stats, at: Date.now() }
+  }).pipe(
+    Effect.timeoutFail({
+      duration: Duration.seconds(5),
+      onTimeout: () => failed("no complete answer in 5 s")
+    }),
+    Effect.scoped,
+    Effect.provide(FetchHttpClient.layer)
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// watching
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Where `--watch` draws: the process's stdout, or a test double.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Screen {
+  /** Redraw in place (a terminal) or print one line per sample. */
+  readonly isTTY: boolean
+  readonly columns: number | undefined
+  readonly color: boolean
+  readonly write: (text: string) => void
+  /** A line for stderr (plain mode's failures). */
+  readonly error: (line: string) => void
+}
+
+/**
+ * The process's stdout and stderr.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const processScreen = (): Screen => ({
+  isTTY: process.stdout.isTTY === true,
+  columns: process.stdout.columns,
+  color: useColor(process.stdout),
+  write: (text) => Effect.runSync(print(text)),
+  error: (line) => {
+    process.stderr.write(`${line}\n`)
+  }
+})
+
+/**
+ * Frames per second between two samples.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Rates {
+  readonly sent: number | undefined
+  readonly received: number | undefined
+  readonly dropped: number | undefined
+}
+
+const rate = (now: number | undefined, before: number | undefined, seconds: number) =>
+  now === undefined || before === undefined || seconds <= 0 ? undefined : Math.max(0, now - before) / seconds
+
+/**
+ * @since 0.1.0
+ * @category watching
+ */
+export const rates = (now: Sample, before: Sample | undefined): Rates => {
+  if (before === undefined) return { sent: undefined, received: undefined, dropped: undefined }
+  const seconds = (now.at - before.at) / 1000
+  return {
+    sent: rate(now.stats.messages_sent, before.stats.messages_sent, seconds),
+    received: rate(now.stats.messages_received, before.stats.messages_received, seconds),
+    dropped: rate(now.stats.messages_dropped, before.stats.messages_dropped, seconds)
+  }
+}
+
+const perSecond = (value: number | undefined) => (value === undefined ? "-/s" : `${value.toFixed(1)}/s`)
+
+const ratesText = (r: Rates) =>
+  `sent ${perSecond(r.sent)}  received ${perSecond(r.received)}  dropped ${perSecond(r.dropped)}`
+
+/**
+ * One plain line per sample: time, node, rates, peers.
+ *
+ * @since 0.1.0
+ * @category watching
+ */
+export const plainLine = (sample: Sample, r: Rates): string => {
+  const stats = sample.stats
+  const time = new Date(sample.at).toISOString().slice(11, 19)
+  const who = escapeControl(stats.server_id ?? "?")
+  if (!stats.enabled) return `${time} ${who} mesh not running (${escapeControl(stats.reason ?? "disabled")})`
+  const peers = (stats.peers ?? []).map(
+    (peer) =>
+      `${escapeControl(`${peer.host}:${peer.port}`)}=${peer.connected === undefined ? "?" : peer.connected ? "up" : "down"}${
+        peer.queued === undefined ? "" : `/q${peer.queued}`
+      }`
+  )
+  const servers =
+    stats.servers_alive === undefined ? "" : `  alive ${stats.servers_alive} dead ${stats.servers_dead ?? 0}`
+  return `${time} ${who}  ${ratesText(r)}${servers}  peers ${peers.length === 0 ? "(none)" : peers.join(" ")}`
+}
+
+/** Truncates to `width` visible columns; the text here carries no escape sequences but ours. */
+const fitWidth = (line: string, width: number) =>
+  line.length > width ? `${line.slice(0, Math.max(0, width - 1))}…` : line
+
+/**
+ * The redrawn view: a title, the rates, the table.
+ *
+ * @since 0.1.0
+ * @category watching
+ */
+export const view = (url: URL, interval: number, sample: Sample, r: Rates): Array<string> => [
+  `queen-mesh stats  ${escapeControl(url.href)}  every ${interval}s  ${new Date(sample.at).toISOString().slice(11, 19)}  (Ctrl-C to stop)`,
+  `  rates: ${ratesText(r)}`,
+  "",
+  ...render(sample.stats).split("\n")
+]
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface WatchOptions {
+  /** Seconds between samples. */
+  readonly interval: number
+  /** Stop after this many samples; none: until interrupted. */
+  readonly count: Option.Option<number>
+  readonly json: boolean
+}
+
+/**
+ * Samples `url` every interval until interrupted (or `count` samples). A failed sample is shown and the
+ * watch carries on: a node restarting is what one watches for.
+ *
+ * @since 0.1.0
+ * @category watching
+ */
+export const watch = (url: URL, options: WatchOptions, screen: Screen): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    let previous: Sample | undefined
+    let drawn = 0
+    let taken = 0
+    const width = () => columnsOf(screen)
+    const draw = (lines: ReadonlyArray<string>) => {
+      const up = drawn > 0 ? `\x1b[${drawn}F\x1b[J` : ""
+      drawn = lines.length
+      screen.write(`${up}${lines.map((line) => fitWidth(line, width() - 1)).join("\n")}\n`)
+    }
+    const once = fetchSample(url).pipe(
+      Effect.match({
+        onFailure: (failure) => {
+          if (screen.isTTY && !options.json) {
+            draw([
+              `queen-mesh stats  ${escapeControl(url.href)}  every ${options.interval}s  ${new Date().toISOString().slice(11, 19)}`,
+              "",
+              `  ${failure.message}`
+            ])
+          } else screen.error(failure.message)
+        },
+        onSuccess: (sample) => {
+          const r = rates(sample, previous)
+          previous = sample
+          if (options.json) screen.write(`${safeJson(JSON.parse(sample.raw))}\n`)
+          else if (screen.isTTY) draw(view(url, options.interval, sample, r))
+          else screen.write(`${plainLine(sample, r)}\n`)
+        }
+      }),
+      Effect.tap(() => {
+        taken++
+      })
+    )
+    const more = () => Option.match(options.count, { onNone: () => true, onSome: (n) => taken < n })
+    return Effect.gen(function* () {
+      yield* once
+      while (more()) {
+        yield* Effect.sleep(Duration.millis(options.interval * 1000))
+        yield* once
+      }
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------
+// the command
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface StatsOptions {
+  readonly url: string
+  readonly json: boolean
+  /** `--watch`: seconds between samples. */
+  readonly watch: Option.Option<WatchOptions>
+}
+
+/**
+ * Fetches and prints the stats of the node at `options.url`, once or (`--watch`) until interrupted.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (options: StatsOptions): Effect.Effect<void, CliFailure> =>
+  Effect.gen(function* () {
+    const url = yield* Either.match(statsUrl(options.url), {
+      onLeft: (why) => Effect.fail(new CliFailure({ code: EXIT_USAGE, message: `queen-mesh stats: ${why}` })),
+      onRight: Effect.succeed
+    })
+    if (Option.isSome(options.watch)) return yield* watch(url, options.watch.value, processScreen())
+    const sample = yield* fetchSample(url)
+    yield* printLine(options.json ? sample.raw.trimEnd() : render(sample.stats))
+  })

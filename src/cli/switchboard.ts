@@ -1,8 +1,9 @@
 /**
  * The demo's network: real loopback TCP (`TcpTransport`) behind a switchboard that can cut one node off
- * and put it back. Nodes address each other by name; each node's `Transport` maps a name to the port
- * that node bound (so every node can listen on an ephemeral port), and refuses dials from or to a cut
- * node. Cutting a node also breaks its live connections, both the ones it dialled and the ones it
+ * and put it back. Nodes address each other by name through a `Resolver` registry: each node listens on
+ * an ephemeral port and registers its name there, and every dial resolves the name afresh (the library's
+ * own way of wiring nodes on ephemeral ports). The switchboard only adds the partition: it refuses dials
+ * from or to a cut node. Cutting a node also breaks its live connections, both the ones it dialled and the ones it
  * accepted, which is what a partition looks like to the mesh: its links drop, the heartbeats stop and
  * the peers pass the dead threshold. A dial across the cut hangs, as a SYN into a partition does, and
  * connects once the cut is restored (or fails after `awaitListen`), so recovery is prompt.
@@ -11,6 +12,7 @@
  */
 import { Deferred, Duration, Effect, FiberId, Option } from "effect"
 import { TransportError } from "../MeshError.js"
+import * as Resolver from "../Resolver.js"
 import * as TcpTransport from "../TcpTransport.js"
 import type { Connection, TransportShape } from "../Transport.js"
 
@@ -49,10 +51,11 @@ interface Tracked {
  * @category constructors
  */
 export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboard> =>
-  Effect.sync(() => {
+  Effect.gen(function* () {
     const host = options.host ?? "127.0.0.1"
     const awaitListen = Duration.decode(options.awaitListen ?? "5 seconds")
-    const tcp = TcpTransport.make()
+    const names = yield* Resolver.makeRegistry()
+    const tcp = TcpTransport.make({ resolver: names })
     const listening = new Map<string, Deferred.Deferred<number>>()
     const bound = new Map<string, number>()
     /** Cut nodes, each with the signal of its restoration. */
@@ -112,18 +115,20 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
                 )
           )
           bound.set(name, port)
+          yield* names.register(name, { host, port })
           yield* Deferred.succeed(listenerOf(name), port)
           return port
         }),
-      dial: (target, _port) =>
+      dial: (target, targetPort) =>
         Effect.gen(function* () {
           yield* healed(name, target).pipe(
             Effect.timeoutFail({ duration: awaitListen, onTimeout: () => refused(target, "link cut") })
           )
-          const port = yield* Deferred.await(listenerOf(target)).pipe(
+          yield* Deferred.await(listenerOf(target)).pipe(
             Effect.timeoutFail({ duration: awaitListen, onTimeout: () => refused(target, "not listening") })
           )
-          const connection = yield* tcp.dial(host, port)
+          // By name: the registry resolves it to the port the target bound.
+          const connection = yield* tcp.dial(target, targetPort)
           const { wrapped, release } = yield* track([name, target], connection)
           yield* Effect.addFinalizer(() => release)
           return wrapped

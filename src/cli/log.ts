@@ -1,0 +1,268 @@
+/**
+ * The CLI's logs: on stderr only (stdout is data), as logfmt, JSON or a pretty form, with a minimum
+ * level, from `--log-format` / `--log-level` or `QUEEN_MESH_LOG_FORMAT` / `QUEEN_MESH_LOG_LEVEL` (the
+ * flag wins). Every string that reaches a line (message, cause, annotation) has its control characters
+ * escaped: server ids and queue names come from peers, and a raw ESC would reach the operator's terminal.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Either, FiberId, HashMap, Inspectable, Layer, List, Logger, LogLevel } from "effect"
+import { escapeControl, safeJson } from "./escape.js"
+import { BoundedWriter, DEFAULT_MAX_PENDING, useColor } from "./io.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type LogFormat = "logfmt" | "json" | "pretty"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type LevelName = "debug" | "info" | "warning" | "error" | "none"
+
+const FORMATS: ReadonlyArray<LogFormat> = ["logfmt", "json", "pretty"]
+
+const LEVELS: Readonly<Record<LevelName, LogLevel.LogLevel>> = {
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  error: LogLevel.Error,
+  none: LogLevel.None
+}
+
+/**
+ * The level of `node` and `stats` unless told otherwise.
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const defaultLevel: LogLevel.LogLevel = LogLevel.Info
+
+const isFormat = (raw: string): raw is LogFormat => FORMATS.some((format) => format === raw)
+const isLevel = (raw: string): raw is LevelName => Object.hasOwn(LEVELS, raw)
+
+/**
+ * Reads a format given by `source` (a flag or a variable name, for the error).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseFormat = (source: string, raw: string): Either.Either<LogFormat, string> =>
+  isFormat(raw)
+    ? Either.right(raw)
+    : Either.left(`${source}: expected one of ${FORMATS.join(", ")}, got ${JSON.stringify(raw)}`)
+
+/**
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseLevel = (source: string, raw: string): Either.Either<LogLevel.LogLevel, string> =>
+  isLevel(raw)
+    ? Either.right(LEVELS[raw])
+    : Either.left(`${source}: expected one of ${Object.keys(LEVELS).join(", ")}, got ${JSON.stringify(raw)}`)
+
+/**
+ * The name operators type for `level` (`warning`, not `WARN`).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const levelName = (level: LogLevel.LogLevel): string => {
+  for (const [name, value] of Object.entries(LEVELS)) if (value._tag === level._tag) return name
+  return level.label.toLowerCase()
+}
+
+// ---------------------------------------------------------------------------------------------
+// rendering
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One log entry as the three formats see it, every string still raw.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Entry {
+  readonly date: Date
+  readonly level: LogLevel.LogLevel
+  readonly fiber: string
+  readonly message: string
+  readonly cause: string | undefined
+  /** Annotations, then spans (`name` to milliseconds), in order. */
+  readonly fields: ReadonlyArray<readonly [string, unknown]>
+}
+
+const textOf = (value: unknown): string => {
+  if (typeof value === "string") return value
+  if (value instanceof Error) return value.message
+  return Inspectable.toStringUnknown(value, 0)
+}
+
+const FIRST = ["server_id", "module", "peer"]
+const rank = (key: string) => {
+  const i = FIRST.indexOf(key)
+  return i < 0 ? FIRST.length : i
+}
+
+const entryOf = (options: Logger.Logger.Options<unknown>): Entry => {
+  const parts = Array.isArray(options.message) ? options.message : [options.message]
+  const fields: Array<readonly [string, unknown]> = []
+  // A HashMap has no order: the usual keys first, the rest by name, so lines read alike.
+  const annotations = HashMap.toEntries(options.annotations).sort(
+    ([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
+  )
+  for (const [key, value] of annotations) fields.push([key, value])
+  const now = options.date.getTime()
+  for (const span of List.toArray(options.spans)) fields.push([span.label, `${now - span.startTime}ms`])
+  return {
+    date: options.date,
+    level: options.logLevel,
+    fiber: FiberId.threadName(options.fiberId),
+    message: parts.map(textOf).join(" "),
+    cause: Cause.isEmpty(options.cause) ? undefined : Cause.pretty(options.cause, { renderErrorCause: true }),
+    fields
+  }
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a value with controls must be quoted
+const BARE = /^[^\s="\\\u0000-\u001f\u007f-\u009f]+$/
+
+const logfmtValue = (s: string): string =>
+  BARE.test(s) ? s : `"${escapeControl(s.replace(/[\\"]/g, (c) => `\\${c}`))}"`
+
+const logfmtKey = (key: string): string => {
+  const clean = escapeControl(key).replace(/[\s="\\]/g, "_")
+  return clean === "" ? "_" : clean
+}
+
+/**
+ * `key=value` pairs, Effect's `logfmtLogger` layout, control characters escaped.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderLogfmt = (entry: Entry): string => {
+  const pairs: Array<string> = [
+    `timestamp=${entry.date.toISOString()}`,
+    `level=${entry.level.label}`,
+    `fiber=${logfmtValue(entry.fiber)}`,
+    `message=${logfmtValue(entry.message)}`
+  ]
+  if (entry.cause !== undefined) pairs.push(`cause=${logfmtValue(entry.cause)}`)
+  for (const [key, value] of entry.fields) pairs.push(`${logfmtKey(key)}=${logfmtValue(textOf(value))}`)
+  return pairs.join(" ")
+}
+
+const jsonValue = (value: unknown): unknown =>
+  value === null || typeof value === "string" || typeof value === "boolean"
+    ? value
+    : typeof value === "number"
+      ? Number.isFinite(value)
+        ? value
+        : String(value)
+      : textOf(value)
+
+/**
+ * One JSON object per line; DEL and C1 escaped as well as what `JSON.stringify` escapes.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderJson = (entry: Entry): string => {
+  const object: Record<string, unknown> = {
+    timestamp: entry.date.toISOString(),
+    level: entry.level.label,
+    fiber: entry.fiber,
+    message: entry.message
+  }
+  if (entry.cause !== undefined) object.cause = entry.cause
+  for (const [key, value] of entry.fields) {
+    if (!Object.hasOwn(object, key)) object[key] = jsonValue(value)
+  }
+  return safeJson(object)
+}
+
+const paint = (code: string, color: boolean) => (s: string) => (color ? `\x1b[${code}m${s}\x1b[0m` : s)
+
+/**
+ * For a terminal: time, level, message, then the fields; a cause on the lines after, indented.
+ * Coloured only when `color` is set.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderPretty = (entry: Entry, color: boolean): string => {
+  const dim = paint("2", color)
+  const levelColor =
+    entry.level._tag === "Error" || entry.level._tag === "Fatal"
+      ? "31"
+      : entry.level._tag === "Warning"
+        ? "33"
+        : entry.level._tag === "Info"
+          ? "32"
+          : "2"
+  const level = paint(levelColor, color)(entry.level.label.padEnd(5))
+  const fields = entry.fields.map(
+    ([key, value]) => `${dim(`${escapeControl(key)}=`)}${logfmtValue(textOf(value))}`
+  )
+  const head = [
+    dim(entry.date.toISOString().slice(11, 23)),
+    level,
+    escapeControl(entry.message),
+    ...fields
+  ].join(" ")
+  if (entry.cause === undefined) return head
+  const cause = entry.cause
+    .split("\n")
+    .map((line) => `    ${escapeControl(line)}`)
+    .join("\n")
+  return `${head}\n${cause}`
+}
+
+/**
+ * stderr, bounded like stdout, and never a crash when it fails.
+ *
+ * @since 0.1.0
+ * @category output
+ */
+export const stderr = new BoundedWriter(process.stderr, {
+  maxPending: DEFAULT_MAX_PENDING,
+  onDropped: () => {},
+  onClosed: () => {}
+})
+
+/**
+ * A logger writing `format` lines through `write` (stderr by default).
+ *
+ * @since 0.1.0
+ * @category logging
+ */
+export const make = (
+  format: LogFormat,
+  write: (line: string) => void = (line) => {
+    stderr.writeLine(line)
+  }
+): Logger.Logger<unknown, void> => {
+  const color = format === "pretty" && useColor(process.stderr)
+  return Logger.make((options) => {
+    const entry = entryOf(options)
+    write(
+      format === "json"
+        ? renderJson(entry)
+        : format === "pretty"
+          ? renderPretty(entry, color)
+          : renderLogfmt(entry)
+    )
+  })
+}
+
+/**
+ * Replaces the default logger with {@link make}`(format)` at `level`.
+ *
+ * @since 0.1.0
+ * @category logging
+ */
+export const layer = (format: LogFormat, level: LogLevel.LogLevel): Layer.Layer<never> =>
+  Layer.merge(Logger.replace(Logger.defaultLogger, make(format)), Logger.minimumLogLevel(level))
