@@ -531,7 +531,7 @@ export const make: Effect.Effect<
         }),
         Effect.catchAllCause((cause) => Effect.logError("inbound mesh connection failed", cause))
       )
-    }).pipe(Effect.scoped, Effect.annotateLogs({ module: "Listener" }))
+    }).pipe(Effect.scoped, Effect.withSpan("queen-mesh.inbound"), Effect.annotateLogs({ module: "Listener" }))
 
   const active = MeshConfig.isActive(config)
   const port = active

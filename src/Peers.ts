@@ -375,6 +375,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
       return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
     }).pipe(
       Effect.scoped,
+      Effect.withSpan("queen-mesh.dial", { attributes: { peer: link.name } }),
       Effect.ensuring(Effect.sync(() => link.down(undefined))),
       Effect.tapError((down) =>
         Effect.gen(function* () {

@@ -3,7 +3,7 @@
  * matching the code.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Fiber, Layer, Option } from "effect"
+import { Effect, Either, Fiber, Layer, Option, TestClock } from "effect"
 import {
   Frame,
   FrameDecoder,
@@ -11,6 +11,7 @@ import {
   MaintenanceFlags,
   Mesh,
   MeshConfig,
+  MeshTest,
   QueueConfigCache,
   TcpTransport,
   Waker
@@ -76,4 +77,22 @@ describe("README", () => {
       { _tag: "MessageAvailable", queue: "orders", partition: "p-1", tenant: Option.none() }
     ])
   })
+
+  it.scoped("the test kit example: a push on a wakes a pop parked on b", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b", "c"] })
+      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a", "c"] })
+      yield* MeshTest.node(network, { serverId: "c", peers: ["a", "b"] })
+      // a dialled before b listened: step the clock through a's first backoff.
+      yield* TestClock.adjust("250 millis")
+      yield* MeshTest.settleUntil(MeshTest.linked(a))
+      const pop = yield* Effect.fork(
+        b.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "1 minute" })
+      )
+      yield* MeshTest.settle
+      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: "acme" })
+      assert.strictEqual(yield* Fiber.join(pop), "woken")
+    })
+  )
 })
