@@ -45,6 +45,24 @@ import { type Transport, Transport as TransportTag } from "./Transport.js"
 import * as Waker from "./Waker.js"
 
 /**
+ * @example
+ * ```ts
+ * import { Effect, SubscriptionRef } from "effect"
+ * import { MeshTest } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   yield* MeshTest.eventually(MeshTest.linked(a))
+ *   // Flip maintenance on `a`: every peer hears it.
+ *   yield* a.mesh.setMaintenance(true)
+ *   yield* MeshTest.eventually(SubscriptionRef.get(b.flags.maintenance))
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */
@@ -82,6 +100,11 @@ export interface MeshShape {
   readonly stats: Effect.Effect<MeshStats>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
   readonly events: Stream.Stream<MeshEvent>
+  /**
+   * Calls `observer` synchronously for every event while the scope lasts, straight from the receive
+   * path: the cheapest way to watch, for an observer that never blocks (the CLI prints events so).
+   */
+  readonly observe: (observer: (event: MeshEvent) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Brings this node's Effect `Metric`s up to date with its counters (`/metrics` does it per scrape). */
   readonly syncMetrics: Effect.Effect<void>
 }
@@ -387,6 +410,7 @@ export const make: Effect.Effect<
       ),
     stats,
     events: events.events,
+    observe: events.observe,
     syncMetrics: metrics.sync
   }
   return mesh

@@ -255,13 +255,23 @@ const serve = (
     )
     const mesh = yield* Effect.provide(Mesh.Mesh, context)
 
-    // Subscribe now, print once `listening` is out: no event is lost and none comes first.
-    const ready = yield* Effect.makeLatch(false)
-    yield* mesh.events.pipe(
-      Stream.filterMap((event) => Events.toLine(event, options)),
-      Stream.runForEach((line) => Effect.zipRight(ready.await, printLine(line))),
-      Effect.forkScoped
-    )
+    // Observe now, print once `listening` is out: no event is lost and none comes first. The observer
+    // runs synchronously on the receive path, so a wake reaches stdout in the same turn it arrived;
+    // until `listening` is printed, lines wait in a bounded list.
+    let early: Array<string> | undefined = []
+    yield* mesh.observe((event) => {
+      const line = Events.toLine(event, options)
+      if (Option.isNone(line)) return
+      if (early === undefined) Io.stdout.writeLine(line.value)
+      else if (early.length < 10_000) early.push(line.value)
+    })
+    const ready = {
+      open: Effect.sync(() => {
+        const waiting = early ?? []
+        early = undefined
+        for (const line of waiting) Io.stdout.writeLine(line)
+      })
+    }
     yield* Effect.yieldNow()
 
     const httpPort = yield* HttpRoutes.serve({
