@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import {
+  Cause,
   Clock,
   Context,
   Data,
@@ -37,7 +38,7 @@ import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
 import { PeerLink } from "./internal/peerLink.js"
 import * as MeshConfig from "./MeshConfig.js"
-import type { TransportError } from "./MeshError.js"
+import { TransportError } from "./MeshError.js"
 import { type Connection, Transport } from "./Transport.js"
 
 /**
@@ -72,6 +73,8 @@ export interface PeerState {
 }
 
 /**
+ * The send side of a running mesh: one link per configured peer.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -88,6 +91,8 @@ export interface PeersShape {
 }
 
 /**
+ * The peers' links, as the mesh API sees them.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -123,6 +128,8 @@ export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Schedule
 )
 
 /**
+ * Options of the dialers.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -136,13 +143,30 @@ const QUEUE_BYTES = 32 * 1024 * 1024
 /** While a peer keeps failing with the same reason, a warning at most this often. */
 const FAILURE_WARNING_INTERVAL_MS = 60_000
 
-/** The reason an operator reads: refused, not resolved, timed out, or the error's own words. */
+/** The same verdict without the socket error it wraps (and the closures that error's stack holds). */
+const forget = (down: LinkDown): LinkDown =>
+  typeof down.cause === "string"
+    ? down
+    : new LinkDown({
+        connected: down.connected,
+        established: down.established,
+        cause: new TransportError({ reason: down.cause.reason, address: down.cause.address })
+      })
+
+/**
+ * The reason an operator reads: refused, not resolved, timed out, or the error's own words.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export const describeFailure = (cause: LinkDown["cause"]): string => {
   if (typeof cause === "string") return cause
   if (cause.reason === "Resolve") return "not resolved"
   if (cause.reason === "Timeout") return "timed out"
+  if (cause.reason === "Closed") return "closed"
   const code = cause.cause instanceof Error ? Reflect.get(cause.cause, "code") : undefined
   if (code === "ECONNREFUSED") return "refused"
+  if (cause.cause instanceof Error && cause.cause.message === "connection refused") return "refused"
   if (code === "ECONNRESET") return "reset"
   if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "not resolved"
   if (code === "ETIMEDOUT") return "timed out"
@@ -177,6 +201,14 @@ const stateOf = (link: PeerLink): PeerState => ({
 
 /**
  * The name a peer goes by in logs and metrics: `host:port` as configured.
+ *
+ * @example
+ * ```ts
+ * import { Peers } from "queen-mesh"
+ *
+ * assert.strictEqual(Peers.peerName({ host: "queen-b", port: 6633 }), "queen-b:6633")
+ * assert.strictEqual(Peers.peerName({ host: "::1", port: 6633 }), "[::1]:6633")
+ * ```
  *
  * @since 0.1.0
  * @category models
@@ -404,9 +436,21 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
       )
     )
 
-    return yield* Effect.retry(session, options.schedule).pipe(
+    // The retry loop, driving the schedule by hand: `Effect.retry` would hand each attempt the previous
+    // failure as the schedule's input, and through it (an error's captured stack holds its socket
+    // callback, whose closure holds the attempt before) every failed dial would stay reachable.
+    const driver = yield* Schedule.driver(options.schedule)
+    while (true) {
+      const exit = yield* Effect.exit(session)
+      if (exit._tag === "Success") continue
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isNone(failure)) return yield* Effect.failCause(exit.cause)
+      const down = failure.value
+      const next = yield* Effect.either(driver.next(forget(down)))
       // A schedule that ends leaves the peer alone; the default never ends.
-      Effect.catchAll(() => Effect.logWarning("mesh peer given up: the reconnect schedule ended")),
-      Effect.zipRight(Effect.never)
-    )
+      if (Either.isLeft(next)) {
+        yield* Effect.logWarning("mesh peer given up: the reconnect schedule ended")
+        return yield* Effect.never
+      }
+    }
   }).pipe(Effect.annotateLogs({ module: "Peers", peer: link.name }))

@@ -156,6 +156,28 @@ const destroy = (socket: Net.Socket) =>
   })
 
 /**
+ * @example
+ * ```ts
+ * import { Deferred, Effect } from "effect"
+ * import { TcpTransport } from "queen-mesh"
+ *
+ * // Over loopback: listen on an ephemeral port and dial it.
+ * const program = Effect.gen(function* () {
+ *   const transport = TcpTransport.make()
+ *   const received = yield* Deferred.make<string>()
+ *   const port = yield* transport.listen({ host: "127.0.0.1", port: 0 }, (connection) =>
+ *     connection
+ *       .read((chunk) => Deferred.succeed(received, new TextDecoder().decode(chunk)))
+ *       .pipe(Effect.ignore)
+ *   )
+ *   const connection = yield* transport.dial("127.0.0.1", port)
+ *   yield* connection.write(new TextEncoder().encode("hello"))
+ *   assert.strictEqual(yield* Deferred.await(received), "hello")
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -179,6 +201,9 @@ export const make = (options: TcpOptions = {}): TransportShape => {
           resume(Effect.succeed(socket))
         }
         const onError = (cause: Error) => {
+          // Format the stack now: an unformatted one keeps this callback's closure (and the socket)
+          // reachable for as long as the error lives.
+          void cause.stack
           socket.off("connect", onConnect)
           socket.destroy()
           resume(Effect.fail(new TransportError({ reason: "Dial", address, cause })))

@@ -28,6 +28,9 @@ const heapAfterGc = (): number => {
   return process.memoryUsage().heapUsed
 }
 const MB = 1024 * 1024
+const report = (line: string) => {
+  if (process.env.FAULTS_REPORT !== undefined) console.info(line)
+}
 
 const active = (stats: MeshStats): ActiveStats => {
   if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
@@ -201,6 +204,9 @@ describe("faults over the in-memory transport (TestClock)", () => {
         // 3,000 wakes handed to b's link while it was paused: a bounded queue holds at most 64 of them.
         // 16 MB is far above what the three nodes' state needs and far below what keeping them would.
         const growth = heapPaused - heapBefore
+        report(
+          `memory 30 s pause: dead seen after ${deadSeenAtMs} ms; a->b ${JSON.stringify(toB)}; heap growth ${(growth / MB).toFixed(2)} MB`
+        )
         assert.isBelow(growth, 16 * MB, `heap grew ${(growth / MB).toFixed(2)} MB while b was paused`)
       })
   )

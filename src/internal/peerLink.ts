@@ -41,6 +41,7 @@ export class PeerLink {
   private waiting: (() => void) | undefined = undefined
   /** Frames the writer took and has not finished writing: discarded too if the link breaks meanwhile. */
   private inFlight: ReadonlyArray<Uint8Array> = []
+  private inFlightBytes = 0
   private direct: ((bytes: Uint8Array) => boolean) | undefined = undefined
   /** The writer holds frames it took and is writing them. */
   writing = false
@@ -54,12 +55,13 @@ export class PeerLink {
     readonly capacityBytes: number
   ) {}
 
+  /** Frames waiting, including those the writer holds while it writes them. */
   get queued(): number {
-    return this.items.length
+    return this.items.length + this.inFlight.length
   }
 
   get queuedBytes(): number {
-    return this.bytes
+    return this.bytes + this.inFlightBytes
   }
 
   /** Hands one encoded frame to the link. Never blocks; false when it was dropped (and counted). */
@@ -78,7 +80,11 @@ export class PeerLink {
       this.active = true
       return true
     }
-    if (this.items.length >= this.capacity || this.bytes + bytes.length > this.capacityBytes) {
+    // The frames the writer holds count against the bounds too: all of them are held for this peer.
+    if (
+      this.items.length + this.inFlight.length >= this.capacity ||
+      this.bytes + this.inFlightBytes + bytes.length > this.capacityBytes
+    ) {
       this.droppedFull++
       this.droppedByTag[bytes[4]!]!++
       return false
@@ -116,6 +122,7 @@ export class PeerLink {
     this.discarded += this.items.length + this.inFlight.length
     this.items = []
     this.inFlight = []
+    this.inFlightBytes = 0
     this.bytes = 0
   }
 
@@ -123,14 +130,16 @@ export class PeerLink {
   takeAll(): Array<Uint8Array> {
     const all = this.items
     this.items = []
-    this.bytes = 0
     this.inFlight = all
+    this.inFlightBytes = this.bytes
+    this.bytes = 0
     return all
   }
 
   /** The writer finished writing frames it took. */
   wrote(frames: ReadonlyArray<Uint8Array>): void {
     this.inFlight = []
+    this.inFlightBytes = 0
     this.written += frames.length
     for (const frame of frames) this.writtenByTag[frame[4]!]!++
     this.writeSizes[Math.min(15, 31 - Math.clz32(frames.length))]!++
