@@ -140,7 +140,10 @@ export interface BaselineOptions {
   readonly host?: string
   readonly secret: string
   readonly peers: ReadonlyArray<{ readonly host: string; readonly port: number }>
-  readonly onWake: (item: Item) => void
+  /** Every received wake, with the sending peer's server id. */
+  readonly onWake: (item: Item, from: string) => void
+  /** A peer's HELLO was accepted on an inbound connection. */
+  readonly onPeerUp?: (serverId: string) => void
   readonly queueCapacity?: number
   readonly heartbeatMs?: number
 }
@@ -290,15 +293,16 @@ export class BaselineNode {
         }
         peer = hello.server_id
         clearTimeout(timeout)
+        this.options.onPeerUp?.(peer)
         return
       }
       this.received++
       if (tag === TAG_MESSAGE_AVAILABLE) {
         const item = decodeItem(payload)
-        if (item !== undefined) onWake(item)
+        if (item !== undefined) onWake(item, peer)
       } else if (tag === TAG_MESSAGE_AVAILABLE_BATCH) {
         const items = decodeItems(payload)
-        if (items !== undefined) for (const item of items) onWake(item)
+        if (items !== undefined) for (const item of items) onWake(item, peer)
       }
     }
     socket.on("data", (chunk: Buffer) => {

@@ -18,6 +18,8 @@ export interface FloodParams {
   readonly secret: string
   readonly calls: number
   readonly yieldEvery: number
+  /** Call `mesh.unsafeMessageAvailable` from a plain loop instead of `messageAvailable` in a fiber. */
+  readonly sync: boolean
 }
 
 export interface FloodResult {
@@ -87,10 +89,19 @@ export const floodMesh = async (params: FloodParams): Promise<void> => {
       if (i % SAMPLE_EVERY === 0) memory.sample()
     }
   })
+  // The synchronous twin from plain code, yielding the same way the baseline's loop does.
+  const syncLoop = async () => {
+    for (let i = 1; i <= calls; i++) {
+      mesh.unsafeMessageAvailable(ITEMS[i & 63]!)
+      if (i % yieldEvery === 0) await new Promise((resolve) => setImmediate(resolve))
+      if (i % SAMPLE_EVERY === 0) memory.sample()
+    }
+  }
   memory.begin()
   const cpu = process.cpuUsage()
   const start = process.hrtime.bigint()
-  await runtime.runPromise(loop)
+  if (params.sync) await syncLoop()
+  else await runtime.runPromise(loop)
   const wallNs = Number(process.hrtime.bigint() - start)
   const used = process.cpuUsage(cpu)
   memory.sample()
@@ -185,6 +196,37 @@ export const sink = async (params: { readonly secret: string }): Promise<void> =
     frames = 0
   }
   node.close()
+}
+
+/**
+ * `count` live peers in one process: baseline receivers on as many ports, counting frames together.
+ * Reports `{ ports }` on `ready` and the frames received since the last ask on `count`.
+ */
+export const sinks = async (params: { readonly secret: string; readonly count: number }): Promise<void> => {
+  let frames = 0
+  const nodes = Array.from(
+    { length: params.count },
+    (_, i) =>
+      new Baseline.BaselineNode({
+        serverId: `sink-${i}`,
+        port: 0,
+        secret: params.secret,
+        peers: [],
+        onWake: () => {
+          frames++
+        }
+      })
+  )
+  const ports = await Promise.all(nodes.map((node) => node.start()))
+  toParent({ kind: "ready", data: { ports } })
+  const inbox = fromParent()
+  for (;;) {
+    const message = await inbox.take("count", 600_000).catch(() => undefined)
+    if (message === undefined) break
+    toParent({ kind: "count", data: frames })
+    frames = 0
+  }
+  for (const node of nodes) node.close()
 }
 
 /** The stalled peer: accepts, and never reads a byte. */

@@ -6,9 +6,13 @@
 import { Schema } from "effect"
 import * as Broadcast from "./broadcast.js"
 import * as Codec from "./codec.js"
+import * as Fairness from "./fairness.js"
+import * as Idle from "./idle.js"
 import { flushParent, toParent } from "./ipc.js"
 import * as Latency from "./latency.js"
+import { runParkedBench } from "./parked.js"
 import * as Throughput from "./throughput.js"
+import { runTlsBench } from "./tls.js"
 
 const Params = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const num = (params: Record<string, unknown>, key: string, fallback = 0): number => {
@@ -44,7 +48,15 @@ const flood = (): Broadcast.FloodParams => ({
   peers: nums(params, "peers"),
   secret: str(params, "secret"),
   calls: num(params, "calls"),
-  yieldEvery: num(params, "yieldEvery", 64)
+  yieldEvery: num(params, "yieldEvery", 64),
+  sync: params.sync === true
+})
+
+const idle = (): Idle.IdleParams => ({
+  port: num(params, "port"),
+  peers: nums(params, "peers"),
+  secret: str(params, "secret"),
+  durationMs: num(params, "durationMs", 60_000)
 })
 
 const roles: Record<string, () => Promise<void>> = {
@@ -65,6 +77,8 @@ const roles: Record<string, () => Promise<void>> = {
     }),
   "wake-mesh-a": () => Latency.meshPusher(wake()),
   "wake-mesh-b": () => Latency.meshParker(wake()),
+  "wake-meshsync-a": () => Latency.meshSyncPusher(wake()),
+  "wake-meshsync-b": () => Latency.meshParker(wake()),
   "wake-base-a": () => Latency.baselinePusher(wake()),
   "wake-base-b": () => Latency.baselineParker(wake()),
   "wake-off-a": () => Latency.offPusher(wake()),
@@ -73,7 +87,38 @@ const roles: Record<string, () => Promise<void>> = {
   "wake-pg-b": () => Latency.pgParker(wake()),
   "flood-mesh": () => Broadcast.floodMesh(flood()),
   "flood-base": () => Broadcast.floodBaseline(flood()),
+  "flood-meshsync": () => Broadcast.floodMesh(flood()),
   sink: () => Broadcast.sink({ secret: str(params, "secret") }),
+  sinks: () => Broadcast.sinks({ secret: str(params, "secret"), count: num(params, "count", 1) }),
+  parked: async () => {
+    toParent({ kind: "result", data: await runParkedBench(nums(params, "sizes")) })
+  },
+  tls: async () => {
+    toParent({ kind: "result", data: await runTlsBench(num(params, "rounds", 1000)) })
+  },
+  "idle-mesh": () => Idle.idleMesh(idle()),
+  "idle-base": () => Idle.idleBaseline(idle()),
+  "idle-peers": () =>
+    Idle.idlePeers({
+      secret: str(params, "secret"),
+      count: num(params, "count", 3),
+      peerPort: num(params, "peerPort")
+    }),
+  "fair-recv": () =>
+    Fairness.fairReceiver({ secret: str(params, "secret"), dummyPeerPort: num(params, "dummyPeerPort") }),
+  "fair-good": () =>
+    Fairness.fairGood({
+      port: num(params, "port"),
+      secret: str(params, "secret"),
+      durationMs: num(params, "durationMs", 5000),
+      everyMs: num(params, "everyMs", 50)
+    }),
+  "fair-hostile": () =>
+    Fairness.fairHostile({
+      port: num(params, "port"),
+      secret: str(params, "secret"),
+      invalid: params.invalid === true
+    }),
   stall: () => Broadcast.stall()
 }
 

@@ -112,10 +112,27 @@ const runCase = (name: string, items: number, params: CodecParams): CodecCase =>
   }
 }
 
+/** Items of `item(i)` that fit in one batch frame under the 16 MiB cap. */
+const itemsUnderCap = (): number => {
+  let bytes = 12 // {"items":[]}
+  let n = 0
+  for (;;) {
+    const size = JSON.stringify(item(n)).length + 1
+    if (bytes + size > Frame.MAX_FRAME_LENGTH - 1) return n
+    bytes += size
+    n++
+  }
+}
+
 export const runCodec = (params: CodecParams): ReadonlyArray<CodecCase> => {
-  const cases = [runCase("single", 1, params), runCase("batch100", 100, params)]
-  // The big batch: fewer, longer samples are enough, each call being milliseconds.
+  const cases = [
+    runCase("single", 1, params),
+    runCase("batch100", 100, params),
+    runCase("batch10k", 10_000, params)
+  ]
+  // The big batches: fewer, longer samples are enough, each call being milliseconds.
   cases.push(runCase("batch100k", 100_000, { ...params, sampleMs: params.sampleMs * 3 }))
+  cases.push(runCase("batch16MiB", itemsUnderCap(), { sampleMs: 1, samples: 3 }))
   if (sink === -1) console.log(sink)
   return cases
 }

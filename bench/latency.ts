@@ -75,6 +75,11 @@ const parker = async (
 // the mesh
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * A, the way an Effect broker calls the mesh: one long-lived fiber that awaits the driver's `push`
+ * (an `Effect.async` resumed from the IPC callback, as a request handler's fiber is resumed by its
+ * server), stamps, and `yield* mesh.messageAvailable`. No `runSync` per push.
+ */
 export const meshPusher = async (params: WakeParams): Promise<void> => {
   const runtime = localNode({
     serverId: "node-a",
@@ -83,11 +88,68 @@ export const meshPusher = async (params: WakeParams): Promise<void> => {
     secret: params.secret
   })
   const mesh = await runtime.runPromise(Mesh.Mesh)
-  await pusher(
-    () => until(runtime, linksUp, 10_000, "A's link to B"),
-    () => runtime.runSync(mesh.messageAvailable(ITEM)),
-    params.total
-  )
+  const inbox = fromParent()
+  // The one pending resume, set while the fiber waits; a push arriving before it waits is kept.
+  let resume: ((i: number) => void) | undefined
+  const early: Array<number> = []
+  inbox.handle("push", (message) => {
+    const i = message.i ?? 0
+    const waiting = resume
+    resume = undefined
+    if (waiting === undefined) early.push(i)
+    else waiting(i)
+  })
+  const nextPush = Effect.async<number>((k) => {
+    const i = early.shift()
+    if (i !== undefined) return k(Effect.succeed(i))
+    resume = (n) => k(Effect.succeed(n))
+  })
+  const stamps: Array<number> = new Array(params.total).fill(0)
+  const loop = Effect.gen(function* () {
+    for (let n = 0; n < params.total; n++) {
+      const i = yield* nextPush
+      stamps[i] = nowNs()
+      yield* mesh.messageAvailable(ITEM)
+    }
+  })
+  await until(runtime, linksUp, 10_000, "A's link to B")
+  const done = runtime.runPromise(loop)
+  toParent({ kind: "ready" })
+  await done
+  toParent({ kind: "times", data: stamps })
+  await inbox.take("stop", LONG_WAIT_MS * 10)
+  await runtime.dispose()
+}
+
+/**
+ * A, from outside any fiber: the IPC callback stamps and calls `mesh.unsafeMessageAvailable`, the
+ * synchronous twin, as a host's plain socket handler would.
+ */
+export const meshSyncPusher = async (params: WakeParams): Promise<void> => {
+  const runtime = localNode({
+    serverId: "node-a",
+    port: params.port,
+    peers: [params.peerPort],
+    secret: params.secret
+  })
+  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const inbox = fromParent()
+  const stamps: Array<number> = new Array(params.total).fill(0)
+  let pushed = 0
+  let allPushed: () => void = () => {}
+  const done = new Promise<void>((resolve) => {
+    allPushed = resolve
+  })
+  inbox.handle("push", (message) => {
+    stamps[message.i ?? pushed] = nowNs()
+    mesh.unsafeMessageAvailable(ITEM)
+    if (++pushed === params.total) allPushed()
+  })
+  await until(runtime, linksUp, 10_000, "A's link to B")
+  toParent({ kind: "ready" })
+  await done
+  toParent({ kind: "times", data: stamps })
+  await inbox.take("stop", LONG_WAIT_MS * 10)
   await runtime.dispose()
 }
 

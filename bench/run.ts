@@ -3,9 +3,11 @@
  * (`bench/baseline.ts`), in one process tree. Prints a table and writes `bench/results.json` with every
  * figure, the ratios (ours divided by the baseline's), the targets, and the machine.
  *
- * Flags: `--quick` (smaller counts, under a minute), `--only=codec,throughput,wake,pg,flood` (a subset,
- * written to `.bench-dist/results.only.json` instead), `--cpu-prof=<role>,...` (run those child roles
- * under `node --cpu-prof`, profiles in `bench/profiles/`).
+ * Flags: `--quick` (smaller counts, about two and a half minutes), `--only=<sections>` (a subset of
+ * codec, throughput, wake, pg, flood, cli, scale, parked, idle, tls, fair, written to
+ * `.bench-dist/results.only.json` instead), `--cpu-prof=<role>,...` (run those child roles under
+ * `node --cpu-prof`, profiles in `bench/profiles/`; the CLI nodes are `cli-mesh-a`, `cli-mesh-b`,
+ * `cli-mesh-recv` and their `cli-base-*` twins).
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -14,6 +16,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
+import { type CliKind, cliReceive, cliWake } from "./cli.js"
 import { Child } from "./ipc.js"
 import { type PgServer, startPostgres } from "./postgres.js"
 import { type Distribution, distribution, median, ratio, round, sleep } from "./stats.js"
@@ -44,14 +47,28 @@ const plan = quick
       throughput: { frames: 300_000, rounds: 1 },
       wake: { warmup: 200, measured: 2_000, block: 500 },
       off: { total: 20, pollMs: 100 },
-      flood: { calls: 200_000, yieldEvery: 64 }
+      flood: { calls: 200_000, yieldEvery: 64 },
+      cliWake: { warmup: 100, measured: 1_000, block: 250 },
+      cliRecv: { frames: 100_000, rounds: 1 },
+      scale: { peers: [1, 3, 8, 32], calls: 20_000 },
+      parked: { sizes: [1_000, 10_000, 100_000] },
+      idle: { durationMs: 20_000 },
+      tls: { rounds: 300 },
+      fair: { durationMs: 4_000, everyMs: 50 }
     }
   : {
       codec: { sampleMs: 150, samples: 5 },
       throughput: { frames: 1_000_000, rounds: 5 },
       wake: { warmup: 500, measured: 10_000, block: 1_000 },
       off: { total: 100, pollMs: 100 },
-      flood: { calls: 1_000_000, yieldEvery: 64 }
+      flood: { calls: 1_000_000, yieldEvery: 64 },
+      cliWake: { warmup: 300, measured: 4_000, block: 500 },
+      cliRecv: { frames: 300_000, rounds: 3 },
+      scale: { peers: [1, 3, 8, 32], calls: 100_000 },
+      parked: { sizes: [1_000, 10_000, 100_000] },
+      idle: { durationMs: 60_000 },
+      tls: { rounds: 1_000 },
+      fair: { durationMs: 10_000, everyMs: 50 }
     }
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
@@ -63,10 +80,19 @@ const profileDir = Path.join(benchDir, "profiles")
 // ---------------------------------------------------------------------------------------------
 
 const children = new Set<Child>()
+let profiles = 0
+/** `--cpu-prof` with a file named after the role, e.g. `bench/profiles/wake-mesh-b.3.cpuprofile`. */
+const profileFlags = (role: string): ReadonlyArray<string> => [
+  "--cpu-prof",
+  "--cpu-prof-dir",
+  profileDir,
+  "--cpu-prof-name",
+  `${role}.${++profiles}.cpuprofile`
+]
 let pgServer: PgServer | undefined
 
 const spawn = (role: string, params: object, execArgv: ReadonlyArray<string> = []): Child => {
-  const extra = profiled.has(role) ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []
+  const extra = profiled.has(role) ? profileFlags(role) : []
   const child = new Child(role, params, [...execArgv, ...extra])
   children.add(child)
   child.process.once("exit", () => children.delete(child))
@@ -79,6 +105,7 @@ const stopAll = async (list: ReadonlyArray<Child>) => {
 
 const cleanup = () => {
   for (const child of children) child.process.kill("SIGKILL")
+  for (const node of cliNodes) node.process.kill("SIGKILL")
   pgServer?.stop()
   pgServer = undefined
 }
@@ -203,7 +230,7 @@ const runThroughput = async () => {
 // wake latency
 // ---------------------------------------------------------------------------------------------
 
-type WakeVariant = "mesh" | "base" | "pg"
+type WakeVariant = "mesh" | "meshsync" | "base" | "pg"
 
 /**
  * Sequential push-to-wake series between pairs of processes, one pair per variant. The variants take
@@ -305,7 +332,7 @@ const startPg = async (): Promise<PgServer | string> => {
 
 const runWake = async (withMesh: boolean, withPg: boolean) => {
   const pg = withPg ? await startPg() : undefined
-  const variants: Array<WakeVariant> = withMesh ? ["mesh", "base"] : []
+  const variants: Array<WakeVariant> = withMesh ? ["mesh", "meshsync", "base"] : []
   if (pg !== undefined && typeof pg !== "string") variants.push("pg")
   let series = new Map<WakeVariant, Distribution>()
   let pgFailure: string | undefined
@@ -337,6 +364,7 @@ const runWake = async (withMesh: boolean, withPg: boolean) => {
   }
   if (!withMesh) return { postgres }
   const mesh = series.get("mesh")!
+  const meshSync = series.get("meshsync")!
   const baseline = series.get("base")!
   progress(`wake latency: mesh off, re-poll every ${plan.off.pollMs} ms x ${plan.off.total}`)
   const meshOff = await fallbackSeries()
@@ -344,13 +372,23 @@ const runWake = async (withMesh: boolean, withPg: boolean) => {
     postgres,
     latency: {
       warmup: plan.wake.warmup,
+      pusher: {
+        mesh: "one long-lived fiber: Effect.async on the IPC inbox, stamp, yield* mesh.messageAvailable",
+        meshSync: "the IPC callback: stamp, mesh.unsafeMessageAvailable"
+      },
       mesh,
+      meshSync,
       baseline,
       meshOff,
       ratios: {
         p50: ratio(mesh.p50, baseline.p50),
         p99: ratio(mesh.p99, baseline.p99),
         p999: ratio(mesh.p999, baseline.p999)
+      },
+      syncRatios: {
+        p50: ratio(meshSync.p50, baseline.p50),
+        p99: ratio(meshSync.p99, baseline.p99),
+        p999: ratio(meshSync.p999, baseline.p999)
       }
     }
   }
@@ -377,13 +415,17 @@ const FloodResult = Schema.Struct({
 
 const MiB = 1024 * 1024
 
-const floodOnce = async (kind: "mesh" | "base") => {
+const floodOnce = async (kind: "mesh" | "meshsync" | "base") => {
   const sinks = [spawn("sink", { secret: SECRET }), spawn("sink", { secret: SECRET })]
   const stalled = spawn("stall", {})
   const all = [...sinks, stalled]
   try {
     const peers = await Promise.all(all.map(async (c) => portOf((await c.take("ready", 30_000)).data)))
-    const flooder = spawn(`flood-${kind}`, { peers, secret: SECRET, ...plan.flood }, ["--expose-gc"])
+    const flooder = spawn(
+      `flood-${kind}`,
+      { peers, secret: SECRET, ...plan.flood, sync: kind === "meshsync" },
+      ["--expose-gc"]
+    )
     all.push(flooder)
     const r = Schema.decodeUnknownSync(FloodResult)((await flooder.take("result", 300_000)).data)
     const delivered: Array<number> = []
@@ -413,19 +455,317 @@ const floodOnce = async (kind: "mesh" | "base") => {
 }
 
 const runFlood = async () => {
-  progress(`broadcast flood: mesh x ${plan.flood.calls}`)
+  progress(`broadcast flood: mesh (fiber) x ${plan.flood.calls}`)
   const mesh = await floodOnce("mesh")
+  progress(`broadcast flood: mesh (unsafeMessageAvailable) x ${plan.flood.calls}`)
+  const meshSync = await floodOnce("meshsync")
   progress(`broadcast flood: baseline x ${plan.flood.calls}`)
   const baseline = await floodOnce("base")
   return {
     peers: "3 (2 live baseline receivers, 1 accepting and never reading)",
     yieldEvery: plan.flood.yieldEvery,
     mesh,
+    meshSync,
     baseline,
     ratios: {
       callsPerSec: ratio(mesh.callsPerSec, baseline.callsPerSec),
+      cpuUsPerCall: ratio(mesh.cpuUsPerCall, baseline.cpuUsPerCall),
       rssGrowth: ratio(mesh.rssGrowthMiB, baseline.rssGrowthMiB)
+    },
+    syncRatios: {
+      callsPerSec: ratio(meshSync.callsPerSec, baseline.callsPerSec),
+      cpuUsPerCall: ratio(meshSync.cpuUsPerCall, baseline.cpuUsPerCall)
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the CLI path
+// ---------------------------------------------------------------------------------------------
+
+const cliNodes = new Set<{ readonly process: { kill: (signal: NodeJS.Signals) => boolean } }>()
+
+const cliOptions = {
+  secret: SECRET,
+  freePort,
+  execArgv: (role: string) => (profiled.has(role) ? profileFlags(role) : []),
+  onStart: (node: { readonly process: { kill: (signal: NodeJS.Signals) => boolean } }) => {
+    cliNodes.add(node)
+  }
+}
+
+const runCli = async () => {
+  const { warmup, measured, block } = plan.cliWake
+  progress(
+    `CLI wake latency: queen-mesh node and the CLI baseline x ${warmup + measured}, blocks of ${block}`
+  )
+  const wake = await cliWake(cliOptions, plan.cliWake)
+  const runs: Record<CliKind, Array<Awaited<ReturnType<typeof cliReceive>>>> = { mesh: [], base: [] }
+  const startSender = async (port: number) => {
+    const sender = spawn("send", { port, frames: plan.cliRecv.frames, secret: SECRET, framesPerWrite: 512 })
+    return () => sender.stop()
+  }
+  for (let round = 0; round < plan.cliRecv.rounds; round++) {
+    for (const kind of ["mesh", "base"] as const) {
+      progress(`CLI receive round ${round + 1}/${plan.cliRecv.rounds}: ${kind} x ${plan.cliRecv.frames}`)
+      runs[kind].push(await cliReceive(cliOptions, kind, plan.cliRecv.frames, startSender))
+    }
+  }
+  const summary = (list: ReadonlyArray<Awaited<ReturnType<typeof cliReceive>>>) => ({
+    linesPerSec: median(list.map((r) => r.linesPerSec)),
+    cpuUsPerLine: median(list.map((r) => r.cpuUsPerLine)),
+    runs: list
+  })
+  const recvMesh = summary(runs.mesh)
+  const recvBase = summary(runs.base)
+  return {
+    wake: {
+      mesh: wake.mesh,
+      baseline: wake.base,
+      ratios: { p50: ratio(wake.mesh.p50, wake.base.p50), p99: ratio(wake.mesh.p99, wake.base.p99) }
+    },
+    receive: {
+      frames: plan.cliRecv.frames,
+      mesh: recvMesh,
+      baseline: recvBase,
+      ratios: {
+        linesPerSec: ratio(recvMesh.linesPerSec, recvBase.linesPerSec),
+        cpuUsPerLine: ratio(recvMesh.cpuUsPerLine, recvBase.cpuUsPerLine)
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// costs as work grows
+// ---------------------------------------------------------------------------------------------
+
+/** Broadcast cost per call against the number of peers, all live, in one sink process. */
+const runScale = async () => {
+  const rows = []
+  for (const n of plan.scale.peers) {
+    const row: Record<string, number> = { peers: n }
+    for (const kind of ["mesh", "base"] as const) {
+      progress(`broadcast scaling: ${kind}, ${n} peer(s) x ${plan.scale.calls}`)
+      const sinks = spawn("sinks", { secret: SECRET, count: n })
+      const all = [sinks]
+      try {
+        const ports = Schema.decodeUnknownSync(Schema.Struct({ ports: Numbers }))(
+          (await sinks.take("ready", 30_000)).data
+        ).ports
+        const flooder = spawn(`flood-${kind}`, {
+          peers: ports,
+          secret: SECRET,
+          calls: plan.scale.calls,
+          yieldEvery: plan.flood.yieldEvery,
+          sync: false
+        })
+        all.push(flooder)
+        const r = Schema.decodeUnknownSync(FloodResult)((await flooder.take("result", 300_000)).data)
+        row[`${kind}CpuUsPerCall`] = round(r.cpuUs / r.calls, 3)
+        row[`${kind}CallsPerSec`] = Math.round((r.calls / r.wallNs) * 1e9)
+        row[`${kind}Dropped`] = r.dropped
+      } finally {
+        await stopAll(all)
+      }
+    }
+    row.meshCpuUsPerCallPerPeer = round(row.meshCpuUsPerCall! / n, 3)
+    row.baseCpuUsPerCallPerPeer = round(row.baseCpuUsPerCall! / n, 3)
+    row.cpuRatio = ratio(row.meshCpuUsPerCall, row.baseCpuUsPerCall) ?? Number.NaN
+    rows.push(row)
+  }
+  const first = rows[0]!
+  const last = rows[rows.length - 1]!
+  return {
+    calls: plan.scale.calls,
+    rows,
+    growth: {
+      // Cost of a call at the most peers over the fewest, against the ratio of peer counts: <= 1 is
+      // linear or better.
+      meshVsLinear: round(last.meshCpuUsPerCall! / first.meshCpuUsPerCall! / (last.peers! / first.peers!), 3),
+      baseVsLinear: round(last.baseCpuUsPerCall! / first.baseCpuUsPerCall! / (last.peers! / first.peers!), 3),
+      // What each added peer costs a call, from the fewest peers to the most (µs).
+      meshMarginalUsPerPeer: round(
+        (last.meshCpuUsPerCall! - first.meshCpuUsPerCall!) / (last.peers! - first.peers!),
+        3
+      ),
+      baseMarginalUsPerPeer: round(
+        (last.baseCpuUsPerCall! - first.baseCpuUsPerCall!) / (last.peers! - first.peers!),
+        3
+      )
+    }
+  }
+}
+
+const ParkedRow = Schema.Struct({
+  size: Schema.Number,
+  parkNsPerPop: Schema.Number,
+  wakeNsPerPop: Schema.Number,
+  timeoutCpuNsPerPop: Schema.Number,
+  bytesPerParkedPop: Schema.Number
+})
+
+const runParked = async () => {
+  progress(`parked pops: ${plan.parked.sizes.join(", ")}`)
+  const child = spawn("parked", { sizes: plan.parked.sizes }, ["--expose-gc"])
+  try {
+    const rows = Schema.decodeUnknownSync(Schema.Array(ParkedRow))((await child.take("result", 600_000)).data)
+    const first = rows[0]!
+    const last = rows[rows.length - 1]!
+    return {
+      rows,
+      growth: {
+        timeoutCpu: ratio(last.timeoutCpuNsPerPop, first.timeoutCpuNsPerPop),
+        park: ratio(last.parkNsPerPop, first.parkNsPerPop),
+        wake: ratio(last.wakeNsPerPop, first.wakeNsPerPop)
+      }
+    }
+  } finally {
+    await child.stop()
+  }
+}
+
+const IdleResult = Schema.Struct({
+  durationMs: Schema.Number,
+  cpuUs: Schema.Number,
+  rssStart: Schema.Number,
+  rssEnd: Schema.Number,
+  rssMax: Schema.Number,
+  heapStart: Schema.Number,
+  heapEnd: Schema.Number,
+  heapMax: Schema.Number,
+  framesSent: Schema.Number
+})
+
+/** An idle node with three peers, heartbeats only; ours and the baseline side by side. */
+const runIdle = async () => {
+  progress(`idle: a node with 3 peers for ${plan.idle.durationMs / 1000} s, ours and the baseline at once`)
+  const one = async (kind: "mesh" | "base") => {
+    const port = await freePort()
+    const peers = spawn("idle-peers", { secret: SECRET, count: 3, peerPort: port })
+    const all = [peers]
+    try {
+      const ports = Schema.decodeUnknownSync(Schema.Struct({ ports: Numbers }))(
+        (await peers.take("ready", 30_000)).data
+      ).ports
+      const node = spawn(
+        `idle-${kind}`,
+        { port, peers: ports, secret: SECRET, durationMs: plan.idle.durationMs },
+        ["--expose-gc"]
+      )
+      all.push(node)
+      const r = Schema.decodeUnknownSync(IdleResult)(
+        (await node.take("result", plan.idle.durationMs + 60_000)).data
+      )
+      return {
+        seconds: round(r.durationMs / 1000, 1),
+        cpuMsPerMinute: round((r.cpuUs / 1000 / r.durationMs) * 60_000, 1),
+        cpuPercent: round((r.cpuUs / 1000 / r.durationMs) * 100, 3),
+        rssStartMiB: round(r.rssStart / MiB, 1),
+        rssEndMiB: round(r.rssEnd / MiB, 1),
+        rssMaxMiB: round(r.rssMax / MiB, 1),
+        heapStartMiB: round(r.heapStart / MiB, 2),
+        heapEndMiB: round(r.heapEnd / MiB, 2),
+        heapGrowthMiB: round((r.heapEnd - r.heapStart) / MiB, 2),
+        framesSent: r.framesSent
+      }
+    } finally {
+      await stopAll(all)
+    }
+  }
+  const [mesh, baseline] = await Promise.all([one("mesh"), one("base")])
+  return { peers: 3, mesh, baseline, ratios: { cpu: ratio(mesh.cpuMsPerMinute, baseline.cpuMsPerMinute) } }
+}
+
+const TlsFigures = Schema.Struct({
+  tcp: Schema.Struct({ connectP50Us: Schema.Number, connectP99Us: Schema.Number }),
+  tls: Schema.Struct({ connectP50Us: Schema.Number, connectP99Us: Schema.Number }),
+  wakeTcp: Schema.Struct({ p50Us: Schema.Number, p99Us: Schema.Number }),
+  wakeTls: Schema.Struct({ p50Us: Schema.Number, p99Us: Schema.Number })
+})
+
+const runTls = async () => {
+  progress(`TLS-PSK against plain TCP x ${plan.tls.rounds}`)
+  const child = spawn("tls", { rounds: plan.tls.rounds })
+  try {
+    const r = Schema.decodeUnknownSync(TlsFigures)((await child.take("result", 300_000)).data)
+    return {
+      rounds: plan.tls.rounds,
+      ...r,
+      ratios: {
+        connectP50: ratio(r.tls.connectP50Us, r.tcp.connectP50Us),
+        wakeP50: ratio(r.wakeTls.p50Us, r.wakeTcp.p50Us),
+        wakeP99: ratio(r.wakeTls.p99Us, r.wakeTcp.p99Us)
+      }
+    }
+  } finally {
+    await child.stop()
+  }
+}
+
+const DistributionSchema = Schema.Struct({
+  n: Schema.Number,
+  p50: Schema.Number,
+  p90: Schema.Number,
+  p99: Schema.Number,
+  p999: Schema.Number,
+  max: Schema.Number,
+  mean: Schema.Number
+})
+const FairReport = Schema.Struct({
+  wakeUs: DistributionSchema,
+  floodItems: Schema.Number,
+  framesReceived: Schema.Number,
+  framesInvalid: Schema.Number,
+  itemsInvalid: Schema.Number
+})
+const Written = Schema.Struct({ written: Schema.Number, reconnects: Schema.Number })
+
+/** A good peer's wakes while a hostile peer floods 16 MiB batches: none, valid, last item invalid. */
+const runFair = async () => {
+  const out: Record<string, unknown> = {}
+  let hostileFrame: unknown
+  for (const variant of ["none", "valid", "invalid"] as const) {
+    progress(
+      `fairness: good peer every ${plan.fair.everyMs} ms, flood ${variant}, ${plan.fair.durationMs / 1000} s`
+    )
+    const recv = spawn("fair-recv", { secret: SECRET, dummyPeerPort: await freePort() })
+    const all = [recv]
+    try {
+      const port = portOf((await recv.take("ready", 30_000)).data)
+      let hostile: Child | undefined
+      if (variant !== "none") {
+        hostile = spawn("fair-hostile", { port, secret: SECRET, invalid: variant === "invalid" })
+        all.push(hostile)
+        hostileFrame = (await hostile.take("ready", 60_000)).data
+        await sleep(1_000)
+      }
+      const good = spawn("fair-good", { port, secret: SECRET, ...plan.fair })
+      all.push(good)
+      await good.take("done", plan.fair.durationMs + 60_000)
+      recv.send({ kind: "report" })
+      const report = Schema.decodeUnknownSync(FairReport)((await recv.take("report", 60_000)).data)
+      let written: typeof Written.Type | undefined
+      if (hostile !== undefined) {
+        hostile.send({ kind: "report" })
+        written = Schema.decodeUnknownSync(Written)((await hostile.take("written", 30_000)).data)
+      }
+      out[variant] = {
+        ...report,
+        hostileFramesWritten: written?.written ?? 0,
+        reconnects: written?.reconnects ?? 0
+      }
+    } finally {
+      await stopAll(all)
+    }
+  }
+  return { everyMs: plan.fair.everyMs, durationMs: plan.fair.durationMs, hostileFrame, ...out } as {
+    everyMs: number
+    durationMs: number
+    hostileFrame: unknown
+    none: typeof FairReport.Type
+    valid: typeof FairReport.Type
+    invalid: typeof FairReport.Type
   }
 }
 
@@ -501,8 +841,29 @@ const main = async () => {
   const wake = wakeRun?.latency
   const postgres = wakeRun?.postgres
   const broadcast = enabled("flood") ? await runFlood() : undefined
+  const cli = enabled("cli") ? await runCli() : undefined
+  const scale = enabled("scale") ? await runScale() : undefined
+  const parked = enabled("parked") ? await runParked() : undefined
+  const tls = enabled("tls") ? await runTls() : undefined
+  const fairness = enabled("fair") ? await runFair() : undefined
+  const idle = enabled("idle") ? await runIdle() : undefined
 
   const batch100 = codec?.find((c) => c.name === "batch100")
+  const batch100k = codec?.find((c) => c.name === "batch100k")
+  // ns per item of the batches, worst over the larger sizes against the 100-item batch.
+  const flatness = (side: "encode" | "decode", who: "ours" | "baseline" = "ours") => {
+    if (codec === undefined || batch100 === undefined) return undefined
+    const base = batch100.perItemNs[side][who]
+    return round(Math.max(...codec.filter((c) => c.items > 100).map((c) => c.perItemNs[side][who] / base)), 3)
+  }
+  const codecFlatness =
+    codec === undefined
+      ? undefined
+      : {
+          what: "ns per item, worst of the 10k, 100k and 16 MiB batches over the 100-item batch's",
+          encode: { ours: flatness("encode"), baseline: flatness("encode", "baseline") },
+          decode: { ours: flatness("decode"), baseline: flatness("decode", "baseline") }
+        }
   const pgP50 = postgres?.measured === true ? postgres.latencyUs.p50 : undefined
   const targets: Array<Target> = [
     check("receive throughput, ours / baseline", throughput?.ratios.framesPerSec, ">= 0.8", (v) => v >= 0.8),
@@ -512,9 +873,53 @@ const main = async () => {
       "<= 1.25",
       (v) => v <= 1.25
     ),
-    check("wake latency p50, ours / baseline", wake?.ratios.p50, "<= 1.2", (v) => v <= 1.2),
-    check("wake latency p99, ours / baseline", wake?.ratios.p99, "<= 1.5", (v) => v <= 1.5),
-    check("decode 100-item batch, ours / baseline", batch100?.decodeRatio, "<= 2", (v) => v <= 2),
+    check("wake p50, fiber pusher, ours / baseline", wake?.ratios.p50, "<= 1.1", (v) => v <= 1.1),
+    check("wake p99, fiber pusher, ours / baseline", wake?.ratios.p99, "<= 1.5", (v) => v <= 1.5),
+    check(
+      "wake p50, unsafeMessageAvailable, ours / baseline",
+      wake?.syncRatios.p50,
+      "<= 1.1",
+      (v) => v <= 1.1
+    ),
+    check(
+      "wake p99, unsafeMessageAvailable, ours / baseline",
+      wake?.syncRatios.p99,
+      "<= 1.5",
+      (v) => v <= 1.5
+    ),
+    check(
+      "mesh wake p50 (fiber) / PostgreSQL NOTIFY p50",
+      pgP50 === undefined || wake === undefined ? undefined : ratio(wake.mesh.p50, pgP50),
+      "<= 0.67",
+      (v) => v <= 0.67
+    ),
+    check("CLI wake p50, ours / baseline", cli?.wake.ratios.p50, "<= 1.2", (v) => v <= 1.2),
+    check("CLI wake p99, ours / baseline", cli?.wake.ratios.p99, "<= 1.5", (v) => v <= 1.5),
+    check("CLI receive lines/s, ours / baseline", cli?.receive.ratios.linesPerSec, ">= 1.0", (v) => v >= 1.0),
+    check(
+      "broadcast calls/s (fiber), ours / baseline",
+      broadcast?.ratios.callsPerSec,
+      ">= 0.9",
+      (v) => v >= 0.9
+    ),
+    check(
+      "broadcast CPU per call (fiber), ours / baseline",
+      broadcast?.ratios.cpuUsPerCall,
+      "<= 1.2",
+      (v) => v <= 1.2
+    ),
+    check(
+      "broadcast calls/s (unsafeMessageAvailable), ours / baseline",
+      broadcast?.syncRatios.callsPerSec,
+      ">= 0.9",
+      (v) => v >= 0.9
+    ),
+    check(
+      "broadcast CPU per call (unsafeMessageAvailable), ours / baseline",
+      broadcast?.syncRatios.cpuUsPerCall,
+      "<= 1.2",
+      (v) => v <= 1.2
+    ),
     check(
       "RSS growth under the stalled-peer flood (MiB)",
       broadcast?.mesh.rssGrowthMiB,
@@ -522,21 +927,47 @@ const main = async () => {
       (v) => v < 50
     ),
     check(
-      "mesh wake p50 / PostgreSQL NOTIFY p50",
-      pgP50 === undefined || wake === undefined ? undefined : ratio(wake.mesh.p50, pgP50),
-      "< 1",
-      (v) => v < 1
+      "broadcast CPU per call, 32 peers vs 1, over linear",
+      scale?.growth.meshVsLinear,
+      "<= 1",
+      (v) => v <= 1
+    ),
+    check("parked pops: CPU per pop at 100k / at 1k", parked?.growth.timeoutCpu, "<= 2", (v) => v <= 2),
+    check("decode 100-item batch, ours / baseline", batch100?.decodeRatio, "<= 2", (v) => v <= 2),
+    check("encode ns per item, worst batch / 100-item batch", flatness("encode"), "<= 2", (v) => v <= 2),
+    check("decode ns per item, worst batch / 100-item batch", flatness("decode"), "<= 2", (v) => v <= 2),
+    check(
+      "decode of the 100k-item batch (ms)",
+      batch100k === undefined ? undefined : round(batch100k.decodeNs.ours / 1e6, 1),
+      "< 100",
+      (v) => v < 100
+    ),
+    check("idle node heap growth over the window (MiB)", idle?.mesh.heapGrowthMiB, "< 1", (v) => v < 1),
+    check(
+      "good peer wake p99 under the valid 16 MiB flood (ms)",
+      fairness === undefined ? undefined : round(fairness.valid.wakeUs.p99 / 1000, 1),
+      "< 250",
+      (v) => v < 250
+    ),
+    check(
+      "good peer wake p99 under the invalid-item flood (ms)",
+      fairness === undefined ? undefined : round(fairness.invalid.wakeUs.p99 / 1000, 1),
+      "< 250",
+      (v) => v < 250
     )
   ]
 
   const notes = [
     "Ratios are ours divided by the baseline's (bench/baseline.ts: the same wire hand-written on node:net).",
-    "Codec: median ns per call over timed samples in one process; decode is framing plus validation (Schema for ours, JSON.parse plus hand checks for the baseline); both encoders produce identical bytes.",
+    "Codec: median ns per call over timed samples in one process; decode is framing plus validation (Schema for ours, JSON.parse plus hand checks for the baseline); both encoders produce identical bytes. Sizes 1, 100, 10k, 100k items and a batch filling the 16 MiB cap; flatness compares ns per item with the 100-item batch's.",
     `Throughput: one peer sends ${plan.throughput.frames.toLocaleString("en-US")} MESSAGE_AVAILABLE frames (HELLO with HMAC first) over loopback TCP, 512 frames per write, honouring back-pressure; the receiver process measures wall time and process.cpuUsage() from its first wake to its last; median of ${plan.throughput.rounds} alternating round(s).`,
-    `Wake latency: separate processes for A (push) and B (parked pop); A stamps before calling push, B stamps as the pop resumes, both with process.hrtime (CLOCK_MONOTONIC, one clock for every process on Linux), so each figure is one way and contains no IPC; a driver process only sequences the rounds, back to back. Variants (mesh, baseline, PostgreSQL) take turns in blocks of ${plan.wake.block} rounds; warm-up rounds and the first round of each block are dropped.`,
+    `Wake latency: separate processes for A (push) and B (parked pop); A stamps before calling push, B stamps as the pop resumes, both with process.hrtime (CLOCK_MONOTONIC, one clock for every process on Linux), so each figure is one way and contains no IPC; a driver process only sequences the rounds, back to back. Mesh A is one long-lived fiber awaiting the driver's push through Effect.async and calling yield* mesh.messageAvailable; meshSync A calls mesh.unsafeMessageAvailable from the IPC callback. B parks a fiber on LocalWaker.awaitWake. Variants take turns in blocks of ${plan.wake.block} rounds; warm-up rounds and the first round of each block are dropped.`,
     `Mesh off: the same LocalWaker pop, re-polling every ${plan.off.pollMs} ms (a stand-in for the pop's backoff); a push at a random phase is found at the next re-poll, so p50 is about half the interval and grows with POP_WAIT_MAX_INTERVAL_MS.`,
     "PostgreSQL: a local throw-away server (fsync off, loopback TCP), pg client; NOTIFY issued in autocommit by A, the notification event stamped in B's LISTENing client. No other load: the most favourable case for NOTIFY.",
-    `Broadcast: messageAvailable in a loop yielding to the event loop every ${plan.flood.yieldEvery} calls; three peers, one stalled so its send queue (1024 frames) fills and drops; RSS sampled every 10,000 calls, growth = peak minus the RSS after connect and a full GC.`
+    `Broadcast: messageAvailable in a loop yielding to the event loop every ${plan.flood.yieldEvery} calls (in one fiber for ours; meshSync: unsafeMessageAvailable in a plain loop); three peers, one stalled so its send queue (1024 frames) fills and drops; RSS sampled every 10,000 calls, growth = peak minus the RSS after connect and a full GC.`,
+    `CLI: queen-mesh node (src/cli.ts compiled with the bench) and bench/cliBaseline.ts, driven through pipes by the driver process: wake = a message_available line written to A's stdin until B's wake line is read from its stdout (both stamps in the driver), ${plan.cliWake.measured} rounds after ${plan.cliWake.warmup} warm-up, the two in alternating blocks; receive = ${plan.cliRecv.frames.toLocaleString("en-US")} frames from the throughput sender, wake lines/s read by the driver from the first to the last, CPU of the node from /proc (10 ms ticks); median of ${plan.cliRecv.rounds} round(s).`,
+    `Scaling: ${plan.scale.calls.toLocaleString("en-US")} messageAvailable calls (fiber, yielding every ${plan.flood.yieldEvery}) with 1, 3, 8 and 32 live peers (baseline receivers in one sink process); CPU per call in the flooding process. Parked pops: bench/parked.ts (park, wake, and the reaper's CPU as N pops time out, per pop; heap per parked pop after a GC). Idle: a node and 3 baseline peers that dial it back, heartbeats only, CPU and memory of the node's process over ${plan.idle.durationMs / 1000} s, ours and the baseline at the same time. TLS: bench/tls.ts in one process over loopback.`,
+    `Fairness: a mesh node receiving, from one authenticated peer, MESSAGE_AVAILABLE_BATCH frames just under 16 MiB back to back (valid, or with the last item invalid), and from another one MESSAGE_AVAILABLE every ${plan.fair.everyMs} ms carrying its send time; the good peer's one-way wake latency over ${plan.fair.durationMs / 1000} s, after 1 s of flood.`
   ]
   if (postgres?.measured === false) notes.push(`PostgreSQL skipped: ${postgres.reason}`)
 
@@ -547,9 +978,16 @@ const main = async () => {
       durationSec: round((Date.now() - started) / 1000, 1)
     },
     codec,
+    codecFlatness,
     throughput,
     wake: wake === undefined ? undefined : { ...wake, postgres },
     broadcast,
+    cli,
+    scale,
+    parked,
+    idle,
+    tls,
+    fairness,
     targets,
     notes
   }
@@ -558,15 +996,15 @@ const main = async () => {
   const rows: Array<Array<string>> = [["benchmark", "queen-mesh", "baseline", "ratio"]]
   for (const c of codec ?? []) {
     rows.push([
-      `encode ${c.name} (ns/frame)`,
-      fmt(c.encodeNs.ours),
-      fmt(c.encodeNs.baseline),
+      `encode ${c.name} (ns/frame; ns/item)`,
+      `${fmt(c.encodeNs.ours)}; ${fmt(c.perItemNs.encode.ours)}`,
+      `${fmt(c.encodeNs.baseline)}; ${fmt(c.perItemNs.encode.baseline)}`,
       fmt(c.encodeRatio, 2)
     ])
     rows.push([
-      `decode ${c.name} (ns/frame)`,
-      fmt(c.decodeNs.ours),
-      fmt(c.decodeNs.baseline),
+      `decode ${c.name} (ns/frame; ns/item)`,
+      `${fmt(c.decodeNs.ours)}; ${fmt(c.perItemNs.decode.ours)}`,
+      `${fmt(c.decodeNs.baseline)}; ${fmt(c.perItemNs.decode.baseline)}`,
       fmt(c.decodeRatio, 2)
     ])
   }
@@ -587,7 +1025,20 @@ const main = async () => {
   }
   if (wake !== undefined) {
     for (const p of ["p50", "p99", "p999"] as const) {
-      rows.push([`wake ${p} (µs)`, fmt(wake.mesh[p]), fmt(wake.baseline[p]), fmt(wake.ratios[p], 2)])
+      rows.push([
+        `wake ${p}, fiber pusher (µs)`,
+        fmt(wake.mesh[p]),
+        fmt(wake.baseline[p]),
+        fmt(wake.ratios[p], 2)
+      ])
+    }
+    for (const p of ["p50", "p99", "p999"] as const) {
+      rows.push([
+        `wake ${p}, unsafeMessageAvailable (µs)`,
+        fmt(wake.meshSync[p]),
+        fmt(wake.baseline[p]),
+        fmt(wake.syncRatios[p], 2)
+      ])
     }
     rows.push([
       `wake p50 / p99, mesh off (µs)`,
@@ -610,18 +1061,31 @@ const main = async () => {
   }
   if (broadcast !== undefined) {
     const m = broadcast.mesh
+    const ms = broadcast.meshSync
     const b = broadcast.baseline
     rows.push([
-      "broadcast (calls/s, 3 peers, 1 stalled)",
+      "broadcast, fiber (calls/s, 3 peers, 1 stalled)",
       fmt(m.callsPerSec, 0),
       fmt(b.callsPerSec, 0),
       fmt(broadcast.ratios.callsPerSec, 2)
     ])
     rows.push([
-      "broadcast CPU (µs/call)",
+      "broadcast CPU, fiber (µs/call)",
       fmt(m.cpuUsPerCall, 3),
       fmt(b.cpuUsPerCall, 3),
-      fmt(ratio(m.cpuUsPerCall, b.cpuUsPerCall), 2)
+      fmt(broadcast.ratios.cpuUsPerCall, 2)
+    ])
+    rows.push([
+      "broadcast, unsafeMessageAvailable (calls/s)",
+      fmt(ms.callsPerSec, 0),
+      fmt(b.callsPerSec, 0),
+      fmt(broadcast.syncRatios.callsPerSec, 2)
+    ])
+    rows.push([
+      "broadcast CPU, unsafeMessageAvailable (µs/call)",
+      fmt(ms.cpuUsPerCall, 3),
+      fmt(b.cpuUsPerCall, 3),
+      fmt(broadcast.syncRatios.cpuUsPerCall, 2)
     ])
     rows.push(["RSS growth over the flood (MiB)", fmt(m.rssGrowthMiB), fmt(b.rssGrowthMiB), "-"])
     rows.push([
@@ -630,6 +1094,93 @@ const main = async () => {
       `${b.framesDropped} / ${b.framesSent}`,
       "-"
     ])
+  }
+  if (cli !== undefined) {
+    rows.push([
+      "CLI wake p50 (µs)",
+      fmt(cli.wake.mesh.p50),
+      fmt(cli.wake.baseline.p50),
+      fmt(cli.wake.ratios.p50, 2)
+    ])
+    rows.push([
+      "CLI wake p99 (µs)",
+      fmt(cli.wake.mesh.p99),
+      fmt(cli.wake.baseline.p99),
+      fmt(cli.wake.ratios.p99, 2)
+    ])
+    rows.push([
+      "CLI receive (wake lines/s)",
+      fmt(cli.receive.mesh.linesPerSec, 0),
+      fmt(cli.receive.baseline.linesPerSec, 0),
+      fmt(cli.receive.ratios.linesPerSec, 2)
+    ])
+    rows.push([
+      "CLI receive CPU (µs/line)",
+      fmt(cli.receive.mesh.cpuUsPerLine, 3),
+      fmt(cli.receive.baseline.cpuUsPerLine, 3),
+      fmt(cli.receive.ratios.cpuUsPerLine, 2)
+    ])
+  }
+  for (const r of scale?.rows ?? []) {
+    rows.push([
+      `broadcast CPU, ${r.peers} live peer(s) (µs/call)`,
+      fmt(r.meshCpuUsPerCall, 3),
+      fmt(r.baseCpuUsPerCall, 3),
+      fmt(r.cpuRatio, 2)
+    ])
+  }
+  for (const r of parked?.rows ?? []) {
+    rows.push([
+      `parked ${r.size}: park / wake / timeout CPU (ns/pop), heap (B/pop)`,
+      `${fmt(r.parkNsPerPop, 0)} / ${fmt(r.wakeNsPerPop, 0)} / ${fmt(r.timeoutCpuNsPerPop, 0)}, ${fmt(r.bytesPerParkedPop, 0)}`,
+      "-",
+      "-"
+    ])
+  }
+  if (idle !== undefined) {
+    rows.push([
+      "idle, 3 peers: CPU (ms/min)",
+      fmt(idle.mesh.cpuMsPerMinute),
+      fmt(idle.baseline.cpuMsPerMinute),
+      fmt(idle.ratios.cpu, 2)
+    ])
+    rows.push([
+      "idle: RSS start / end (MiB)",
+      `${fmt(idle.mesh.rssStartMiB)} / ${fmt(idle.mesh.rssEndMiB)}`,
+      `${fmt(idle.baseline.rssStartMiB)} / ${fmt(idle.baseline.rssEndMiB)}`,
+      "-"
+    ])
+    rows.push([
+      "idle: heap start / end (MiB)",
+      `${fmt(idle.mesh.heapStartMiB, 2)} / ${fmt(idle.mesh.heapEndMiB, 2)}`,
+      `${fmt(idle.baseline.heapStartMiB, 2)} / ${fmt(idle.baseline.heapEndMiB, 2)}`,
+      "-"
+    ])
+  }
+  if (tls !== undefined) {
+    rows.push([
+      "connect p50 / p99, TLS-PSK vs TCP (µs)",
+      `${fmt(tls.tls.connectP50Us)} / ${fmt(tls.tls.connectP99Us)}`,
+      `${fmt(tls.tcp.connectP50Us)} / ${fmt(tls.tcp.connectP99Us)}`,
+      fmt(tls.ratios.connectP50, 2)
+    ])
+    rows.push([
+      "frame latency p50 / p99, TLS-PSK vs TCP (µs)",
+      `${fmt(tls.wakeTls.p50Us)} / ${fmt(tls.wakeTls.p99Us)}`,
+      `${fmt(tls.wakeTcp.p50Us)} / ${fmt(tls.wakeTcp.p99Us)}`,
+      fmt(tls.ratios.wakeP50, 2)
+    ])
+  }
+  if (fairness !== undefined) {
+    for (const v of ["none", "valid", "invalid"] as const) {
+      const f = fairness[v]
+      rows.push([
+        `good peer wake under flood "${v}": p50 / p99 / max (µs)`,
+        `${fmt(f.wakeUs.p50)} / ${fmt(f.wakeUs.p99)} / ${fmt(f.wakeUs.max)}`,
+        "-",
+        "-"
+      ])
+    }
   }
   const targetRows: Array<Array<string>> = [["target", "value", "limit", "met"]]
   for (const t of targets) {

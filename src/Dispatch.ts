@@ -9,6 +9,30 @@
  * applied at once, straight from the socket's data event, and `apply` returns `undefined`; otherwise it
  * returns the effect that applies it, and the listener keeps the order.
  *
+ * @example
+ * ```ts
+ * import { Duration, Effect } from "effect"
+ * import { MeshTest } from "queen-mesh"
+ *
+ * // A hot-list mark on `a` reaches `b`'s hot-list through `b`'s dispatch.
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, {
+ *     serverId: "a",
+ *     peers: ["b"],
+ *     config: { hotlistFlushWindow: Duration.millis(1) }
+ *   })
+ *   const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   yield* MeshTest.eventually(MeshTest.linked(a))
+ *   yield* a.mesh.hotlistDirty({ queue: "orders", partition: "p1" })
+ *   yield* MeshTest.eventually(Effect.map(b.hotList.pending, (items) => items.length === 1))
+ *   const [item] = yield* b.hotList.take
+ *   assert.strictEqual(item?.queue, "orders")
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, Effect, Layer, SubscriptionRef } from "effect"
@@ -20,6 +44,8 @@ import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as Waker from "./Waker.js"
 
 /**
+ * What the listener hands every received frame to.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -32,6 +58,8 @@ export interface DispatchShape {
 }
 
 /**
+ * The receive side's dispatch, as the listener sees it.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -127,6 +155,8 @@ export const make: Effect.Effect<
 })
 
 /**
+ * {@link make} as a layer, over the host's four services and the event hub.
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -709,6 +709,23 @@ export const encodeEither = (frame: Frame): Either.Either<Uint8Array, FrameTooLa
  * Encodes a frame as `u32 BE length | u8 tag | JSON`. Every frame but an oversized batch fits the cap;
  * for batches built from untrusted sizes use {@link encodeEither}, which reports the overflow.
  *
+ * @example
+ * ```ts
+ * import { Either, Option } from "effect"
+ * import { Frame } from "queen-mesh"
+ *
+ * const item = Frame.queueItem({ queue: "orders", partition: "p1" })
+ * const bytes = Frame.encode({ _tag: "MessageAvailable", ...item })
+ * // u32 BE length | u8 tag | JSON payload
+ * assert.strictEqual(bytes[4], Frame.Tag.MESSAGE_AVAILABLE)
+ *
+ * const decoded = Frame.decodePayload(bytes[4]!, bytes.subarray(5))
+ * assert.deepStrictEqual(
+ *   decoded,
+ *   Either.right({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
+ * )
+ * ```
+ *
  * @since 0.1.0
  * @category encoding
  */

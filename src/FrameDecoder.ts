@@ -53,11 +53,21 @@ export class FrameDecoder {
   /**
    * The largest length prefix accepted; at most the spec's 16 MiB cap. A listener lowers it until the
    * peer has authenticated, so an unauthenticated connection cannot make it reserve a large buffer.
+   *
+   * @since 0.1.0
    */
   maxFrameLength: number
-  /** See {@link FrameDecoderOptions.maxLengthOf}; may be changed between chunks. */
+  /**
+   * See {@link FrameDecoderOptions.maxLengthOf}; may be changed between chunks.
+   *
+   * @since 0.1.0
+   */
   maxLengthOf: ((tag: number) => number) | undefined
-  /** See {@link FrameDecoderOptions.onOversized}; may be changed between chunks. */
+  /**
+   * See {@link FrameDecoderOptions.onOversized}; may be changed between chunks.
+   *
+   * @since 0.1.0
+   */
   onOversized: ((tag: number, length: number) => void) | undefined
 
   constructor(options: FrameDecoderOptions = {}) {
@@ -85,6 +95,8 @@ export class FrameDecoder {
   /**
    * Feeds one chunk. Calls `onFrame` for every frame completed by it, in order, and returns a
    * `FramingError` once the stream is invalid; after that every call returns the same error.
+   *
+   * @since 0.1.0
    */
   push(chunk: Uint8Array, onFrame: OnFrame): FramingError | undefined {
     if (this.failure !== undefined) return this.failure
@@ -161,6 +173,8 @@ export class FrameDecoder {
 
   /**
    * Signals the end of the stream: an error if it ended inside a frame.
+   *
+   * @since 0.1.0
    */
   end(): FramingError | undefined {
     if (this.failure !== undefined) return this.failure
@@ -168,12 +182,14 @@ export class FrameDecoder {
     return held === 0 ? undefined : this.fail("Truncated", held)
   }
 
+  /** @internal */
   private checkLength(length: number): FramingError | undefined {
     if (length === 0) return this.fail("EmptyFrame", length)
     if (length > this.maxFrameLength) return this.fail("FrameTooLarge", length)
     return undefined
   }
 
+  /** @internal */
   private fail(reason: FramingError["reason"], length: number): FramingError {
     this.body = undefined
     this.bodyFilled = 0
@@ -188,6 +204,20 @@ const readU32 = (bytes: Uint8Array, at: number): number =>
   ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
 
 /**
+ * @example
+ * ```ts
+ * import { Frame, FrameDecoder } from "queen-mesh"
+ *
+ * const bytes = Frame.encode(Frame.heartbeat("a"))
+ * const decoder = FrameDecoder.make()
+ * const tags: Array<number> = []
+ * // A frame split across two chunks is reassembled.
+ * decoder.push(bytes.subarray(0, 3), (tag) => tags.push(tag))
+ * decoder.push(bytes.subarray(3), (tag) => tags.push(tag))
+ * assert.deepStrictEqual(tags, [Frame.Tag.HEARTBEAT])
+ * assert.strictEqual(decoder.end(), undefined)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

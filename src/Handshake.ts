@@ -71,6 +71,16 @@ const HEX_MAC = /^[0-9a-f]{64}$/
  * constant time. A MAC of the wrong length or with non-hex characters fails without throwing. Returns
  * the peer's server id.
  *
+ * @example
+ * ```ts
+ * import { Effect, Either } from "effect"
+ * import { Handshake } from "queen-mesh"
+ *
+ * const hello = Effect.runSync(Handshake.makeHello("queen-a", "s3cr3t"))
+ * assert.deepStrictEqual(Handshake.verify(hello, "s3cr3t"), Either.right("queen-a"))
+ * assert.strictEqual(Either.isLeft(Handshake.verify(hello, "another secret")), true)
+ * ```
+ *
  * @since 0.1.0
  * @category handshake
  */

@@ -281,6 +281,29 @@ export interface Readiness {
  * Ready when the mesh is inactive by configuration, or its listener is bound and at least one link
  * to a peer is up.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { HttpRoutes, MeshTest } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   // No link up yet: `/readyz` would answer 503.
+ *   assert.deepStrictEqual(HttpRoutes.readiness(yield* a.mesh.stats), {
+ *     ready: false,
+ *     reason: "no_link_up",
+ *     links_up: 0,
+ *     peer_count: 1
+ *   })
+ *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   yield* MeshTest.eventually(MeshTest.linked(a))
+ *   assert.strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).ready, true)
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

@@ -15,6 +15,24 @@
  * In `QUEEN_MESH_AUTH=permissive|required` the listener writes one challenge frame as soon as it
  * accepts (the only bytes it ever writes on an inbound link) and verifies the v2 HELLO against it.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MeshTest } from "queen-mesh"
+ *
+ * // `b` dials `a` and authenticates; `a`'s listener counts the inbound link.
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   yield* MeshTest.eventually(MeshTest.linked(b))
+ *   const stats = yield* a.mesh.stats
+ *   assert.strictEqual(stats.enabled && stats.inbound.authenticated, 1)
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Clock, Context, Deferred, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
@@ -23,6 +41,7 @@ import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
 import { BatchScanner, parseItems, yieldToEventLoop } from "./internal/batchScan.js"
+import { applyHistogram } from "./internal/metricNames.js"
 import * as Quick from "./internal/quick.js"
 import { printable } from "./internal/text.js"
 import { Liveness } from "./Liveness.js"
@@ -71,6 +90,8 @@ export interface ListenerCounts {
 }
 
 /**
+ * The running listener: its bound port and its counters.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -81,6 +102,8 @@ export interface ListenerShape {
 }
 
 /**
+ * The receive side of a running mesh.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -150,6 +173,7 @@ export const make: Effect.Effect<
   const rejections = zeroRejections()
   const readByTag = new Float64Array(256)
   const applyMicros = new Float64Array(24)
+  const observeApply = applyHistogram(config.serverId)
   const unauthenticated = new Map<string, number>()
   let lastWarningAt = Number.NEGATIVE_INFINITY
   let failuresAtLastWarning = 0
@@ -464,6 +488,7 @@ export const make: Effect.Effect<
 
       const recordApply = (started: number) => {
         const micros = (performance.now() - started) * 1000
+        observeApply(micros / 1e6)
         applyMicros[Math.min(23, micros <= 1 ? 0 : Math.ceil(Math.log2(micros)))]!++
       }
 
@@ -556,6 +581,8 @@ export const make: Effect.Effect<
 })
 
 /**
+ * The listener, bound in the layer's scope; nothing binds when the mesh is not active.
+ *
  * @since 0.1.0
  * @category layers
  */

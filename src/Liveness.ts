@@ -11,6 +11,27 @@
  * The map is bounded, since a replayed HELLO can announce any server id: at most `maxEntries` servers
  * (the longest silent is evicted first), and a server silent for `pruneAfter` is forgotten.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MeshTest } from "queen-mesh"
+ *
+ * // `a` hears `b` alive once `b`'s HELLO verified; a peer never heard from is absent, not dead.
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   yield* MeshTest.eventually(MeshTest.hears(a, 1))
+ *   const stats = yield* a.mesh.stats
+ *   assert.deepStrictEqual(
+ *     stats.enabled && stats.servers.map((server) => [server.server_id, server.alive]),
+ *     [["b", true]]
+ *   )
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Runtime, type Scope } from "effect"
@@ -41,6 +62,8 @@ export interface ServerState {
 export type Refresh = () => void
 
 /**
+ * The inbound-liveness map of a running mesh.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -59,12 +82,16 @@ export interface LivenessShape {
 }
 
 /**
+ * Inbound liveness, as the listener and the stats see it.
+ *
  * @since 0.1.0
  * @category tags
  */
 export class Liveness extends Context.Tag("queen-mesh/Liveness")<Liveness, LivenessShape>() {}
 
 /**
+ * The silence after which a peer is dead, and the bounds of the map.
+ *
  * @since 0.1.0
  * @category models
  */

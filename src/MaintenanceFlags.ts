@@ -8,6 +8,8 @@
 import { Context, Effect, Layer, SubscriptionRef } from "effect"
 
 /**
+ * The two flags, each readable and watchable.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -17,6 +19,8 @@ export interface MaintenanceFlagsShape {
 }
 
 /**
+ * The host's maintenance flags, which received tag 40 and 41 frames set.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -26,6 +30,8 @@ export class MaintenanceFlags extends Context.Tag("queen-mesh/MaintenanceFlags")
 >() {}
 
 /**
+ * Both flags, off unless `initial` says otherwise.
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -37,6 +43,20 @@ export const make = (initial: { readonly maintenance?: boolean; readonly popMain
 
 /**
  * Both flags, off unless `initial` says otherwise.
+ *
+ * @example
+ * ```ts
+ * import { Effect, SubscriptionRef } from "effect"
+ * import { MaintenanceFlags } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const flags = yield* MaintenanceFlags.MaintenanceFlags
+ *   assert.strictEqual(yield* SubscriptionRef.get(flags.maintenance), true)
+ *   assert.strictEqual(yield* SubscriptionRef.get(flags.popMaintenance), false)
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(MaintenanceFlags.layer({ maintenance: true }))))
+ * ```
  *
  * @since 0.1.0
  * @category layers

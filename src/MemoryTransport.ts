@@ -137,6 +137,29 @@ const matches = (target: Target, host: string, port: number): boolean => {
 /**
  * Makes a network.
  *
+ * @example
+ * ```ts
+ * import { Effect, Either } from "effect"
+ * import { MemoryTransport } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const { network, transport } = yield* MemoryTransport.makeNetwork
+ *   yield* transport.listen({ host: "queen-b", port: 6633 }, () => Effect.void)
+ *   yield* network.refuse("queen-b", true)
+ *   const refused = yield* Effect.either(transport.dial("queen-b", 6633))
+ *   assert.strictEqual(Either.isLeft(refused), true)
+ *   yield* network.refuse("queen-b", false)
+ *   yield* transport.dial("queen-b", 6633)
+ *   const dials = yield* network.dials
+ *   assert.deepStrictEqual(
+ *     dials.map((dial) => dial.outcome),
+ *     ["refused", "connected"]
+ *   )
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

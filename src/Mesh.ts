@@ -45,6 +45,9 @@ import { type Transport, Transport as TransportTag } from "./Transport.js"
 import * as Waker from "./Waker.js"
 
 /**
+ * The mesh's API: what a broker calls on a push, a queue configuration or a maintenance flip, and
+ * what it reads for the stats.
+ *
  * @example
  * ```ts
  * import { Effect, SubscriptionRef } from "effect"
@@ -110,6 +113,8 @@ export interface MeshShape {
 }
 
 /**
+ * The mesh, as a host reaches it.
+ *
  * @since 0.1.0
  * @category tags
  */

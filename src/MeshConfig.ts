@@ -310,6 +310,21 @@ export const dedupePeers = (
 /**
  * The comma-separated peer list; empty entries are skipped.
  *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { MeshConfig } from "queen-mesh"
+ *
+ * assert.deepStrictEqual(
+ *   MeshConfig.parsePeers("queen-b, queen-c:7000", 6633),
+ *   Either.right([
+ *     { host: "queen-b", port: 6633 },
+ *     { host: "queen-c", port: 7000 }
+ *   ])
+ * )
+ * assert.strictEqual(Either.isLeft(MeshConfig.parsePeers("queen-b:99999", 6633)), true)
+ * ```
+ *
  * @since 0.1.0
  * @category parsers
  */

@@ -88,6 +88,15 @@ export declare namespace HandshakeError {
 /**
  * What each handshake refusal means, in the words the logs use.
  *
+ * @example
+ * ```ts
+ * import { MeshError } from "queen-mesh"
+ *
+ * const error = new MeshError.HandshakeError({ reason: "BadMac" })
+ * assert.strictEqual(error._tag, "HandshakeError")
+ * assert.strictEqual(error.message, MeshError.handshakeReasons.BadMac)
+ * ```
+ *
  * @since 0.1.0
  * @category errors
  */

@@ -13,6 +13,8 @@ import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
 import type { QueueItem, QueueRef } from "./Frame.js"
 
 /**
+ * One observation of the mesh, tagged by kind.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -33,6 +35,8 @@ export type MeshEvent =
   | { readonly _tag: "InvalidFrame"; readonly from: string; readonly tag: number; readonly detail: string }
 
 /**
+ * The event hub: emit, subscribe as a stream, or observe synchronously.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -62,6 +66,24 @@ export class MeshEvents extends Context.Tag("queen-mesh/MeshEvents")<MeshEvents,
 const EVENT_BUFFER = 4096
 
 /**
+ * An event hub in the current scope; its PubSub shuts down with the scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MeshEvent } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const events = yield* MeshEvent.make
+ *   const seen: Array<MeshEvent.MeshEvent> = []
+ *   yield* events.observe((event) => seen.push(event))
+ *   events.emit({ _tag: "PeerUp", serverId: "queen-b" })
+ *   assert.deepStrictEqual(seen, [{ _tag: "PeerUp", serverId: "queen-b" }])
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -105,6 +127,8 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
 })
 
 /**
+ * {@link make} as a layer.
+ *
  * @since 0.1.0
  * @category layers
  */

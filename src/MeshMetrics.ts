@@ -6,25 +6,17 @@
  * where it has one, the `peer`.
  *
  * The hot paths count in plain fields (a metric update per frame would cost the receive path its
- * speed); `sync` brings the metrics up to date from them, exactly: on every `/metrics` scrape, and
- * every `interval` from a background loop for exporters that read the registry themselves
- * (OpenTelemetry). Counter values therefore equal the stats body's at a scrape.
+ * speed); `sync` brings the counters and gauges up to date from them, exactly: on every `/metrics`
+ * scrape, and every `interval` from a background loop for exporters that read the registry themselves
+ * (OpenTelemetry). Counter values therefore equal the stats body's at a scrape. The two histograms are
+ * observed directly where they happen, through a hook looked up once.
  *
  * @since 0.1.0
  */
-import {
-  Context,
-  Duration,
-  Effect,
-  Layer,
-  Metric,
-  MetricBoundaries,
-  MetricKey,
-  Option,
-  type Scope
-} from "effect"
+import { Context, Duration, Effect, Layer, Metric, MetricKey, Option, type Scope } from "effect"
 import * as Frame from "./Frame.js"
 import { loop } from "./internal/loop.js"
+import * as MetricNames from "./internal/metricNames.js"
 import * as Prometheus from "./internal/prometheus.js"
 import { Listener } from "./Listener.js"
 import { Liveness } from "./Liveness.js"
@@ -32,6 +24,8 @@ import * as MeshConfig from "./MeshConfig.js"
 import { Peers } from "./Peers.js"
 
 /**
+ * A node's Effect metrics, kept in sync with its counters.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -41,6 +35,8 @@ export interface MeshMetricsShape {
 }
 
 /**
+ * The metrics of a running mesh.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -52,23 +48,7 @@ export class MeshMetrics extends Context.Tag("queen-mesh/MeshMetrics")<MeshMetri
  * @since 0.1.0
  * @category constants
  */
-export const names = {
-  framesSent: "queen_mesh_frames_sent_total",
-  framesReceived: "queen_mesh_frames_received_total",
-  framesDropped: "queen_mesh_frames_dropped_total",
-  drops: "queen_mesh_drops_total",
-  framesRejected: "queen_mesh_frames_rejected_total",
-  itemsInvalid: "queen_mesh_items_invalid_total",
-  rejections: "queen_mesh_rejections_total",
-  handshakeFailures: "queen_mesh_handshake_failures_total",
-  connectionsOpen: "queen_mesh_connections_open",
-  peersAlive: "queen_mesh_peers_alive",
-  peersDead: "queen_mesh_peers_dead",
-  queueDepth: "queen_mesh_queue_depth",
-  reconnects: "queen_mesh_reconnects_total",
-  applySeconds: "queen_mesh_receive_apply_seconds",
-  writeFrames: "queen_mesh_frames_per_write"
-} as const
+export const names = MetricNames.names
 
 const EMPTY: ReadonlyArray<never> = []
 
@@ -79,11 +59,6 @@ const keyed = <K extends MetricKey.MetricKey.Untyped>(key: K, tags: Tags): K => 
   for (const [name, value] of tags) out = MetricKey.tagged(out, name, value) as K
   return out
 }
-
-/** Upper bounds of the receive-to-apply buckets: 2^i microseconds, in seconds. */
-const APPLY_BOUNDS = Array.from({ length: 24 }, (_, i) => 2 ** i / 1e6)
-/** Upper bounds of the frames-per-write buckets: 2^(i+1) - 1 frames. */
-const WRITE_BOUNDS = Array.from({ length: 16 }, (_, i) => 2 ** (i + 1) - 1)
 
 /**
  * The metrics of one node and the loop that keeps them synced, in the current scope.
@@ -106,7 +81,6 @@ export const make = (
     const server = config.serverId
     const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
     const gauges = new Map<string, Metric.Metric.Gauge<number>>()
-    const histograms = new Map<string, { metric: Metric.Metric.Histogram<number>; last: Array<number> }>()
 
     const count = (name: string, description: string, tags: Tags, value: number) => {
       const id = `${name}\u0000${JSON.stringify(tags)}`
@@ -136,32 +110,6 @@ export const make = (
       }
       metric.unsafeUpdate(value, EMPTY)
     }
-    const histogram = (
-      name: string,
-      description: string,
-      bounds: ReadonlyArray<number>,
-      tags: Tags,
-      buckets: ReadonlyArray<number>
-    ) => {
-      const id = `${name}\u0000${JSON.stringify(tags)}`
-      let entry = histograms.get(id)
-      if (entry === undefined) {
-        const key = keyed(MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description), [
-          ["server_id", server],
-          ...tags
-        ])
-        entry = { metric: Metric.fromMetricKey(key), last: bounds.map(() => 0) }
-        histograms.set(id, entry)
-      }
-      // Each bucket's new observations, replayed at the bucket's upper bound.
-      for (let i = 0; i < bounds.length; i++) {
-        const now = buckets[i] ?? 0
-        const delta = now - (entry.last[i] ?? 0)
-        for (let n = 0; n < delta; n++) entry.metric.unsafeUpdate(bounds[i]!, EMPTY)
-        entry.last[i] = now
-      }
-    }
-
     const sync = Effect.gen(function* () {
       const links = yield* peers.links
       const counts = yield* listener.counts
@@ -190,7 +138,6 @@ export const make = (
         )
         count(names.reconnects, "links that were up and went down", peer, link.reconnects)
         gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
-        histogram(names.writeFrames, "frames per coalesced write", WRITE_BOUNDS, peer, link.writeSizes)
         if (link.connected) outboundUp++
       }
       for (const [tag, frames] of counts.readByTag) {
@@ -236,7 +183,6 @@ export const make = (
       open("outbound", "true", outboundUp)
       gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
       gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
-      histogram(names.applySeconds, "receive-to-apply time of a chunk", APPLY_BOUNDS, [], counts.applyMicros)
     })
 
     if (MeshConfig.isActive(config)) {
@@ -247,6 +193,8 @@ export const make = (
   })
 
 /**
+ * {@link make} as a layer.
+ *
  * @since 0.1.0
  * @category layers
  */
@@ -266,6 +214,22 @@ export const contentType = Prometheus.contentType
 /**
  * Every metric in the process's registry as Prometheus text (format 0.0.4), Effect's own
  * `effect_fiber_*` runtime metrics left out unless `runtime` is set.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MeshMetrics, MeshTest } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["metrics-b"] })
+ *   yield* a.mesh.syncMetrics
+ *   const text = yield* MeshMetrics.renderPrometheus()
+ *   assert.ok(text.includes(MeshMetrics.names.peersAlive))
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
  *
  * @since 0.1.0
  * @category prometheus

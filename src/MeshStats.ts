@@ -170,6 +170,25 @@ export interface InactiveStats {
 }
 
 /**
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MeshTest, type MeshStats } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   const stats: MeshStats.MeshStats = yield* a.mesh.stats
+ *   // `enabled` tells an active mesh's stats from an inactive one's.
+ *   if (stats.enabled) {
+ *     assert.strictEqual(stats.peer_count, 1)
+ *     assert.strictEqual(stats.peers[0]?.host, "b")
+ *   }
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category models
  */

@@ -4,11 +4,21 @@
  * peers are `["b", "c"]` dials those names. Every node built from one `network` meets the others;
  * nodes on different networks never do.
  *
+ * @example
  * ```ts
- * const network = yield* MeshTest.network
- * const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
- * const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
- * yield* MeshTest.settleUntil(MeshTest.linked(a))
+ * import { Effect } from "effect"
+ * import { MeshTest } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const network = yield* MeshTest.network
+ *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
+ *   const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
+ *   // Under `TestClock` use `settleUntil`; with the real clock, `eventually`.
+ *   yield* MeshTest.eventually(MeshTest.linked(a))
+ *   yield* MeshTest.eventually(MeshTest.hears(b, 1))
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
  * ```
  *
  * @since 0.1.0
@@ -138,6 +148,9 @@ export const settle: Effect.Effect<void> = Effect.gen(function* () {
  * @category errors
  */
 export class NotReached extends Error {
+  /**
+   * @since 0.1.0
+   */
   override readonly name = "NotReached"
 }
 

@@ -36,6 +36,7 @@ import {
 import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
+import { writeHistogram } from "./internal/metricNames.js"
 import { PeerLink } from "./internal/peerLink.js"
 import * as MeshConfig from "./MeshConfig.js"
 import { TransportError } from "./MeshError.js"
@@ -238,7 +239,16 @@ export const make = (
       )
     }
     const links = active
-      ? distinct.map((peer) => new PeerLink(peer, peerName(peer), config.sendQueueCapacity, queueBytes))
+      ? distinct.map(
+          (peer) =>
+            new PeerLink(
+              peer,
+              peerName(peer),
+              config.sendQueueCapacity,
+              queueBytes,
+              writeHistogram(config.serverId, peerName(peer))
+            )
+        )
       : []
     const dialers = yield* FiberMap.make<string>()
     const schedule = options.reconnectSchedule ?? reconnectSchedule

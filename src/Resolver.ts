@@ -24,6 +24,8 @@ export interface Endpoint {
 }
 
 /**
+ * Turns a configured `host:port` into the endpoint to dial.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -33,6 +35,8 @@ export interface ResolverShape {
 }
 
 /**
+ * The resolver, for a transport that takes it from the context (`layerResolved`).
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -64,6 +68,8 @@ export const system: ResolverShape = {
 }
 
 /**
+ * The system's resolver as the `Resolver`.
+ *
  * @since 0.1.0
  * @category layers
  */
@@ -86,6 +92,23 @@ export interface RegistryShape extends ResolverShape {
 
 /**
  * A map-backed resolver. Names not in it fall through to `fallback` (default: fail as not resolved).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Either } from "effect"
+ * import { Resolver } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const registry = yield* Resolver.makeRegistry()
+ *   yield* registry.register("queen-b", { host: "127.0.0.1", port: 40001 })
+ *   assert.deepStrictEqual(yield* registry.resolve("queen-b", 6633), { host: "127.0.0.1", port: 40001 })
+ *   yield* registry.unregister("queen-b")
+ *   const gone = yield* Effect.either(registry.resolve("queen-b", 6633))
+ *   assert.strictEqual(Either.isLeft(gone) && gone.left.reason, "Resolve")
+ * })
+ *
+ * Effect.runPromise(program)
+ * ```
  *
  * @since 0.1.0
  * @category constructors

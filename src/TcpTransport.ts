@@ -29,21 +29,20 @@ export interface TcpOptions {
 }
 
 const fromSocket = (socket: Net.Socket, address: string): Connection => {
-  // Writes made in one tick are corked and leave as one system call when the tick ends.
-  let corked = false
-  const uncork = () => {
-    corked = false
-    socket.uncork()
+  // Frames written in one tick are gathered and leave as one buffer, in one write, when the tick ends:
+  // cheaper than corking the socket and writing each (one stream chunk per frame).
+  let pending: Array<Uint8Array> = []
+  const flush = () => {
+    const frames = pending
+    pending = []
+    if (socket.destroyed || !socket.writable) return
+    socket.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
   }
   return {
     unsafeTryWrite: (bytes) => {
       if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
-      if (!corked) {
-        corked = true
-        socket.cork()
-        process.nextTick(uncork)
-      }
-      socket.write(bytes)
+      if (pending.length === 0) process.nextTick(flush)
+      pending.push(bytes)
       return true
     },
     remoteAddress: Option.fromNullable(socket.remoteAddress),

@@ -140,6 +140,17 @@ export const isValidIdentity = (identity: string): boolean =>
 /**
  * The link key of `identity` under `secret` (see the module comment for the exact derivation).
  *
+ * @example
+ * ```ts
+ * import { TlsTransport } from "queen-mesh"
+ *
+ * // Each node's link key is derived from the shared secret and its server id.
+ * const key = TlsTransport.derivePsk("s3cr3t", "queen-a")
+ * assert.strictEqual(key.length, TlsTransport.PSK_BYTES)
+ * assert.notDeepStrictEqual(key, TlsTransport.derivePsk("s3cr3t", "queen-b"))
+ * assert.strictEqual(TlsTransport.isValidIdentity("queen-a"), true)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

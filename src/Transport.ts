@@ -4,6 +4,33 @@
  * (`TcpTransport.layer`) and an in-memory one for deterministic tests (`MemoryTransport.layer`); a
  * user can provide any other, for example one tunnelled through their own network layer.
  *
+ * @example
+ * ```ts
+ * import { Deferred, Effect } from "effect"
+ * import { MemoryTransport, Transport } from "queen-mesh"
+ *
+ * // Any `Transport` listens and dials; here the in-memory one.
+ * const program = Effect.gen(function* () {
+ *   const transport = yield* Transport.Transport
+ *   const received = yield* Deferred.make<string>()
+ *   const port = yield* transport.listen({ host: "0.0.0.0", port: 7000 }, (connection) =>
+ *     connection
+ *       .read((chunk) => Deferred.succeed(received, new TextDecoder().decode(chunk)))
+ *       .pipe(Effect.ignore)
+ *   )
+ *   const connection = yield* transport.dial("queen-b", port)
+ *   yield* connection.write(new TextEncoder().encode("hello"))
+ *   assert.strictEqual(yield* Deferred.await(received), "hello")
+ * })
+ *
+ * Effect.runPromise(
+ *   Effect.gen(function* () {
+ *     const network = yield* MemoryTransport.makeNetwork
+ *     yield* Effect.scoped(program).pipe(Effect.provide(MemoryTransport.layer(network)))
+ *   })
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, type Effect, type Option, type Scope } from "effect"
@@ -42,6 +69,8 @@ export interface Connection {
 }
 
 /**
+ * Where to listen.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -52,6 +81,8 @@ export interface ListenOptions {
 }
 
 /**
+ * A transport: listen on a port, dial a `host:port`.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -76,6 +107,8 @@ export interface TransportShape {
 }
 
 /**
+ * The transport the mesh listens and dials with.
+ *
  * @since 0.1.0
  * @category tags
  */

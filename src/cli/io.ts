@@ -117,20 +117,33 @@ export class BoundedWriter {
     return this.closed
   }
 
+  /** Lines gathered this turn, written together when it ends (one write per turn, not per line). */
+  private batch: Array<string> = []
+  private batchBytes = 0
+
   /** Writes `line` and a newline; false when it was dropped. */
   writeLine(line: string): boolean {
-    const chunk = `${line}\n`
-    if (this.closed || this.stream.writableLength + chunk.length > this.options.maxPending) {
+    const size = line.length + 1
+    if (this.closed || this.stream.writableLength + this.batchBytes + size > this.options.maxPending) {
       this.drop()
       return false
     }
+    if (this.batch.length === 0) process.nextTick(() => this.flush())
+    this.batch.push(line)
+    this.batchBytes += size
+    return true
+  }
+
+  /** Writes what this turn gathered now (it happens by itself when the turn ends). */
+  flush(): void {
+    const lines = this.batch
+    this.batch = []
+    this.batchBytes = 0
+    if (this.closed || lines.length === 0) return
     try {
-      this.stream.write(chunk)
-      return true
+      this.stream.write(`${lines.join("\n")}\n`)
     } catch (error) {
       this.close(error instanceof Error ? error : new Error(String(error)))
-      this.drop()
-      return false
     }
   }
 

@@ -5,7 +5,6 @@
  *
  * @since 0.1.0
  */
-import * as NodeStream from "@effect/platform-node/NodeStream"
 import {
   Config,
   ConfigError,
@@ -16,8 +15,7 @@ import {
   Layer,
   Option,
   Redacted,
-  Runtime,
-  Stream
+  Runtime
 } from "effect"
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as Mesh from "../Mesh.js"
@@ -26,7 +24,7 @@ import * as Commands from "./commands.js"
 import * as Events from "./events.js"
 import * as Io from "./io.js"
 import { CliFailure, configFailure, EXIT_FAILURE, printLine } from "./io.js"
-import { LineSplitter, MAX_LINE_BYTES } from "./lines.js"
+import { LineSplitter, MAX_LINE_BYTES, type Piece } from "./lines.js"
 import { version } from "./version.js"
 
 /**
@@ -153,28 +151,50 @@ export const readCommands = (
   options: Commands.HandleOptions,
   maxLineBytes: number = MAX_LINE_BYTES
 ): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const splitter = new LineSplitter(maxLineBytes)
-    return NodeStream.fromReadable<Error, Uint8Array>(
-      () => process.stdin,
-      (cause) => new Error(`stdin: ${String(cause)}`),
-      { closeOnDone: false }
-    ).pipe(
-      Stream.mapConcat((chunk) => splitter.push(chunk)),
-      Stream.concat(Stream.suspend(() => Stream.fromIterable(splitter.end()))),
-      Stream.runForEach((piece) =>
-        piece._tag === "Line"
-          ? Commands.handleLine(mesh, piece.text, options)
-          : Commands.refuse(
-              { op: null, reason: `line longer than ${piece.maxBytes} bytes: skipped` },
-              "(too long)",
-              options
-            )
-      ),
-      Effect.zipRight(Effect.logDebug("stdin closed; the node keeps running")),
-      Effect.catchAll((error) => Effect.logWarning("stopped reading stdin", error))
-    )
-  })
+  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+    Effect.async<void>((resume) => {
+      // Lines are handled straight from stdin's data event: a command runs synchronously where it can
+      // (a push is one synchronous call of the mesh), with no stream or fiber between stdin and the mesh.
+      const splitter = new LineSplitter(maxLineBytes)
+      const runSync = Runtime.runSyncExit(runtime)
+      const handle = (piece: Piece) => {
+        // An effect that has to wait goes on in its own fiber (runSyncExit hands it back as such).
+        runSync(
+          piece._tag === "Line"
+            ? Commands.handleLine(mesh, piece.text, options)
+            : Commands.refuse(
+                { op: null, reason: `line longer than ${piece.maxBytes} bytes: skipped` },
+                "(too long)",
+                options
+              )
+        )
+      }
+      const onData = (chunk: Buffer) => {
+        for (const piece of splitter.push(chunk)) handle(piece)
+      }
+      const onEnd = () => {
+        for (const piece of splitter.end()) handle(piece)
+        cleanup()
+        resume(Effect.logDebug("stdin closed; the node keeps running"))
+      }
+      const onError = (error: Error) => {
+        cleanup()
+        resume(Effect.logWarning("stopped reading stdin", error))
+      }
+      const cleanup = () => {
+        process.stdin.off("data", onData)
+        process.stdin.off("end", onEnd)
+        process.stdin.off("error", onError)
+      }
+      process.stdin.on("data", onData)
+      process.stdin.on("end", onEnd)
+      process.stdin.on("error", onError)
+      return Effect.sync(() => {
+        cleanup()
+        process.stdin.pause()
+      })
+    })
+  )
 
 /** The signal that is stopping the node, recorded for the shutdown line. */
 let stopSignal: NodeJS.Signals | undefined

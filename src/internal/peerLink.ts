@@ -52,7 +52,9 @@ export class PeerLink {
     readonly peer: Peer,
     readonly name: string,
     readonly capacity: number,
-    readonly capacityBytes: number
+    readonly capacityBytes: number,
+    /** Observes the frames of each write (the frames-per-write histogram). */
+    private readonly observeWrite: (frames: number) => void = () => {}
   ) {}
 
   /** Frames waiting, including those the writer holds while it writes them. */
@@ -77,6 +79,7 @@ export class PeerLink {
       this.written++
       this.writtenByTag[bytes[4]!]!++
       this.writeSizes[0]!++
+      this.observeWrite(1)
       this.active = true
       return true
     }
@@ -143,6 +146,7 @@ export class PeerLink {
     this.written += frames.length
     for (const frame of frames) this.writtenByTag[frame[4]!]!++
     this.writeSizes[Math.min(15, 31 - Math.clz32(frames.length))]!++
+    this.observeWrite(frames.length)
     this.writing = false
     this.active = true
   }

@@ -1,0 +1,315 @@
+/**
+ * The CLI path: `queen-mesh node` (the entry `src/cli.ts`, compiled with the bench into `.bench-dist/`)
+ * next to the hand-written `bench/cliBaseline.ts`, both driven as a script drives them, through pipes.
+ * Run from the driver process, which owns the pipes:
+ *
+ * - wake latency: a `message_available` line written to A's stdin until the `wake` line for it is read
+ *   from B's stdout, one at a time; the two pairs take turns in blocks;
+ * - receive throughput: the throughput sender (`bench/throughput.ts`, a child) streams
+ *   `MESSAGE_AVAILABLE` frames to a node, which prints one `wake` line each to a pipe the driver drains;
+ *   lines/s from the first line to the last, and the node's CPU from `/proc/<pid>/stat`.
+ */
+// Pulls the CLI entry into `tsc -p tsconfig.bench.json`, so it is compiled next to the bench.
+/// <reference path="../src/cli.ts" />
+import { type ChildProcess, spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { nowNs } from "./ipc.js"
+import { type Distribution, distribution } from "./stats.js"
+
+export type CliKind = "mesh" | "base"
+
+const here = Path.dirname(fileURLToPath(import.meta.url))
+const entries: Record<CliKind, ReadonlyArray<string>> = {
+  mesh: [Path.resolve(here, "../src/cli.js"), "node"],
+  base: [Path.resolve(here, "cliBaseline.js")]
+}
+
+/** A running node with its stdout split into lines. */
+export class CliNode {
+  readonly process: ChildProcess
+  private partial = ""
+  private waiters: Array<{ test: (line: string) => boolean; resolve: (line: string) => void }> = []
+  /**
+   * When set, raw stdout chunks go here instead of being split into lines: the receive benchmark
+   * counts newlines in the bytes, so the driver keeps up with any node (a UTF-8 multi-byte character
+   * never contains a newline byte, so the count is exact).
+   */
+  counter: ((chunk: Buffer, at: number) => void) | undefined = undefined
+  /** Called for every stdout line, with the time its chunk arrived. */
+  onLine: ((line: string, at: number) => void) | undefined = undefined
+  lines = 0
+  stderr = ""
+
+  constructor(
+    readonly kind: CliKind,
+    env: Record<string, string>,
+    execArgv: ReadonlyArray<string> = []
+  ) {
+    this.process = spawn(process.execPath, [...execArgv, ...entries[kind]], {
+      env: { ...process.env, ...env },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    this.process.stdout!.on("data", (chunk: Buffer) => {
+      const at = nowNs()
+      const counter = this.counter
+      if (counter !== undefined) return counter(chunk, at)
+      const text = this.partial + chunk.toString("utf8")
+      let start = 0
+      for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", start)) {
+        this.line(text.slice(start, nl), at)
+        start = nl + 1
+      }
+      this.partial = text.slice(start)
+    })
+    this.process.stderr!.setEncoding("utf8")
+    this.process.stderr!.on("data", (chunk: string) => {
+      if (this.stderr.length < 10_000) this.stderr += chunk
+    })
+  }
+
+  private line(line: string, at: number): void {
+    this.lines++
+    const at2 = this.waiters.findIndex((w) => w.test(line))
+    if (at2 >= 0) {
+      const [waiter] = this.waiters.splice(at2, 1)
+      waiter!.resolve(line)
+    }
+    this.onLine?.(line, at)
+  }
+
+  /** The next stdout line passing `test`, failing after `ms`. */
+  waitFor(test: (line: string) => boolean, ms: number, what: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new Error(`${this.kind} CLI node: no ${what} within ${ms} ms; stderr: ${this.stderr.slice(-500)}`)
+        )
+      }, ms)
+      this.waiters.push({
+        test,
+        resolve: (line) => {
+          clearTimeout(timer)
+          resolve(line)
+        }
+      })
+    })
+  }
+
+  write(line: string): void {
+    this.process.stdin!.write(line)
+  }
+
+  /** utime + stime of the process, in µs (from `/proc`, 10 ms ticks). */
+  cpuUs(): number {
+    try {
+      const stat = Fs.readFileSync(`/proc/${this.process.pid}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      return (Number(fields[11]) + Number(fields[12])) * 10_000
+    } catch {
+      return Number.NaN
+    }
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.process.exitCode !== null || this.process.signalCode !== null) return resolve()
+      const timer = setTimeout(() => {
+        this.process.kill("SIGKILL")
+      }, 2000)
+      this.process.once("exit", () => {
+        clearTimeout(timer)
+        resolve()
+      })
+      this.process.kill("SIGTERM")
+    })
+  }
+}
+
+const isEvent = (event: string) => (line: string) => line.startsWith(`{"event":"${event}"`)
+
+export interface CliOptions {
+  readonly secret: string
+  readonly freePort: () => Promise<number>
+  /** Extra `node` flags for a role (`cli-mesh-a`, `cli-base-b`, ...), e.g. `--cpu-prof`. */
+  readonly execArgv: (role: string) => ReadonlyArray<string>
+  readonly onStart?: (node: CliNode) => void
+}
+
+const envFor = (
+  options: CliOptions,
+  serverId: string,
+  port: number,
+  peers: ReadonlyArray<number>
+): Record<string, string> => ({
+  QUEEN_SERVER_ID: serverId,
+  QUEEN_MESH_PORT: String(port),
+  QUEEN_MESH_BIND_HOST: "127.0.0.1",
+  QUEEN_MESH_PEERS: peers.map((p) => `127.0.0.1:${p}`).join(","),
+  QUEEN_SYNC_SECRET: options.secret,
+  QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+  QUEEN_MESH_HTTP_PORT: "0",
+  QUEEN_MESH_LOG_LEVEL: "warning",
+  NO_COLOR: "1"
+})
+
+const start = (options: CliOptions, kind: CliKind, role: string, env: Record<string, string>): CliNode => {
+  const node = new CliNode(kind, env, options.execArgv(role))
+  options.onStart?.(node)
+  return node
+}
+
+/** Two nodes of `kind` dialling each other, both having heard the other's HELLO. */
+const pair = async (options: CliOptions, kind: CliKind) => {
+  const portA = await options.freePort()
+  const portB = await options.freePort()
+  const b = start(options, kind, `cli-${kind}-b`, envFor(options, `cli-${kind}-b`, portB, [portA]))
+  const a = start(options, kind, `cli-${kind}-a`, envFor(options, `cli-${kind}-a`, portA, [portB]))
+  await Promise.all([
+    a.waitFor(isEvent("peer_up"), 15_000, "peer_up on A"),
+    b.waitFor(isEvent("peer_up"), 15_000, "peer_up on B")
+  ])
+  return { a, b }
+}
+
+export interface CliWakePlan {
+  readonly warmup: number
+  readonly measured: number
+  readonly block: number
+}
+
+/**
+ * stdin on A to the `wake` line on B's stdout, one at a time, the two kinds in alternating blocks (the
+ * first round of each block and the warm-up dropped). One-way µs, both stamps in the driver.
+ */
+export const cliWake = async (
+  options: CliOptions,
+  plan: CliWakePlan
+): Promise<Record<CliKind, Distribution>> => {
+  const kinds: ReadonlyArray<CliKind> = ["mesh", "base"]
+  const pairs = []
+  try {
+    for (const kind of kinds)
+      pairs.push({ kind, ...(await pair(options, kind)), done: 0, kept: [] as Array<number> })
+    const total = plan.warmup + plan.measured
+    while (pairs.some((p) => p.done < total)) {
+      for (const p of pairs) {
+        const end = Math.min(total, p.done + (p.done < plan.warmup ? plan.warmup : plan.block + 1))
+        const first = p.done
+        for (; p.done < end; p.done++) {
+          const partition = `p-${p.done}`
+          const line = `{"op":"message_available","queue":"orders","partition":"${partition}","tenant":"acme"}\n`
+          const needle = `"partition":"${partition}"`
+          let sent = 0
+          const woke = await new Promise<number>((resolve, reject) => {
+            const timer = setTimeout(
+              () => reject(new Error(`${p.kind} CLI: wake ${p.done} never arrived`)),
+              10_000
+            )
+            p.b.onLine = (text, at) => {
+              if (text.includes(needle)) {
+                clearTimeout(timer)
+                resolve(at)
+              }
+            }
+            sent = nowNs()
+            p.a.write(line)
+          })
+          if (p.done >= plan.warmup && p.done !== first) p.kept.push((woke - sent) / 1000)
+        }
+      }
+    }
+    const out: Partial<Record<CliKind, Distribution>> = {}
+    for (const p of pairs) out[p.kind] = distribution(p.kept.slice(0, plan.measured))
+    return out as Record<CliKind, Distribution>
+  } finally {
+    await Promise.all(pairs.flatMap((p) => [p.a.stop(), p.b.stop()]))
+  }
+}
+
+export interface CliReceiveResult {
+  readonly frames: number
+  readonly printed: number
+  readonly linesPerSec: number
+  readonly cpuUsPerLine: number
+  readonly wallMs: number
+  /** Lines that never came: dropped by the node at its stdout limit. */
+  readonly lost: number
+}
+
+/**
+ * A node of `kind` receiving `frames` frames from `startSender(port)` (which resolves when the sender
+ * is done) and printing a line each. Measured from the first `wake` line to the last; lines lost to
+ * the node's stdout limit show as `printed < frames`.
+ */
+export const cliReceive = async (
+  options: CliOptions,
+  kind: CliKind,
+  frames: number,
+  startSender: (port: number) => Promise<() => Promise<void>>
+): Promise<CliReceiveResult> => {
+  const port = await options.freePort()
+  const node = start(
+    options,
+    kind,
+    `cli-${kind}-recv`,
+    envFor(options, `cli-${kind}-recv`, port, [await options.freePort()])
+  )
+  let stopSender: (() => Promise<void>) | undefined
+  try {
+    await node.waitFor(isEvent("listening"), 15_000, "listening")
+    let printed = 0
+    let first = 0
+    let last = 0
+    let cpuStart = 0
+    let finish: () => void = () => {}
+    const finished = new Promise<void>((resolve) => {
+      finish = resolve
+    })
+    let idle: NodeJS.Timeout | undefined
+    // Every line from here on is a wake line but the sender's one `peer_up`.
+    const PEER_UP = Buffer.from('"peer_up"')
+    // The window opens at the first chunk of wake lines, so those lines are not in the rate.
+    let firstLines = 0
+    node.counter = (chunk, at) => {
+      let lines = 0
+      for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, nl + 1)) lines++
+      for (let p = chunk.indexOf(PEER_UP); p >= 0; p = chunk.indexOf(PEER_UP, p + 1)) lines--
+      if (lines <= 0) return
+      if (printed === 0) {
+        first = at
+        firstLines = lines
+        cpuStart = node.cpuUs()
+      }
+      printed += lines
+      last = at
+      if (printed >= frames) finish()
+      // A node that dropped lines never reaches `frames`: stop once nothing came for a second.
+      if (idle !== undefined) clearTimeout(idle)
+      idle = setTimeout(finish, 1_000)
+    }
+    stopSender = await startSender(port)
+    await Promise.race([
+      finished,
+      new Promise((_, reject) =>
+        setTimeout(() => reject(new Error(`${kind} CLI receive: nothing printed`)), 120_000).unref()
+      )
+    ])
+    if (idle !== undefined) clearTimeout(idle)
+    const cpu = node.cpuUs() - cpuStart
+    const wallNs = last - first
+    const counted = Math.max(1, printed - firstLines)
+    return {
+      frames,
+      printed,
+      linesPerSec: Math.round((counted / wallNs) * 1e9),
+      cpuUsPerLine: Math.round((cpu / counted) * 1000) / 1000,
+      wallMs: Math.round(wallNs / 1e5) / 10,
+      lost: frames - printed
+    }
+  } finally {
+    await stopSender?.()
+    await node.stop()
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * The names and histogram boundaries of the mesh's metrics, shared by `MeshMetrics` (which syncs the
+ * counters) and the two hot paths that observe their histograms directly (the listener's
+ * receive-to-apply time, the peers' frames per write).
+ *
+ * @internal
+ */
+import { Metric, MetricBoundaries, MetricKey } from "effect"
+
+export const names = {
+  framesSent: "queen_mesh_frames_sent_total",
+  framesReceived: "queen_mesh_frames_received_total",
+  framesDropped: "queen_mesh_frames_dropped_total",
+  drops: "queen_mesh_drops_total",
+  framesRejected: "queen_mesh_frames_rejected_total",
+  itemsInvalid: "queen_mesh_items_invalid_total",
+  rejections: "queen_mesh_rejections_total",
+  handshakeFailures: "queen_mesh_handshake_failures_total",
+  connectionsOpen: "queen_mesh_connections_open",
+  peersAlive: "queen_mesh_peers_alive",
+  peersDead: "queen_mesh_peers_dead",
+  queueDepth: "queen_mesh_queue_depth",
+  reconnects: "queen_mesh_reconnects_total",
+  applySeconds: "queen_mesh_receive_apply_seconds",
+  writeFrames: "queen_mesh_frames_per_write"
+} as const
+
+/** Upper bounds of the receive-to-apply buckets: 2^i microseconds, in seconds. */
+const APPLY_BOUNDS = Array.from({ length: 24 }, (_, i) => 2 ** i / 1e6)
+/** Upper bounds of the frames-per-write buckets: 2^(i+1) - 1 frames. */
+const WRITE_BOUNDS = Array.from({ length: 16 }, (_, i) => 2 ** (i + 1) - 1)
+
+/** Observes one value; the hook is looked up once, so this costs a few nanoseconds. */
+export type Observe = (value: number) => void
+
+const EMPTY: ReadonlyArray<never> = []
+
+const histogram = (
+  name: string,
+  bounds: ReadonlyArray<number>,
+  description: string,
+  tags: ReadonlyArray<readonly [string, string]>
+): Observe => {
+  let key = MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description)
+  for (const [tag, value] of tags) key = MetricKey.tagged(key, tag, value)
+  const metric = Metric.fromMetricKey(key)
+  return (value) => metric.unsafeUpdate(value, EMPTY)
+}
+
+export const applyHistogram = (serverId: string): Observe =>
+  histogram(names.applySeconds, APPLY_BOUNDS, "receive-to-apply time of a chunk", [["server_id", serverId]])
+
+export const writeHistogram = (serverId: string, peer: string): Observe =>
+  histogram(names.writeFrames, WRITE_BOUNDS, "frames per coalesced write", [
+    ["peer", peer],
+    ["server_id", serverId]
+  ])
