@@ -15,6 +15,8 @@ import type { QueueItem } from "./Frame.js"
 import * as rules from "./internal/rules.js"
 
 /**
+ * What the mesh calls for every received `HOTLIST_DIRTY_BATCH`.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -34,6 +36,8 @@ export interface HotListShape {
 export class HotList extends Context.Tag("queen-mesh/HotList")<HotList, HotListShape>() {}
 
 /**
+ * The shipped hot-list: read or take the pending items.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -49,6 +53,8 @@ export interface MemoryHotListShape extends HotListShape {
 }
 
 /**
+ * The shipped hot-list's bounds.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -99,6 +105,26 @@ const normalItem = (item: QueueItem): QueueItem | undefined => {
 }
 
 /**
+ * An empty shipped hot-list.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Frame, HotList } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const hotList = yield* HotList.makeMemory()
+ *   const item = Frame.queueItem({ queue: "orders", partition: "p1" })
+ *   // Marking is idempotent: the same item twice is one pending item.
+ *   yield* hotList.markDirty([item])
+ *   yield* hotList.markDirty([item])
+ *   assert.deepStrictEqual(yield* hotList.take, [item])
+ *   assert.deepStrictEqual(yield* hotList.pending, [])
+ * })
+ *
+ * Effect.runPromise(program)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

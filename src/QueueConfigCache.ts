@@ -19,6 +19,8 @@ import type { QueueRef } from "./Frame.js"
 import * as rules from "./internal/rules.js"
 
 /**
+ * What the mesh calls for every received `QUEUE_CONFIG_SET` or `QUEUE_CONFIG_DELETE`.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -50,6 +52,8 @@ export interface QueueSettings {
 }
 
 /**
+ * The shipped cache: read, fill and measure it.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -63,6 +67,8 @@ export interface MemoryQueueConfigCacheShape extends QueueConfigCacheShape {
 }
 
 /**
+ * The shipped cache's default tenant and bounds.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -92,6 +98,26 @@ export class MemoryQueueConfigCache extends Context.Tag("queen-mesh/MemoryQueueC
 const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
 /**
+ * An empty shipped cache.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Option } from "effect"
+ * import { Frame, QueueConfigCache } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const cache = yield* QueueConfigCache.makeMemory()
+ *   const ref = Frame.queueRef({ queue: "orders", tenant: "acme" })
+ *   yield* cache.set(ref, { leaseTimeSeconds: 30, encrypted: false })
+ *   assert.strictEqual(Option.isSome(yield* cache.get(ref)), true)
+ *   // What a QUEUE_CONFIG_SET from a peer does: the next read goes to PostgreSQL.
+ *   yield* cache.invalidate(ref)
+ *   assert.strictEqual(Option.isNone(yield* cache.get(ref)), true)
+ * })
+ *
+ * Effect.runPromise(program)
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

@@ -29,6 +29,8 @@ import type { QueueItem } from "./Frame.js"
 import * as rules from "./internal/rules.js"
 
 /**
+ * What the mesh calls for every received wake.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -70,6 +72,8 @@ export interface WaitTarget {
 export type WakeOutcome = "woken" | "timeout"
 
 /**
+ * The shipped waker: park pops, wake them, and read the partition hints they were woken for.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -103,6 +107,8 @@ export interface LocalWakerShape extends WakerShape {
 export class LocalWaker extends Context.Tag("queen-mesh/LocalWaker")<LocalWaker, LocalWakerShape>() {}
 
 /**
+ * The shipped waker's tenancy and bounds.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -150,6 +156,27 @@ const normalTenant = (tenant: string): string | undefined => {
 }
 
 /**
+ * The shipped waker and its reaper fiber, in the current scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Fiber, Option } from "effect"
+ * import { Frame, MeshTest, Waker } from "queen-mesh"
+ *
+ * const program = Effect.gen(function* () {
+ *   const waker = yield* Waker.makeLocal()
+ *   const target = { queue: "orders", tenant: Option.none() }
+ *   // A pop parks on its queue until a wake names it, or `maxWait` elapses.
+ *   const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "30 seconds" }))
+ *   yield* MeshTest.settleUntil(Effect.map(waker.parked, (parked) => parked === 1))
+ *   yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p1" }))
+ *   assert.strictEqual(yield* Fiber.join(pop), "woken")
+ *   assert.deepStrictEqual(yield* waker.takePartitionHints(target), ["p1"])
+ * })
+ *
+ * Effect.runPromise(Effect.scoped(program))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
