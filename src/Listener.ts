@@ -85,6 +85,10 @@ export interface ListenerCounts {
   readonly inboundAuthenticated: number
   /** Frames read, by tag byte (only tags with a count). */
   readonly readByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+  /** Frames read by sender (its server id; at most 64 senders, the rest under `_other`) and tag. */
+  readonly readByPeer: ReadonlyArray<
+    readonly [peer: string, byTag: ReadonlyArray<readonly [tag: number, frames: number]>]
+  >
   /** Chunks applied, by receive-to-apply time class: index i counts chunks of up to 2^i microseconds. */
   readonly applyMicros: ReadonlyArray<number>
 }
@@ -172,6 +176,20 @@ export const make: Effect.Effect<
   }
   const rejections = zeroRejections()
   const readByTag = new Float64Array(256)
+  // Per sender, bounded: a replayed HELLO can announce any id, so past 64 they share one row.
+  const readByPeer = new Map<string, Float64Array>()
+  const rowFor = (peer: string): Float64Array => {
+    let row = readByPeer.get(peer)
+    if (row === undefined) {
+      const key = readByPeer.size >= 64 ? "_other" : peer
+      row = readByPeer.get(key)
+      if (row === undefined) {
+        row = new Float64Array(256)
+        readByPeer.set(key, row)
+      }
+    }
+    return row
+  }
   const applyMicros = new Float64Array(24)
   const observeApply = applyHistogram(config.serverId)
   const unauthenticated = new Map<string, number>()
@@ -325,6 +343,7 @@ export const make: Effect.Effect<
       let peer: string | undefined
       let refusal: HandshakeError | undefined
       let refresh: (() => void) | undefined
+      let peerRow: Float64Array | undefined
       let lastChunkAt = clock.unsafeCurrentTimeMillis()
       let large = false
       // What a chunk's frames still need once the decoder is done with it: the effects that apply
@@ -336,6 +355,7 @@ export const make: Effect.Effect<
         c.framesRead++
         c.framesOversized++
         readByTag[tag]!++
+        if (peerRow !== undefined) peerRow[tag]!++
         if (invalidNotes.length < 8)
           invalidNotes.push({ tag, detail: `frame of ${length} bytes over its cap` })
       }
@@ -361,10 +381,12 @@ export const make: Effect.Effect<
           decoder.maxLengthOf = Frame.maxLengthOf
           decoder.onOversized = onOversized
           refresh = liveness.register(peer)
+          peerRow = rowFor(peer)
           return
         }
         c.framesRead++
         readByTag[tag]!++
+        peerRow![tag]!++
         if (payload.length >= LARGE_FRAME) large = true
         if (
           payload.length >= SLICED_BATCH &&
@@ -575,6 +597,7 @@ export const make: Effect.Effect<
       ...c,
       rejections: { ...rejections, TlsHandshake: transport.handshakeFailures?.() ?? 0 },
       readByTag: tags(readByTag),
+      readByPeer: [...readByPeer].map(([peer, row]) => [peer, tags(row)] as const),
       applyMicros: [...applyMicros]
     }))
   }

@@ -1,5 +1,6 @@
 /**
- * The mesh's Effect `Metric`s: frames sent, received and dropped per peer and per tag, drops by cause,
+ * The mesh's Effect `Metric`s: frames sent, received and dropped per peer and per tag (received by
+ * the sender's server id, at most 64 senders apart), drops by cause,
  * refusals by reason, connections open, peers alive and dead, queue depth, reconnects, and histograms of
  * the receive-to-apply time and of the frames per coalesced write. Every series is tagged with the
  * node's `server_id` (the registry is process-global, so nodes sharing a process stay apart) and,
@@ -140,8 +141,18 @@ export const make = (
         gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
         if (link.connected) outboundUp++
       }
-      for (const [tag, frames] of counts.readByTag) {
-        count(names.framesReceived, "frames read after a HELLO", [["tag", Frame.nameOf(tag)]], frames)
+      for (const [peer, byTag] of counts.readByPeer) {
+        for (const [tag, frames] of byTag) {
+          count(
+            names.framesReceived,
+            "frames read after a HELLO",
+            [
+              ["peer", peer],
+              ["tag", Frame.nameOf(tag)]
+            ],
+            frames
+          )
+        }
       }
       count(
         names.framesRejected,
