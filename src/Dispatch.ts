@@ -66,20 +66,25 @@ export interface DispatchShape {
 export class Dispatch extends Context.Tag("queen-mesh/Dispatch")<Dispatch, DispatchShape>() {}
 
 /**
- * The dispatch over the host's four services; they are looked up once, here, never per frame.
+ * What the dispatch applies frames to: the host's four services, and the event hub.
  *
  * @since 0.1.0
- * @category constructors
+ * @category models
  */
-export const make: Effect.Effect<
-  DispatchShape,
-  never,
+export type Requirements =
   | Waker.Waker
   | QueueConfigCache.QueueConfigCache
   | HotList.HotList
   | MaintenanceFlags.MaintenanceFlags
   | MeshEvents
-> = Effect.gen(function* () {
+
+/**
+ * The dispatch over the host's four services; they are looked up once, here, never per frame.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.gen(function* () {
   const waker = yield* Waker.Waker
   const cache = yield* QueueConfigCache.QueueConfigCache
   const hotList = yield* HotList.HotList
@@ -160,12 +165,4 @@ export const make: Effect.Effect<
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<
-  Dispatch,
-  never,
-  | Waker.Waker
-  | QueueConfigCache.QueueConfigCache
-  | HotList.HotList
-  | MaintenanceFlags.MaintenanceFlags
-  | MeshEvents
-> = Layer.effect(Dispatch, make)
+export const layer: Layer.Layer<Dispatch, never, Requirements> = Layer.effect(Dispatch, make)

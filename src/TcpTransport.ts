@@ -12,7 +12,8 @@
 import * as Net from "node:net"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Duration, Effect, Exit, Fiber, Layer, Option, Runtime, type Scope } from "effect"
+import { Duration, Effect, Layer, Option, type Scope } from "effect"
+import { connectionOf, destroy } from "./internal/socket.js"
 import { TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
@@ -27,132 +28,6 @@ export interface TcpOptions {
   /** How a configured `host:port` becomes the address dialled. Default: the system's DNS, every dial. */
   readonly resolver?: Resolver.ResolverShape
 }
-
-const fromSocket = (socket: Net.Socket, address: string): Connection => {
-  // Frames written in one tick are gathered and leave as one buffer, in one write, when the tick ends:
-  // cheaper than corking the socket and writing each (one stream chunk per frame).
-  let pending: Array<Uint8Array> = []
-  const flush = () => {
-    const frames = pending
-    pending = []
-    if (socket.destroyed || !socket.writable) return
-    socket.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
-  }
-  return {
-    unsafeTryWrite: (bytes) => {
-      if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
-      if (pending.length === 0) process.nextTick(flush)
-      pending.push(bytes)
-      return true
-    },
-    remoteAddress: Option.fromNullable(socket.remoteAddress),
-    read: <E>(onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
-      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-        Effect.async<void, TransportError | E>((resume) => {
-          // Chunks are handed on from the socket's 'data' event, with no fiber in between; an effect
-          // returned for a chunk pauses the socket until it completes.
-          const backlog: Array<Uint8Array> = []
-          let running: Fiber.RuntimeFiber<void, E> | undefined
-          let ended = false
-          let finished = false
-          const finish = (result: Effect.Effect<void, TransportError | E>) => {
-            if (finished) return
-            finished = true
-            cleanup()
-            resume(result)
-          }
-          const pump = () => {
-            while (running === undefined && backlog.length > 0 && !finished) {
-              let effect: Effect.Effect<void, E> | undefined
-              try {
-                effect = onChunk(backlog.shift()!)
-              } catch (defect) {
-                // A throw from the reader must end this connection, never escape the socket's event
-                // handler (that would take the whole process down).
-                return finish(Effect.die(defect))
-              }
-              if (effect === undefined) continue
-              socket.pause()
-              const fiber = Runtime.runFork(runtime)(effect)
-              running = fiber
-              fiber.addObserver((exit) => {
-                running = undefined
-                if (Exit.isFailure(exit)) return finish(Effect.failCause(exit.cause))
-                pump()
-                if (running === undefined && !finished) {
-                  if (ended) finish(Effect.void)
-                  else socket.resume()
-                }
-              })
-            }
-          }
-          const onData = (chunk: Buffer) => {
-            backlog.push(chunk)
-            pump()
-          }
-          const onEnd = () => {
-            ended = true
-            if (running === undefined) finish(Effect.void)
-          }
-          const onClose = () => {
-            // After 'end' a close is the normal ending; before it, the connection broke.
-            if (!ended) finish(Effect.fail(new TransportError({ reason: "Read", address })))
-            else if (running === undefined) finish(Effect.void)
-          }
-          const onError = (cause: Error) =>
-            finish(Effect.fail(new TransportError({ reason: "Read", address, cause })))
-          const cleanup = () => {
-            socket.off("data", onData)
-            socket.off("end", onEnd)
-            socket.off("close", onClose)
-            socket.off("error", onError)
-          }
-          socket.on("data", onData)
-          socket.on("end", onEnd)
-          socket.on("close", onClose)
-          socket.on("error", onError)
-          if (socket.isPaused()) socket.resume()
-          return Effect.suspend(() => {
-            cleanup()
-            finished = true
-            return running === undefined ? Effect.void : Fiber.interrupt(running)
-          })
-        })
-      ),
-    write: (bytes) =>
-      Effect.async<void, TransportError>((resume) => {
-        if (socket.destroyed || !socket.writable) {
-          resume(Effect.fail(new TransportError({ reason: "Closed", address })))
-          return
-        }
-        if (socket.write(bytes)) {
-          resume(Effect.void)
-          return
-        }
-        // The socket's buffer is over its high-water mark: wait for it to drain, or for the end.
-        const cleanup = () => {
-          socket.off("drain", onDrain)
-          socket.off("close", onClose)
-        }
-        const onDrain = () => {
-          cleanup()
-          resume(Effect.void)
-        }
-        const onClose = () => {
-          cleanup()
-          resume(Effect.fail(new TransportError({ reason: "Write", address })))
-        }
-        socket.on("drain", onDrain)
-        socket.on("close", onClose)
-        return Effect.sync(cleanup)
-      })
-  }
-}
-
-const destroy = (socket: Net.Socket) =>
-  Effect.sync(() => {
-    if (!socket.destroyed) socket.destroy()
-  })
 
 /**
  * @example
@@ -218,7 +93,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
         })
       ),
       destroy
-    ).pipe(Effect.map((socket) => fromSocket(socket, address)))
+    ).pipe(Effect.map((socket) => connectionOf(socket, address)))
   }
 
   const listen: TransportShape["listen"] = (listenOptions, onConnection) =>
@@ -249,7 +124,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
                   (socket) => {
                     socket.setNoDelay(true)
                     return onConnection(
-                      fromSocket(socket, `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`)
+                      connectionOf(socket, `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`)
                     )
                   },
                   destroy

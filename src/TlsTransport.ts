@@ -23,20 +23,9 @@
 import { hkdfSync } from "node:crypto"
 import type * as Net from "node:net"
 import * as Tls from "node:tls"
-import {
-  Cause,
-  Data,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  FiberSet,
-  Layer,
-  Option,
-  Redacted,
-  Runtime
-} from "effect"
+import { Cause, Data, Duration, Effect, FiberSet, Layer, Option, Redacted, Runtime } from "effect"
 import * as Rules from "./internal/rules.js"
+import { connectionOf, destroy } from "./internal/socket.js"
 import { TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
@@ -171,131 +160,6 @@ export const pskIdentity = (connection: Connection): Option.Option<string> =>
 
 const noop = () => {}
 
-// A copy of `TcpTransport`'s socket adapter (a TLSSocket is a Net.Socket): same reads, writes and
-// corked fast path, so the two transports cannot be told apart by the mesh.
-const fromSocket = (socket: Net.Socket, address: string): Connection => {
-  // Writes made in one tick are corked and leave as one TLS write when the tick ends.
-  let corked = false
-  const uncork = () => {
-    corked = false
-    socket.uncork()
-  }
-  return {
-    unsafeTryWrite: (bytes) => {
-      if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
-      if (!corked) {
-        corked = true
-        socket.cork()
-        process.nextTick(uncork)
-      }
-      socket.write(bytes)
-      return true
-    },
-    remoteAddress: Option.fromNullable(socket.remoteAddress),
-    read: <E>(onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
-      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-        Effect.async<void, TransportError | E>((resume) => {
-          const backlog: Array<Uint8Array> = []
-          let running: Fiber.RuntimeFiber<void, E> | undefined
-          let ended = false
-          let finished = false
-          const finish = (result: Effect.Effect<void, TransportError | E>) => {
-            if (finished) return
-            finished = true
-            cleanup()
-            resume(result)
-          }
-          const pump = () => {
-            while (running === undefined && backlog.length > 0 && !finished) {
-              let effect: Effect.Effect<void, E> | undefined
-              try {
-                effect = onChunk(backlog.shift()!)
-              } catch (defect) {
-                // A throw from the reader ends this connection; it must never escape the event handler.
-                return finish(Effect.die(defect))
-              }
-              if (effect === undefined) continue
-              socket.pause()
-              const fiber = Runtime.runFork(runtime)(effect)
-              running = fiber
-              fiber.addObserver((exit) => {
-                running = undefined
-                if (Exit.isFailure(exit)) return finish(Effect.failCause(exit.cause))
-                pump()
-                if (running === undefined && !finished) {
-                  if (ended) finish(Effect.void)
-                  else socket.resume()
-                }
-              })
-            }
-          }
-          const onData = (chunk: Buffer) => {
-            backlog.push(chunk)
-            pump()
-          }
-          const onEnd = () => {
-            ended = true
-            if (running === undefined) finish(Effect.void)
-          }
-          const onClose = () => {
-            // After 'end' a close is the normal ending; before it (a bad record, a reset) the link broke.
-            if (!ended) finish(Effect.fail(new TransportError({ reason: "Read", address })))
-            else if (running === undefined) finish(Effect.void)
-          }
-          const onError = (cause: Error) =>
-            finish(Effect.fail(new TransportError({ reason: "Read", address, cause })))
-          const cleanup = () => {
-            socket.off("data", onData)
-            socket.off("end", onEnd)
-            socket.off("close", onClose)
-            socket.off("error", onError)
-          }
-          socket.on("data", onData)
-          socket.on("end", onEnd)
-          socket.on("close", onClose)
-          socket.on("error", onError)
-          if (socket.isPaused()) socket.resume()
-          return Effect.suspend(() => {
-            cleanup()
-            finished = true
-            return running === undefined ? Effect.void : Fiber.interrupt(running)
-          })
-        })
-      ),
-    write: (bytes) =>
-      Effect.async<void, TransportError>((resume) => {
-        if (socket.destroyed || !socket.writable) {
-          resume(Effect.fail(new TransportError({ reason: "Closed", address })))
-          return
-        }
-        if (socket.write(bytes)) {
-          resume(Effect.void)
-          return
-        }
-        const cleanup = () => {
-          socket.off("drain", onDrain)
-          socket.off("close", onClose)
-        }
-        const onDrain = () => {
-          cleanup()
-          resume(Effect.void)
-        }
-        const onClose = () => {
-          cleanup()
-          resume(Effect.fail(new TransportError({ reason: "Write", address })))
-        }
-        socket.on("drain", onDrain)
-        socket.on("close", onClose)
-        return Effect.sync(cleanup)
-      })
-  }
-}
-
-const destroy = (socket: Net.Socket) =>
-  Effect.sync(() => {
-    if (!socket.destroyed) socket.destroy()
-  })
-
 const errorCode = (error: Error): string => {
   const code: unknown = Reflect.get(error, "code")
   return typeof code === "string" ? code : error.message
@@ -391,7 +255,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConf
         (to) => {
           const address = `${to.host}:${to.port}`
           return Effect.acquireRelease(connect(to.host, to.port, address), destroy).pipe(
-            Effect.map((socket) => fromSocket(socket, address))
+            Effect.map((socket) => connectionOf(socket, address))
           )
         }
       )
@@ -412,7 +276,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConf
           socket.on("error", noop)
           if (closing) return void socket.destroy()
           socket.setNoDelay(true)
-          const connection = fromSocket(socket, remoteOf(socket))
+          const connection = connectionOf(socket, remoteOf(socket))
           const peer = accepted.get(socket)
           if (peer !== undefined) identities.set(connection, peer)
           run(
