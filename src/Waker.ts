@@ -238,13 +238,14 @@ export const makeLocal = (
     const release = (waiters: Set<Pop>) => {
       for (const pop of waiters) {
         pop.done = true
-        pop.resume(WOKEN)
+        pop.finish(WOKEN)
       }
       live -= waiters.size
       stale += waiters.size
     }
 
     const leave = (pop: Pop) => {
+      pop.release()
       if (pop.done) return
       pop.done = true
       live--
@@ -341,7 +342,7 @@ export const makeLocal = (
           top.done = true
           live--
           detach(top)
-          top.resume(TIMEOUT)
+          top.finish(TIMEOUT)
           lastPass = now
         } else {
           break
@@ -431,7 +432,11 @@ export const makeLocal = (
     }
   })
 
-/** A parked pop: filed in the wake index (`waiters`) and in the deadline heap. */
+/**
+ * A parked pop: filed in the wake index (`waiters`) and in the deadline heap. Once it is done it stays
+ * in the heap until it surfaces or the heap is compacted, so it lets go of its fiber then: a stale
+ * entry in a long-lived array would otherwise keep the fiber alive through every minor GC.
+ */
 class Pop {
   /** Set once the pop is woken, timed out or interrupted; its heap entry is then stale. */
   done = false
@@ -440,9 +445,21 @@ class Pop {
     readonly tenant: string,
     readonly deadline: number,
     readonly seq: number,
-    readonly resume: (effect: Effect.Effect<WakeOutcome>) => void,
+    private resume: ((effect: Effect.Effect<WakeOutcome>) => void) | undefined,
     readonly waiters: Set<Pop>
   ) {}
+
+  /** Resumes the pop's fiber with `outcome`, once, and drops the reference to it. */
+  finish(outcome: Effect.Effect<WakeOutcome>): void {
+    const resume = this.resume
+    this.resume = undefined
+    resume?.(outcome)
+  }
+
+  /** Drops the reference to the pop's fiber (its fiber has left). */
+  release(): void {
+    this.resume = undefined
+  }
 }
 
 /** The partitions hinted for one `(queue, tenant)`, with the bytes they are charged. */
@@ -462,7 +479,7 @@ const before = (a: Pop, b: Pop): boolean =>
 
 /** A binary min-heap of pops by deadline. Stale entries are dropped when they surface or on `compact`. */
 class DeadlineHeap {
-  private items: Array<Pop> = []
+  private readonly items: Array<Pop> = []
 
   peek(): Pop | undefined {
     return this.items[0]
@@ -495,8 +512,15 @@ class DeadlineHeap {
 
   /** Drops every stale entry and re-heapifies: O(n), paid for by the stale entries it removes. */
   compact(): void {
-    this.items = this.items.filter((pop) => !pop.done)
-    for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.siftDown(i)
+    // In place, and truncated: a discarded array would still point at the stale entries until a full GC.
+    const items = this.items
+    let n = 0
+    for (let i = 0; i < items.length; i++) {
+      const pop = items[i]!
+      if (!pop.done) items[n++] = pop
+    }
+    items.length = n
+    for (let i = (n >> 1) - 1; i >= 0; i--) this.siftDown(i)
   }
 
   private siftDown(start: number): void {
