@@ -63,7 +63,8 @@ export interface Connection {
   /**
    * Optional fast path: writes `bytes` now and returns true if the transport can take them without
    * waiting, else returns false and writes nothing. The mesh uses it to send on an idle link without
-   * waking a fiber; writes made in one tick should still leave as one system call where possible.
+   * waking a fiber; a lone frame may leave at once, but the frames of a busy tick should leave as one
+   * system call where possible.
    */
   readonly unsafeTryWrite?: (bytes: Uint8Array) => boolean
 }

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as Quick from "../src/internal/quick.js"
 import { assertEqual } from "./fixtures/equality.js"
 
 // Values shaped like payloads, with every field sometimes missing, null, empty or of the wrong type.
@@ -63,4 +64,19 @@ describe("Frame quick decoders", () => {
       assertEqual(Frame.quickDecoders[Frame.tagOf(frame)]!(json), frame)
     }
   })
+
+  it.prop(
+    "encode a MESSAGE_AVAILABLE straight from an item to the same bytes as Frame.encode",
+    [
+      fc.string({ unit: "binary", maxLength: 8 }),
+      fc.string({ unit: "binary", maxLength: 8 }),
+      fc.option(fc.string({ unit: "binary", maxLength: 8 }), { nil: undefined })
+    ],
+    ([queue, partition, tenant]) => {
+      const item = Frame.queueItem({ queue: queue === "" ? "q" : queue, partition, tenant })
+      const direct = Quick.encodeMessageAvailable(item)
+      const viaFrame = Frame.encode({ _tag: "MessageAvailable", ...item })
+      assert.isTrue(Buffer.from(viaFrame).equals(direct))
+    }
+  )
 })

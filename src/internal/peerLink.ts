@@ -78,8 +78,7 @@ export class PeerLink {
     if (direct !== undefined && !this.writing && this.items.length === 0 && direct(bytes)) {
       this.written++
       this.writtenByTag[bytes[4]!]!++
-      this.writeSizes[0]!++
-      this.observeWrite(1)
+      if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
       this.active = true
       return true
     }
@@ -100,6 +99,18 @@ export class PeerLink {
       waiting()
     }
     return true
+  }
+
+  /**
+   * Frames the direct path took this tick. The transport writes them as one write when the tick ends
+   * (a lone frame at once), so the frames-per-write histogram is observed once per tick, not per frame.
+   */
+  private directInTick = 0
+  private readonly endDirectTick = () => {
+    const frames = this.directInTick
+    this.directInTick = 0
+    this.writeSizes[Math.min(15, 31 - Math.clz32(frames))]!++
+    this.observeWrite(frames)
   }
 
   /** The link is up: frames flow from now on, written at once when `direct` takes them. */

@@ -12,19 +12,35 @@ import { TransportError } from "../MeshError.js"
 import type { Connection } from "../Transport.js"
 
 export const connectionOf = (socket: Net.Socket, address: string): Connection => {
-  // Frames written in one tick are gathered and leave as one buffer, in one write, when the tick ends:
-  // cheaper than corking the socket and writing each (one stream chunk per frame).
+  // A lone frame is written at once: a wake leaves before the caller's fiber finishes its turn. Once a
+  // tick carries more than one frame the link is busy, and from then on the frames of a tick are
+  // gathered and leave as one buffer, in one write, when it ends (one system call per tick, not per
+  // frame), until a tick carries a single frame again.
   let pending: Array<Uint8Array> = []
-  const flush = () => {
+  let scheduled = false
+  let wroteAtOnce = false
+  let busy = false
+  const endTick = () => {
+    scheduled = false
     const frames = pending
     pending = []
-    if (socket.destroyed || !socket.writable) return
+    busy = frames.length + (wroteAtOnce ? 1 : 0) > 1
+    wroteAtOnce = false
+    if (frames.length === 0 || socket.destroyed || !socket.writable) return
     socket.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
   }
   return {
     unsafeTryWrite: (bytes) => {
       if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
-      if (pending.length === 0) process.nextTick(flush)
+      if (!scheduled) {
+        scheduled = true
+        process.nextTick(endTick)
+        if (!busy) {
+          wroteAtOnce = true
+          socket.write(bytes)
+          return true
+        }
+      }
       pending.push(bytes)
       return true
     },
