@@ -1,0 +1,34 @@
+/**
+ * The hot paths' histograms: a value observed is stored and lands in the Effect histogram once the
+ * turn of the event loop ends, or as soon as 1,024 are waiting; none is lost.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Metric, MetricState } from "effect"
+import { applyHistogram, names } from "../../src/internal/metricNames.js"
+
+const countFor = (serverId: string) =>
+  Effect.map(Metric.snapshot, (pairs) => {
+    for (const pair of pairs) {
+      if (pair.metricKey.name !== names.applySeconds) continue
+      if (!pair.metricKey.tags.some((tag) => tag.key === "server_id" && tag.value === serverId)) continue
+      if (MetricState.isHistogramState(pair.metricState)) return pair.metricState.count
+    }
+    return 0
+  })
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+describe("hot-path histograms", () => {
+  it("observe every value by the end of the turn, and flush at 1,024 waiting", async () => {
+    const serverId = `histogram-test-${process.pid}`
+    const observe = applyHistogram(serverId)
+    for (let i = 0; i < 3; i++) observe(0.000_01)
+    await nextTurn()
+    assert.strictEqual(await Effect.runPromise(countFor(serverId)), 3)
+    for (let i = 0; i < 1_500; i++) observe(0.001)
+    // Within the same turn: the first 1,024 are in already, the buffer never held more.
+    assert.isAtLeast(await Effect.runPromise(countFor(serverId)), 3 + 1_024)
+    await nextTurn()
+    assert.strictEqual(await Effect.runPromise(countFor(serverId)), 1_503)
+  })
+})
