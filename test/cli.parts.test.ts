@@ -5,11 +5,12 @@
  */
 import * as Http from "node:http"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Effect, Either, FastCheck as fc, Layer, Logger, LogLevel, Option } from "effect"
 import * as Args from "../src/cli/args.js"
 import * as Commands from "../src/cli/commands.js"
 import * as Env from "../src/cli/env.js"
-import { escapeControl, safeJson } from "../src/cli/escape.js"
+import { escapeControl, safeJson, safeJsonString } from "../src/cli/escape.js"
+import * as Events from "../src/cli/events.js"
 import * as Help from "../src/cli/help.js"
 import { BoundedWriter, columnsOf, useColor } from "../src/cli/io.js"
 import { LineSplitter } from "../src/cli/lines.js"
@@ -288,6 +289,61 @@ describe("stdin commands", () => {
     assert.strictEqual(reason('{"op":1}'), "op must be a string")
     assert.strictEqual(reason('{"op":"maintenance","enabled":true,"extra":1}'), "accepted")
   })
+
+  // Names with the edge cases of the rules: empty, at and over the byte limit, multi-byte, controls.
+  const nameLike = fc.oneof(
+    fc.string({ maxLength: 6 }),
+    fc.constant(""),
+    fc.constant("q".repeat(MAX_NAME_BYTES)),
+    fc.constant("q".repeat(MAX_NAME_BYTES + 1)),
+    fc.constant("é".repeat(MAX_NAME_BYTES / 2)),
+    fc.constant("é".repeat(MAX_NAME_BYTES / 2 + 1)),
+    fc.constant("\u001b[2J\u007f\u009b"),
+    fc.constant(null),
+    fc.integer(),
+    fc.constant({})
+  )
+  const commandLike = fc.record(
+    {
+      op: fc.constantFrom("message_available", "message_available_batch", "hotlist_dirty", 1, null),
+      queue: nameLike,
+      partition: nameLike,
+      tenant: nameLike,
+      extra: nameLike
+    },
+    { requiredKeys: [] }
+  )
+
+  it.prop("checks message_available by hand exactly as its Schema does", [commandLike], ([command]) => {
+    const json: unknown = JSON.parse(JSON.stringify(command))
+    const quick = Commands.quickMessageAvailable(json)
+    const decoded = Commands.decodeLine(JSON.stringify(json))
+    const bySchema = Either.isRight(decoded) && decoded.right.op === "message_available"
+    assert.strictEqual(quick !== undefined, bySchema)
+    if (quick !== undefined && Either.isRight(decoded) && decoded.right.op === "message_available") {
+      assert.strictEqual(quick.queue, decoded.right.queue)
+      assert.strictEqual(quick.partition, decoded.right.partition)
+      assert.strictEqual(quick.tenant ?? null, decoded.right.tenant ?? null)
+    }
+  })
+
+  // Any UTF-16, controls, DEL, C1 and lone surrogates included.
+  const text = fc.string({ unit: "binary", maxLength: 12 })
+
+  it.prop(
+    "writes wake and hot-list lines exactly as safeJson would, controls, DEL and C1 escaped",
+    [text, fc.option(text, { nil: undefined }), text, text, fc.boolean()],
+    ([from, tenant, queue, partition, hot]) => {
+      const item = { queue, partition, tenant: Option.fromNullable(tenant) }
+      const event = hot ? ("hotlist_dirty" as const) : ("wake" as const)
+      const line = Events.lineOf(
+        hot ? { _tag: "HotlistDirty", from, item } : { _tag: "Wake", from, item },
+        false
+      )
+      assert.strictEqual(line, safeJson({ event, from, tenant: tenant ?? null, queue, partition }))
+      assert.strictEqual(safeJsonString(from), safeJson(from))
+    }
+  )
 
   it("answers with --ack lines", () => {
     assert.strictEqual(Commands.sentLine("maintenance"), '{"event":"sent","op":"maintenance"}')

@@ -36,3 +36,17 @@ const JSON_RAW = /[\u007f-\u009f]/g
  */
 export const safeJson = (value: unknown): string =>
   (JSON.stringify(value) ?? "null").replace(JSON_RAW, (c) => `\\u00${hex2(c.charCodeAt(0))}`)
+
+const JSON_RAW_TEST = /[\u007f-\u009f]/
+
+/**
+ * `safeJson(s)` for a string, without the replace when there is nothing to replace (the common case,
+ * on the path of every printed wake).
+ *
+ * @since 0.1.0
+ * @category escaping
+ */
+export const safeJsonString = (s: string): string => {
+  const json = JSON.stringify(s)
+  return JSON_RAW_TEST.test(json) ? json.replace(JSON_RAW, (c) => `\\u00${hex2(c.charCodeAt(0))}`) : json
+}

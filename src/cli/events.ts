@@ -7,8 +7,9 @@
  * @since 0.1.0
  */
 import { Option } from "effect"
+import type { QueueItem } from "../Frame.js"
 import type { MeshEvent } from "../MeshEvent.js"
-import { safeJson } from "./escape.js"
+import { safeJson, safeJsonString } from "./escape.js"
 
 /**
  * The first line, once both listeners are ready. `port` is null when the mesh is not active.
@@ -38,45 +39,64 @@ const QUIET = new Set<MeshEvent["_tag"]>(["PeerUp", "PeerDown"])
  * @since 0.1.0
  * @category lines
  */
-export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): Option.Option<string> => {
-  if (options.quiet && !QUIET.has(event._tag)) return Option.none()
+export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): Option.Option<string> =>
+  Option.fromNullable(lineOf(event, options.quiet))
+
+/** The peer id last printed, as a JSON string: a node hears from a few peers, most lines repeat one. */
+let lastFrom = ""
+let lastFromJson = '""'
+
+const fromJson = (from: string): string => {
+  if (from !== lastFrom) {
+    lastFrom = from
+    lastFromJson = safeJsonString(from)
+  }
+  return lastFromJson
+}
+
+/**
+ * A wake or hot-list line, written out field by field: the same text as `safeJson` of the object (the
+ * key order is the contract), at a fraction of the cost, on the path every received wake takes.
+ */
+const itemLine = (event: "wake" | "hotlist_dirty", from: string, item: QueueItem): string =>
+  `{"event":"${event}","from":${fromJson(from)},"tenant":${
+    item.tenant._tag === "Some" ? safeJsonString(item.tenant.value) : "null"
+  },"queue":${safeJsonString(item.queue)},"partition":${safeJsonString(item.partition)}}`
+
+/**
+ * `toLine` without the `Option`: the line, or `undefined`.
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const lineOf = (event: MeshEvent, quiet: boolean): string | undefined => {
+  if (quiet && !QUIET.has(event._tag)) return undefined
   switch (event._tag) {
     case "Wake":
+      return itemLine("wake", event.from, event.item)
     case "HotlistDirty":
-      return Option.some(
-        safeJson({
-          event: event._tag === "Wake" ? "wake" : "hotlist_dirty",
-          from: event.from,
-          tenant: Option.getOrNull(event.item.tenant),
-          queue: event.item.queue,
-          partition: event.item.partition
-        })
-      )
+      return itemLine("hotlist_dirty", event.from, event.item)
     case "QueueConfigInvalidated":
-      return Option.some(
-        safeJson({
-          event: "queue_config_invalidated",
-          from: event.from,
-          op: event.op,
-          tenant: Option.getOrNull(event.ref.tenant),
-          queue: event.ref.queue
-        })
-      )
+      return safeJson({
+        event: "queue_config_invalidated",
+        from: event.from,
+        op: event.op,
+        tenant: Option.getOrNull(event.ref.tenant),
+        queue: event.ref.queue
+      })
     case "Maintenance":
     case "PopMaintenance":
-      return Option.some(
-        safeJson({
-          event: event._tag === "Maintenance" ? "maintenance" : "pop_maintenance",
-          from: event.from,
-          enabled: event.enabled
-        })
-      )
+      return safeJson({
+        event: event._tag === "Maintenance" ? "maintenance" : "pop_maintenance",
+        from: event.from,
+        enabled: event.enabled
+      })
     case "PeerUp":
-      return Option.some(safeJson({ event: "peer_up", server_id: event.serverId }))
+      return safeJson({ event: "peer_up", server_id: event.serverId })
     case "PeerDown":
-      return Option.some(safeJson({ event: "peer_down", server_id: event.serverId }))
+      return safeJson({ event: "peer_down", server_id: event.serverId })
     case "HandshakeFailed":
     case "InvalidFrame":
-      return Option.none()
+      return undefined
   }
 }

@@ -158,7 +158,9 @@ export const readCommands = (
       const splitter = new LineSplitter(maxLineBytes)
       const runSync = Runtime.runSyncExit(runtime)
       const handle = (piece: Piece) => {
-        // An effect that has to wait goes on in its own fiber (runSyncExit hands it back as such).
+        // The common command, a valid push, runs synchronously with no fiber; any other runs as an
+        // effect, and one that has to wait goes on in its own fiber (runSyncExit hands it back as such).
+        if (piece._tag === "Line" && Commands.unsafeHandleQuick(mesh, piece.text, options)) return
         runSync(
           piece._tag === "Line"
             ? Commands.handleLine(mesh, piece.text, options)
@@ -279,11 +281,12 @@ const serve = (
     // runs synchronously on the receive path, so a wake reaches stdout in the same turn it arrived;
     // until `listening` is printed, lines wait in a bounded list.
     let early: Array<string> | undefined = []
+    const quiet = options.quiet
     yield* mesh.observe((event) => {
-      const line = Events.toLine(event, options)
-      if (Option.isNone(line)) return
-      if (early === undefined) Io.stdout.writeLine(line.value)
-      else if (early.length < 10_000) early.push(line.value)
+      const line = Events.lineOf(event, quiet)
+      if (line === undefined) return
+      if (early === undefined) Io.stdout.writeLine(line)
+      else if (early.length < 10_000) early.push(line)
     })
     const ready = {
       open: Effect.sync(() => {
