@@ -178,6 +178,19 @@ describe("escaping", () => {
       "a\\x1b[31mb\\x00c\\x07d\\x08e\\x7ff\\x9bg\\nh\\ti"
     )
     assert.strictEqual(safeJson({ s: "\x1b\x7f\x9b" }), '{"s":"\\u001b\\u007f\\u009b"}')
+    for (const text of [
+      "plain",
+      "",
+      'quo"te',
+      "back\\slash",
+      "\u{1F600} pair",
+      "\ud800 lone",
+      "\udc00",
+      "é",
+      "\x7f\x9f\x1b\n"
+    ]) {
+      assert.strictEqual(safeJsonString(text), safeJson(text))
+    }
     assert.deepStrictEqual(JSON.parse(safeJson({ s: "\x1b\x7f\x9b" })), { s: "\x1b\x7f\x9b" })
   })
 })

@@ -40,6 +40,13 @@ export const safeJson = (value: unknown): string =>
 const JSON_RAW_TEST = /[\u007f-\u009f]/
 
 /**
+ * What `safeJsonString` must escape or leave to `JSON.stringify`: quotes, backslashes, controls, DEL,
+ * C1, and any surrogate (`JSON.stringify` escapes a lone one).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\u007f-\u009f\ud800-\udfff]/
+
+/**
  * `safeJson(s)` for a string, without the replace when there is nothing to replace (the common case,
  * on the path of every printed wake).
  *
@@ -47,6 +54,8 @@ const JSON_RAW_TEST = /[\u007f-\u009f]/
  * @category escaping
  */
 export const safeJsonString = (s: string): string => {
+  // Nothing to escape (the common case): the string between quotes, with no stringify at all.
+  if (!NEEDS_ESCAPE.test(s)) return `"${s}"`
   const json = JSON.stringify(s)
   return JSON_RAW_TEST.test(json) ? json.replace(JSON_RAW, (c) => `\\u00${hex2(c.charCodeAt(0))}`) : json
 }
