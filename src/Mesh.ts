@@ -334,13 +334,14 @@ export const make: Effect.Effect<
     } as const
   })
 
-  // The hot path of a push: validate, wake local pops, encode once, hand the bytes to every link.
+  // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
   const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
     const item = Frame.validItem(input)
     if (Either.isLeft(item)) throw invalid(item.left)
+    // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
+    if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(item.right))
     if (wakeNow !== undefined) wakeNow(item.right)
     else Effect.runFork(waker.wake(item.right))
-    if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(item.right))
   }
 
   // Validation is pure, so it happens as the effect is built: the effect itself is then one `sync`
@@ -353,8 +354,8 @@ export const make: Effect.Effect<
       return Effect.zipRight(waker.wake(valid), broadcast({ _tag: "MessageAvailable", ...valid }))
     }
     return Effect.sync(() => {
-      wakeNow(valid)
       if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(valid))
+      wakeNow(valid)
     })
   }
 
