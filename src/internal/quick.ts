@@ -33,6 +33,34 @@ export const item = (u: unknown): Frame.QueueItem | undefined => {
   return tenant === undefined ? undefined : { queue, partition, tenant }
 }
 
+/** Distinct tenants a batch shares `Option`s for; past this many, each further one gets its own. */
+const SHARED_TENANTS = 64
+
+/**
+ * One item of a batch: as `item`, but its tenant's `Option` shared with the batch's other items of
+ * that tenant. A batch names few tenants, and a 16 MiB one holds some 300,000 items: one `Option`
+ * each made the young generation's collections copy them all.
+ */
+const itemIn = (u: unknown, tenants: Map<string, Option.Option<string>>): Frame.QueueItem | undefined => {
+  if (!isRecord(u)) return undefined
+  const queue = Rules.queueName(u.queue)
+  if (queue === undefined) return undefined
+  const partition = Rules.partition(u.partition)
+  if (partition === undefined) return undefined
+  const raw = u.tenant
+  if (typeof raw !== "string" || raw === "") {
+    const tenant = Rules.tenant(raw)
+    return tenant === undefined ? undefined : { queue, partition, tenant }
+  }
+  let tenant = tenants.get(raw)
+  if (tenant === undefined) {
+    tenant = Rules.tenant(raw)
+    if (tenant === undefined) return undefined
+    if (tenants.size < SHARED_TENANTS) tenants.set(raw, tenant)
+  }
+  return { queue, partition, tenant }
+}
+
 /** A batch envelope, lenient per item: the valid items and how many were skipped. */
 export const items = (
   u: unknown
@@ -41,8 +69,9 @@ export const items = (
   const given = u.items
   if (!Array.isArray(given)) return undefined
   const out: Array<Frame.QueueItem> = []
+  const tenants = new Map<string, Option.Option<string>>()
   for (let i = 0; i < given.length; i++) {
-    const one = item(given[i])
+    const one = itemIn(given[i], tenants)
     if (one !== undefined) out.push(one)
   }
   const skipped = given.length - out.length
