@@ -58,7 +58,7 @@ const plan = quick
     }
   : {
       codec: { sampleMs: 150, samples: 5 },
-      throughput: { frames: 1_000_000, rounds: 5 },
+      throughput: { frames: 1_000_000, rounds: 7 },
       wake: { warmup: 500, measured: 10_000, block: 100 },
       off: { total: 100, pollMs: 100 },
       flood: { calls: 1_000_000, yieldEvery: 64 },
