@@ -54,6 +54,7 @@ export const PeerStatsBody = Schema.Struct({
   host: Schema.String,
   port: Schema.Number,
   connected: Schema.Boolean,
+  self: Schema.Boolean,
   resolved: Schema.Boolean,
   resolved_ip: Schema.NullOr(Schema.String),
   last_resolved_ip: Schema.NullOr(Schema.String),
@@ -115,7 +116,8 @@ export const InboundStatsBody = Schema.Struct({
   authenticated_total: Schema.Number,
   closed_silent: Schema.Number,
   closed_idle: Schema.Number,
-  legacy_accepted: Schema.Number
+  legacy_accepted: Schema.Number,
+  self_dials: Schema.Number
 })
 
 /**
@@ -272,14 +274,16 @@ const metricsHandler = Effect.gen(function* () {
  */
 export interface Readiness {
   readonly ready: boolean
-  readonly reason: "mesh_inactive" | "links_up" | "no_link_up"
+  readonly reason: "mesh_inactive" | "links_up" | "no_link_up" | "no_other_peers"
   readonly links_up: number
+  /** The configured peers other than this node itself. */
   readonly peer_count: number
 }
 
 /**
- * Ready when the mesh is inactive by configuration, or its listener is bound and at least one link
- * to a peer is up.
+ * Ready when the mesh is inactive by configuration, when the peer list names no node but this one, or
+ * when its listener is bound and at least one link to another node is up. An entry that names this
+ * node itself is not a link and counts for nothing here.
  *
  * @example
  * ```ts
@@ -309,12 +313,14 @@ export interface Readiness {
  */
 export const readiness = (stats: MeshStats): Readiness => {
   if (!stats.enabled) return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0 }
-  const up = stats.peers.filter((peer) => peer.connected).length
+  const others = stats.peers.filter((peer) => !peer.self)
+  const up = others.filter((peer) => peer.connected).length
+  if (others.length === 0) return { ready: true, reason: "no_other_peers", links_up: 0, peer_count: 0 }
   return {
     ready: up > 0,
     reason: up > 0 ? "links_up" : "no_link_up",
     links_up: up,
-    peer_count: stats.peer_count
+    peer_count: others.length
   }
 }
 

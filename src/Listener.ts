@@ -35,7 +35,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
+import { Clock, Context, Data, Deferred, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
 import { Dispatch } from "./Dispatch.js"
 import * as Frame from "./Frame.js"
 import { FrameDecoder } from "./FrameDecoder.js"
@@ -43,6 +43,7 @@ import * as Handshake from "./Handshake.js"
 import { BatchScanner, parseItems, yieldToEventLoop } from "./internal/batchScan.js"
 import { applyHistogram } from "./internal/metricNames.js"
 import * as Quick from "./internal/quick.js"
+import { SelfDialsService } from "./internal/selfDials.js"
 import { printable } from "./internal/text.js"
 import { Liveness } from "./Liveness.js"
 import * as MeshConfig from "./MeshConfig.js"
@@ -78,6 +79,8 @@ export interface ListenerCounts {
   readonly closedIdle: number
   /** Legacy HELLOs accepted in `permissive` mode. */
   readonly legacyAccepted: number
+  /** Our own dials recognised and closed (the peer list names this node): never refusals. */
+  readonly selfDials: number
   readonly inboundOpen: number
   /** Inbound connections open now whose HELLO verified. */
   readonly inboundOpenAuthenticated: number
@@ -113,6 +116,8 @@ export interface ListenerShape {
  */
 export class Listener extends Context.Tag("queen-mesh/Listener")<Listener, ListenerShape>() {}
 
+/** How often, at most, a HELLO carrying our own server id from another node is logged at warning level. */
+const OWN_ID_WARNING_INTERVAL_MS = 60_000
 /** How often, at most, a rising handshake-failure count is logged at warning level. */
 const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
 /** A frame at least this large is followed by a turn of the event loop before the next chunk. */
@@ -136,6 +141,9 @@ const zeroRejections = (): Record<HandshakeError.Reason, number> => {
 const v2Reason = (reason: Handshake.HandshakeV2Reason): HandshakeError.Reason =>
   reason === "NoSecret" ? "InvalidHello" : reason
 
+/** A verified HELLO from one of this node's own dialers (the peer list names this node). */
+class OwnDial extends Data.TaggedError("OwnDial") {}
+
 /** One turn of the event loop: lets other sockets' data in before this one's next chunk. */
 const nextTurn = Effect.async<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
@@ -151,9 +159,10 @@ const nextTurn = Effect.async<void>((resume) => {
 export const make: Effect.Effect<
   ListenerShape,
   TransportError,
-  Scope.Scope | MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents
+  Scope.Scope | MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
+  const selfDials = yield* SelfDialsService
   const transport = yield* Transport
   const liveness = yield* Liveness
   const { apply } = yield* Dispatch
@@ -170,6 +179,7 @@ export const make: Effect.Effect<
     closedSilent: 0,
     closedIdle: 0,
     legacyAccepted: 0,
+    selfDials: 0,
     inboundOpen: 0,
     inboundOpenAuthenticated: 0,
     inboundAuthenticated: 0
@@ -195,7 +205,7 @@ export const make: Effect.Effect<
   const unauthenticated = new Map<string, number>()
   let lastWarningAt = Number.NEGATIVE_INFINITY
   let failuresAtLastWarning = 0
-  let ownIdWarned = false
+  let ownIdWarnedAt = Number.NEGATIVE_INFINITY
   const handshakeFailures = () => {
     let sum = 0
     for (const reason in rejections) sum += rejections[reason as HandshakeError.Reason]
@@ -206,14 +216,15 @@ export const make: Effect.Effect<
     Effect.gen(function* () {
       rejections[error.reason]++
       events.emit({ _tag: "HandshakeFailed", remote, reason: error.reason })
-      if (error.reason === "OwnServerId") {
-        if (ownIdWarned) return
-        ownIdWarned = true
-        return yield* Effect.logWarning("the peer list names this node: refusing its own HELLO").pipe(
-          Effect.annotateLogs({ remote })
-        )
-      }
       const now = yield* Clock.currentTimeMillis
+      if (error.reason === "OwnServerId") {
+        // Not our own dial (that is recognised by its nonce): another node uses our server id.
+        if (now - ownIdWarnedAt < OWN_ID_WARNING_INTERVAL_MS) return
+        ownIdWarnedAt = now
+        return yield* Effect.logWarning(
+          "another node announces this node's server id: refusing it (do two nodes share QUEEN_SERVER_ID?)"
+        ).pipe(Effect.annotateLogs({ remote }))
+      }
       const total = handshakeFailures()
       if (now - lastWarningAt >= HANDSHAKE_WARNING_INTERVAL_MS) {
         yield* Effect.logWarning("mesh handshake refused").pipe(
@@ -245,7 +256,7 @@ export const make: Effect.Effect<
     tag: number,
     payload: Uint8Array,
     challenge: Option.Option<Handshake.Challenge>
-  ): Either.Either<string, HandshakeError> => {
+  ): Either.Either<string, HandshakeError | OwnDial> => {
     if (tag !== Frame.Tag.HELLO) return Either.left(new HandshakeError({ reason: "NotHello" }))
     let json: unknown
     try {
@@ -277,10 +288,15 @@ export const make: Effect.Effect<
       verifyOptions(challenge)
     )
     if (Either.isLeft(verdict)) {
+      if (verdict.left.reason === "OwnServerId" && selfDials.isOwnHello(hello.nonce)) {
+        return Either.left(new OwnDial())
+      }
       return Either.left(new HandshakeError({ reason: v2Reason(verdict.left.reason) }))
     }
     // Legacy verification knows nothing of our id; the rule holds in every mode.
     if (verdict.right.serverId === config.serverId) {
+      // One of our own dialers, its entry naming this node: recognised, not refused.
+      if (selfDials.isOwnHello(hello.nonce)) return Either.left(new OwnDial())
       return Either.left(new HandshakeError({ reason: "OwnServerId" }))
     }
     if (verdict.right.version === 1 && config.auth === "permissive") c.legacyAccepted++
@@ -341,7 +357,7 @@ export const make: Effect.Effect<
       const hello = yield* Deferred.make<string>()
       let bytesIn = 0
       let peer: string | undefined
-      let refusal: HandshakeError | undefined
+      let refusal: HandshakeError | OwnDial | undefined
       let refresh: (() => void) | undefined
       let peerRow: Float64Array | undefined
       let lastChunkAt = clock.unsafeCurrentTimeMillis()
@@ -460,7 +476,9 @@ export const make: Effect.Effect<
           }
         })
 
-      const onChunk = (chunk: Uint8Array): Effect.Effect<void, FramingError | HandshakeError> | undefined => {
+      const onChunk = (
+        chunk: Uint8Array
+      ): Effect.Effect<void, FramingError | HandshakeError | OwnDial> | undefined => {
         const started = performance.now()
         bytesIn += chunk.length
         lastChunkAt = clock.unsafeCurrentTimeMillis()
@@ -552,6 +570,10 @@ export const make: Effect.Effect<
       )
       yield* Effect.raceFirst(read, deadline).pipe(
         Effect.catchTags({
+          OwnDial: () =>
+            Effect.sync(() => {
+              c.selfDials++
+            }).pipe(Effect.zipRight(Effect.logDebug("closed our own dial: the peer list names this node"))),
           HandshakeError: (error) =>
             Effect.zipRight(
               refused(remote, error),
@@ -612,7 +634,7 @@ export const make: Effect.Effect<
 export const layer: Layer.Layer<
   Listener,
   TransportError,
-  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents
+  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
 > = Layer.scoped(Listener, make)
 
 /**

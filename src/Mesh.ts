@@ -28,6 +28,7 @@ import * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
 import { loop } from "./internal/loop.js"
 import * as Quick from "./internal/quick.js"
+import * as SelfDials from "./internal/selfDials.js"
 import { VERSION } from "./internal/version.js"
 import * as Listener from "./Listener.js"
 import * as Liveness from "./Liveness.js"
@@ -289,6 +290,7 @@ export const make: Effect.Effect<
         host: link.host,
         port: link.port,
         connected: link.connected,
+        self: link.self,
         resolved: link.connected,
         resolved_ip: Option.getOrNull(link.resolvedIp),
         last_resolved_ip: Option.getOrNull(link.lastResolvedIp),
@@ -327,7 +329,8 @@ export const make: Effect.Effect<
         authenticated_total: counts.inboundAuthenticated,
         closed_silent: counts.closedSilent,
         closed_idle: counts.closedIdle,
-        legacy_accepted: counts.legacyAccepted
+        legacy_accepted: counts.legacyAccepted,
+        self_dials: counts.selfDials
       },
       maintenance_mode,
       pop_maintenance_mode
@@ -458,7 +461,7 @@ export const layerRuntime = (
     Layer.provideMerge(Peers.layer(options.peers)),
     Layer.provideMerge(Listener.layer),
     Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
-    Layer.provideMerge(MeshEventModule.layer)
+    Layer.provideMerge(Layer.merge(MeshEventModule.layer, SelfDials.layer))
   )
 
 /**

@@ -20,6 +20,11 @@ export interface PeerStats {
   readonly port: number
   /** Whether the outbound connection is established. */
   readonly connected: boolean
+  /**
+   * The entry names this node itself (a uniform peer list): recognised by its own HELLO, never
+   * dialled again, and not a link (not connected, not down, not counted for readiness).
+   */
+  readonly self: boolean
   /** Upstream's meaning: the same as `connected`. */
   readonly resolved: boolean
   /** The established link's remote address; `null` while the link is down (upstream's meaning). */
@@ -99,6 +104,8 @@ export interface InboundStats {
   readonly closed_idle: number
   /** Legacy HELLOs accepted in `permissive` mode (still replayable). */
   readonly legacy_accepted: number
+  /** Our own dials recognised and closed (the peer list names this node): not handshake failures. */
+  readonly self_dials: number
 }
 
 /**

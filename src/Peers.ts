@@ -38,6 +38,7 @@ import { FrameDecoder } from "./FrameDecoder.js"
 import * as Handshake from "./Handshake.js"
 import { writeHistogram } from "./internal/metricNames.js"
 import { PeerLink } from "./internal/peerLink.js"
+import { type SelfDials, SelfDialsService } from "./internal/selfDials.js"
 import * as MeshConfig from "./MeshConfig.js"
 import { TransportError } from "./MeshError.js"
 import { type Connection, Transport } from "./Transport.js"
@@ -52,6 +53,8 @@ export interface PeerState {
   readonly host: string
   readonly port: number
   readonly connected: boolean
+  /** The entry names this node itself: not dialled, not a link, not counted for readiness. */
+  readonly self: boolean
   /** The remote address of the established link; none while it is down. */
   readonly resolvedIp: Option.Option<string>
   /** The last address a link to it was established with. */
@@ -183,7 +186,8 @@ const counted = (counts: Float64Array): ReadonlyArray<readonly [number, number]>
 const stateOf = (link: PeerLink): PeerState => ({
   host: link.peer.host,
   port: link.peer.port,
-  connected: link.connected,
+  connected: link.connected && !link.self,
+  self: link.self,
   resolvedIp: Option.fromNullable(link.resolvedIp),
   lastResolvedIp: Option.fromNullable(link.lastResolvedIp),
   queued: link.queued,
@@ -225,10 +229,11 @@ export const peerName = (peer: MeshConfig.Peer): string =>
  */
 export const make = (
   options: PeersOptions = {}
-): Effect.Effect<PeersShape, never, Scope.Scope | MeshConfig.MeshConfig | Transport> =>
+): Effect.Effect<PeersShape, never, Scope.Scope | MeshConfig.MeshConfig | Transport | SelfDialsService> =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
     const transport = yield* Transport
+    const selfDials = yield* SelfDialsService
     const active = MeshConfig.isActive(config)
     const queueBytes = Math.max(QUEUE_BYTES, config.sendQueueCapacity * 64)
     // A peer listed twice would get every frame twice: merged, with a warning.
@@ -265,7 +270,9 @@ export const make = (
           auth: config.auth,
           challengeWait: config.challengeWait,
           handshakeTimeout: config.handshakeTimeout,
-          label: config.clusterLabel
+          label: config.clusterLabel,
+          selfDials,
+          startGrace: config.deadThreshold
         })
       )
     }
@@ -286,7 +293,8 @@ export const make = (
  */
 export const layer = (
   options: PeersOptions = {}
-): Layer.Layer<Peers, never, MeshConfig.MeshConfig | Transport> => Layer.scoped(Peers, make(options))
+): Layer.Layer<Peers, never, MeshConfig.MeshConfig | Transport | SelfDialsService> =>
+  Layer.scoped(Peers, make(options))
 
 interface DialOptions {
   readonly serverId: string
@@ -298,6 +306,9 @@ interface DialOptions {
   readonly challengeWait: Duration.Duration
   readonly handshakeTimeout: Duration.Duration
   readonly label: string
+  readonly selfDials: SelfDials
+  /** How long a peer never reached yet may fail before it is warned about (it may be starting too). */
+  readonly startGrace: Duration.Duration
 }
 
 /** `u32 BE length | u8 tag | JSON` of any object (the v2 HELLO carries fields the Frame model omits). */
@@ -310,6 +321,8 @@ const encodeObject = (tag: number, payload: object): Uint8Array => {
   return out
 }
 
+const legacyHello = (hello: Frame.Hello) => ({ bytes: Frame.encode(hello), nonce: hello.nonce })
+
 /** The link to one peer, for as long as the scope lasts. */
 const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options: DialOptions) =>
   Effect.gen(function* () {
@@ -321,6 +334,10 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
     let lastReason: string | undefined
     let lastWarningAt = Number.NEGATIVE_INFINITY
     let failuresSinceWarning = 0
+    // Until the peer is reached once, failures within the start grace are only info: in a rolling
+    // start the peers come up one by one, and that is no cause for a warning.
+    let reached = false
+    const startedAt = yield* Clock.currentTimeMillis
 
     const session = Effect.gen(function* () {
       let upSince: number | undefined
@@ -364,9 +381,9 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
           return undefined
         })
       )
-      const hello =
+      const hello: { readonly bytes: Uint8Array; readonly nonce: string } =
         options.auth === "legacy"
-          ? Frame.encode(yield* Handshake.makeHello(options.serverId, options.secret))
+          ? legacyHello(yield* Handshake.makeHello(options.serverId, options.secret))
           : yield* Effect.gen(function* () {
               const wait = options.auth === "required" ? options.handshakeTimeout : options.challengeWait
               const got = yield* Deferred.await(challenge).pipe(
@@ -380,7 +397,7 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
                   got.value,
                   options.label
                 )
-                return encodeObject(Frame.Tag.HELLO, Handshake.helloV2Payload(v2))
+                return { bytes: encodeObject(Frame.Tag.HELLO, Handshake.helloV2Payload(v2)), nonce: v2.nonce }
               }
               // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
               if (options.auth === "required") {
@@ -388,13 +405,14 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
                   badChallenge === undefined ? "no challenge" : `invalid challenge (${badChallenge})`
                 )
               }
-              return Frame.encode(yield* Handshake.makeHello(options.serverId, options.secret))
+              return legacyHello(yield* Handshake.makeHello(options.serverId, options.secret))
             })
-      yield* Effect.catchAll(connection.write(hello), down)
+      // If this entry of the peer list is this node, our own listener will recognise the nonce.
+      const forget = options.selfDials.helloSent(hello.nonce, establishedMillis, () => link.markSelf())
+      yield* Effect.addFinalizer(() => Effect.sync(forget))
+      yield* Effect.catchAll(connection.write(hello.bytes), down)
       upSince = yield* Clock.currentTimeMillis
       link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
-      lastReason = undefined
-      failuresSinceWarning = 0
       yield* Effect.logInfo("mesh link up").pipe(
         Effect.annotateLogs({ resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown") })
       )
@@ -421,24 +439,35 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
       Effect.ensuring(Effect.sync(() => link.down(undefined))),
       Effect.tapError((down) =>
         Effect.gen(function* () {
+          // Our own listener closed on our own HELLO: no failure, and the loop below stops.
+          if (link.self) return
           const reason = describeFailure(down.cause)
           link.lastError = reason
+          if (down.connected) reached = true
           if (down.established) {
+            lastReason = undefined
+            failuresSinceWarning = 0
             return yield* Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
           }
-          if (down.connected) {
-            // The listener closes on a HELLO it refuses, and says nothing more.
-            return yield* Effect.logWarning(
-              "mesh link closed right after the handshake; does the peer share the secret?"
-            ).pipe(Effect.annotateLogs({ reason }))
-          }
+          // A peer that keeps failing the same way is logged on the first failure and on every change
+          // of reason, then at most once a minute, whether it refuses the connection or closes on our
+          // HELLO (the listener says nothing more when it refuses one).
+          const message = down.connected
+            ? "mesh link closed right after the handshake; does the peer share the secret?"
+            : "mesh peer unreachable"
+          const key = `${down.connected}:${reason}`
           failuresSinceWarning++
           const now = yield* Clock.currentTimeMillis
-          if (reason !== lastReason || now - lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
-            yield* Effect.logWarning("mesh peer unreachable").pipe(
+          if (!reached && now - startedAt < Duration.toMillis(options.startGrace)) {
+            return yield* Effect.logInfo("mesh peer not reachable yet; retrying").pipe(
+              Effect.annotateLogs({ reason })
+            )
+          }
+          if (key !== lastReason || now - lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
+            yield* Effect.logWarning(message).pipe(
               Effect.annotateLogs({ reason, failures: failuresSinceWarning })
             )
-            lastReason = reason
+            lastReason = key
             lastWarningAt = now
             failuresSinceWarning = 0
           }
@@ -452,6 +481,10 @@ const dial = (link: PeerLink, transport: Context.Tag.Service<Transport>, options
     const driver = yield* Schedule.driver(options.schedule)
     while (true) {
       const exit = yield* Effect.exit(session)
+      if (link.self) {
+        yield* Effect.logInfo("the peer list names this node itself: not dialling it")
+        return yield* Effect.never
+      }
       if (exit._tag === "Success") continue
       const failure = Cause.failureOption(exit.cause)
       if (Option.isNone(failure)) return yield* Effect.failCause(exit.cause)

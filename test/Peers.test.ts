@@ -5,6 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as SelfDials from "../src/internal/selfDials.js"
 import * as MemoryTransport from "../src/MemoryTransport.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as MeshTest from "../src/MeshTest.js"
@@ -19,7 +20,11 @@ describe("Peers", () => {
         const config = MeshTest.config({ serverId: "a", peers: ["b", "b", "c"] })
         const peers = yield* Peers.make({ reconnectSchedule: Schedule.spaced("100 millis") }).pipe(
           Effect.provide(
-            Layer.merge(MemoryTransport.layer(network), Layer.succeed(MeshConfig.MeshConfig, config))
+            Layer.mergeAll(
+              MemoryTransport.layer(network),
+              Layer.succeed(MeshConfig.MeshConfig, config),
+              SelfDials.layer
+            )
           )
         )
         assert.strictEqual(peers.size, 2)

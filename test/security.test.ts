@@ -521,23 +521,24 @@ describe("security: the listener's defences", () => {
   }
 
   for (const mode of ["legacy", "permissive", "required"] as const) {
-    it.scoped(`${mode}: a HELLO carrying the node's own server id is refused (own_server_id)`, () =>
+    it.scoped(`${mode}: a HELLO carrying the node's own server id from anyone but itself is refused`, () =>
       Effect.gen(function* () {
         const network = yield* MeshTest.network
-        // The peer list names the node itself: it dials its own port.
+        // The peer list names the node itself: its own dial is recognised by its nonce, not refused.
         const a = yield* MeshTest.node(network, { serverId: "a", peers: ["a"], config: { auth: mode } })
         yield* advanceUntil(
-          Effect.map(statsOf(a), (s) => s.rejections.own_server_id >= 1),
-          "a refuses its own HELLO"
+          Effect.map(statsOf(a), (s) => s.inbound.self_dials === 1),
+          "a recognises its own dial"
         )
-        const own = (yield* statsOf(a)).rejections.own_server_id
-        // The same from a raw client that knows the secret.
+        assert.strictEqual((yield* statsOf(a)).rejections.own_server_id, 0)
+        // A raw client that knows the secret and announces a's id is not a's dialer: refused.
         const raw = yield* rawClient(network, "a")
         yield* raw.write(Buffer.concat([yield* answer(raw, mode, "a"), maintenanceOn]))
-        yield* until(a, (s) => s.rejections.own_server_id > own, "the raw HELLO with a's id was not refused")
+        yield* until(a, (s) => s.rejections.own_server_id === 1, "the raw HELLO with a's id was not refused")
         const stats = yield* statsOf(a)
         assert.strictEqual(stats.handshake_failures, stats.rejections.own_server_id)
         assert.strictEqual(stats.inbound.authenticated, 0)
+        assert.strictEqual(stats.inbound.self_dials, 1)
         assert.strictEqual(stats.maintenance_mode, false)
       })
     )

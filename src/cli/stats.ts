@@ -44,6 +44,7 @@ export const PeerBody = Schema.Struct({
   host: Schema.String,
   port: Schema.Number,
   connected: flag,
+  self: flag,
   resolved: flag,
   resolved_ip: nullableText,
   last_resolved_ip: nullableText,
@@ -326,7 +327,7 @@ export const render = (stats: StatsBody): string => {
         ],
         ...peers.map((peer) => [
           escapeControl(`${peer.host}:${peer.port}`),
-          yesNo(peer.connected),
+          peer.self === true ? "self" : yesNo(peer.connected),
           escapeControl(peer.resolved_ip ?? peer.last_resolved_ip ?? "-"),
           ...extra.map(([, get]) => num(get(peer))),
           ...(errors ? [escapeControl(peer.last_error ?? "-")] : [])
@@ -532,7 +533,7 @@ export const plainLine = (sample: Sample, r: Rates): string => {
   if (!stats.enabled) return `${time} ${who} mesh not running (${escapeControl(stats.reason ?? "disabled")})`
   const peers = (stats.peers ?? []).map(
     (peer) =>
-      `${escapeControl(`${peer.host}:${peer.port}`)}=${peer.connected === undefined ? "?" : peer.connected ? "up" : "down"}${
+      `${escapeControl(`${peer.host}:${peer.port}`)}=${peer.self === true ? "self" : peer.connected === undefined ? "?" : peer.connected ? "up" : "down"}${
         peer.queued === undefined ? "" : `/q${peer.queued}`
       }`
   )

@@ -32,6 +32,8 @@ export class PeerLink {
   readonly writeSizes = new Float64Array(16)
 
   connected = false
+  /** This entry of the peer list is this node itself: never dialled again, never handed a frame. */
+  self = false
   resolvedIp: string | undefined = undefined
   lastResolvedIp: string | undefined = undefined
   lastError: string | undefined = undefined
@@ -68,6 +70,8 @@ export class PeerLink {
 
   /** Hands one encoded frame to the link. Never blocks; false when it was dropped (and counted). */
   offer(bytes: Uint8Array): boolean {
+    // Not a link at all: nothing is handed to it, so nothing is counted as dropped either.
+    if (this.self) return false
     this.handed++
     if (!this.connected) {
       this.droppedDown++
@@ -123,9 +127,14 @@ export class PeerLink {
     this.active = false
   }
 
+  /** Our own listener recognised this entry's HELLO: the entry names this node. */
+  markSelf(): void {
+    this.self = true
+  }
+
   /** The link is down: what is still queued is discarded and counted. */
   down(reason: string | undefined): void {
-    if (this.connected) this.reconnects++
+    if (this.connected && !this.self) this.reconnects++
     this.connected = false
     this.resolvedIp = undefined
     this.direct = undefined
