@@ -128,7 +128,7 @@ export const InboundStatsBody = Schema.Struct({
  */
 export const ActiveStatsBody = Schema.Struct({
   enabled: Schema.Literal(true),
-  running: Schema.Literal(true),
+  running: Schema.Boolean,
   server_id: Schema.String,
   transport: Schema.Literal("tcp-mesh"),
   port: Schema.Number,

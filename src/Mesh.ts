@@ -34,7 +34,7 @@ import * as Listener from "./Listener.js"
 import * as Liveness from "./Liveness.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
 import * as MeshConfig from "./MeshConfig.js"
-import { type HandshakeError, InvalidInputError, type TransportError } from "./MeshError.js"
+import { type HandshakeError, InvalidInputError, MeshClosedError, type TransportError } from "./MeshError.js"
 import * as MeshEventModule from "./MeshEvent.js"
 import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
 import * as MeshMetrics from "./MeshMetrics.js"
@@ -72,35 +72,51 @@ import * as Waker from "./Waker.js"
  * @category models
  */
 export interface MeshShape {
+  /**
+   * Lifecycle: everything below lives in the scope that built the mesh. Once that scope has closed,
+   * every call that would send fails with `MeshClosedError` (the synchronous twin throws it), `stats`
+   * reports `running: false`, and the `events` stream ends; nothing waits or hangs. The check is made
+   * when the call's effect is built, and an effect built before the close and run after it does
+   * nothing. See the README's "Shutting down" for the order a broker should use.
+   */
   readonly serverId: string
   /** Enabled and at least one peer: the listener is bound and the dialers run. */
   readonly active: boolean
   /** The bound mesh port, when active. */
   readonly port: Option.Option<number>
   /** A push committed: wake local pops on that queue and tell every peer (tag 1). */
-  readonly messageAvailable: (item: Frame.QueueItemInput) => Effect.Effect<void, InvalidInputError>
+  readonly messageAvailable: (
+    item: Frame.QueueItemInput
+  ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /**
    * The synchronous twin of `messageAvailable`, for a caller outside any fiber (a socket handler):
-   * the same effect, with no fiber hop. Throws `InvalidInputError` on bad input.
+   * the same effect, with no fiber hop. Throws `InvalidInputError` on bad input, `MeshClosedError`
+   * once the mesh is closed.
    */
   readonly unsafeMessageAvailable: (item: Frame.QueueItemInput) => void
   /** A multi-partition push: local wakes, and one frame to every peer (tag 2). No-op when empty. */
   readonly messageAvailableBatch: (
     items: ReadonlyArray<Frame.QueueItemInput>
-  ) => Effect.Effect<void, InvalidInputError>
+  ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /**
    * A partition turned dirty. Coalesced: the distinct items marked within a flush window go out as one
    * `HOTLIST_DIRTY_BATCH` (tag 5).
    */
-  readonly hotlistDirty: (item: Frame.QueueItemInput) => Effect.Effect<void, InvalidInputError>
+  readonly hotlistDirty: (
+    item: Frame.QueueItemInput
+  ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /** A queue was configured: peers drop their cached settings for it (tag 10). */
-  readonly queueConfigSet: (ref: Frame.QueueRefInput) => Effect.Effect<void, InvalidInputError>
+  readonly queueConfigSet: (
+    ref: Frame.QueueRefInput
+  ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /** A queue was deleted: peers drop their cached settings for it (tag 11). */
-  readonly queueConfigDelete: (ref: Frame.QueueRefInput) => Effect.Effect<void, InvalidInputError>
+  readonly queueConfigDelete: (
+    ref: Frame.QueueRefInput
+  ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /** Sets the local maintenance flag and tells every peer (tag 40). */
-  readonly setMaintenance: (enabled: boolean) => Effect.Effect<void>
+  readonly setMaintenance: (enabled: boolean) => Effect.Effect<void, MeshClosedError>
   /** Sets the local pop-maintenance flag and tells every peer (tag 41). */
-  readonly setPopMaintenance: (enabled: boolean) => Effect.Effect<void>
+  readonly setPopMaintenance: (enabled: boolean) => Effect.Effect<void, MeshClosedError>
   /** The body of the stats routes (spec "Observing it"). */
   readonly stats: Effect.Effect<MeshStats>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
@@ -194,6 +210,10 @@ export const make: Effect.Effect<
   const startedAt = yield* Clock.currentTimeMillis
   const active = Option.isSome(listener.port)
   const wakeNow = waker.unsafeWake
+  // Set first thing when the scope closes (finalizers run last-added first, and this one is added
+  // last of the mesh's own), so no call slips in while the links are being torn down.
+  let closed = false
+  const closedError = (operation: string) => new MeshClosedError({ operation })
 
   const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
     Effect.suspend(() => {
@@ -248,6 +268,12 @@ export const make: Effect.Effect<
     )
   }
 
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      closed = true
+    })
+  )
+
   const stats: Effect.Effect<MeshStats> = Effect.gen(function* () {
     const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
     const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
@@ -277,7 +303,7 @@ export const make: Effect.Effect<
     }
     return {
       enabled: true,
-      running: true,
+      running: !closed,
       server_id: config.serverId,
       transport: "tcp-mesh",
       port: listener.port.value,
@@ -339,6 +365,7 @@ export const make: Effect.Effect<
 
   // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
   const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
+    if (closed) throw closedError("messageAvailable")
     const item = Frame.validItem(input)
     if (Either.isLeft(item)) throw invalid(item.left)
     // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
@@ -350,6 +377,7 @@ export const make: Effect.Effect<
   // Validation is pure, so it happens as the effect is built: the effect itself is then one `sync`
   // step, the cheapest a fiber can run (a `suspend` costs about half as much again, per call).
   const messageAvailable: MeshShape["messageAvailable"] = (input) => {
+    if (closed) return Effect.fail(closedError("messageAvailable"))
     const item = Frame.validItem(input)
     if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
     const valid = item.right
@@ -357,13 +385,15 @@ export const make: Effect.Effect<
       return Effect.zipRight(waker.wake(valid), broadcast({ _tag: "MessageAvailable", ...valid }))
     }
     return Effect.sync(() => {
+      if (closed) return
       if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(valid))
       wakeNow(valid)
     })
   }
 
   const messageAvailableBatch: MeshShape["messageAvailableBatch"] = (inputs) =>
-    Effect.suspend(() => {
+    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
+      if (closed) return Effect.fail(closedError("messageAvailableBatch"))
       if (inputs.length === 0) return Effect.void
       const items: Array<Frame.QueueItem> = []
       for (const input of inputs) {
@@ -378,7 +408,8 @@ export const make: Effect.Effect<
     })
 
   const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
-    Effect.suspend(() => {
+    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
+      if (closed) return Effect.fail(closedError("hotlistDirty"))
       const item = Frame.validItem(input)
       if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
       if (peers.size === 0) return Effect.void
@@ -390,7 +421,9 @@ export const make: Effect.Effect<
   const queueConfig =
     (tag: "QueueConfigSet" | "QueueConfigDelete"): MeshShape["queueConfigSet"] =>
     (input) =>
-      Effect.suspend(() => {
+      Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
+        if (closed)
+          return Effect.fail(closedError(tag === "QueueConfigSet" ? "queueConfigSet" : "queueConfigDelete"))
         const ref = Frame.validRef(input)
         return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
       })
@@ -406,14 +439,22 @@ export const make: Effect.Effect<
     queueConfigSet: queueConfig("QueueConfigSet"),
     queueConfigDelete: queueConfig("QueueConfigDelete"),
     setMaintenance: (enabled) =>
-      Effect.zipRight(
-        SubscriptionRef.set(flags.maintenance, enabled),
-        broadcast({ _tag: "MaintenanceModeSet", enabled })
+      Effect.suspend(() =>
+        closed
+          ? Effect.fail(closedError("setMaintenance"))
+          : Effect.zipRight(
+              SubscriptionRef.set(flags.maintenance, enabled),
+              broadcast({ _tag: "MaintenanceModeSet", enabled })
+            )
       ),
     setPopMaintenance: (enabled) =>
-      Effect.zipRight(
-        SubscriptionRef.set(flags.popMaintenance, enabled),
-        broadcast({ _tag: "PopMaintenanceModeSet", enabled })
+      Effect.suspend(() =>
+        closed
+          ? Effect.fail(closedError("setPopMaintenance"))
+          : Effect.zipRight(
+              SubscriptionRef.set(flags.popMaintenance, enabled),
+              broadcast({ _tag: "PopMaintenanceModeSet", enabled })
+            )
       ),
     stats,
     events: events.events,

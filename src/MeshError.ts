@@ -148,3 +148,18 @@ export class InvalidInputError extends Data.TaggedError("InvalidInputError")<{
     return `invalid mesh input: ${this.detail}`
   }
 }
+
+/**
+ * A call of the `Mesh` API after the mesh's scope closed: nothing is sent. A broker draining for
+ * shutdown stops calling the mesh before closing it; a straggler gets this rather than silence.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MeshClosedError extends Data.TaggedError("MeshClosedError")<{
+  readonly operation: string
+}> {
+  override get message(): string {
+    return `the mesh is closed: ${this.operation} was not sent`
+  }
+}

@@ -116,8 +116,8 @@ export interface InboundStats {
  */
 export interface ActiveStats {
   readonly enabled: true
-  /** Upstream's: the mesh runs. */
-  readonly running: true
+  /** Upstream's: the mesh runs; `false` once the mesh's scope has closed. */
+  readonly running: boolean
   readonly server_id: string
   readonly transport: "tcp-mesh"
   readonly port: number

@@ -64,12 +64,13 @@ export interface WaitTarget {
 }
 
 /**
- * How a parked pop ended: woken by a hint, or its own backoff elapsed (the fallback when a hint is lost).
+ * How a parked pop ended: woken by a hint; its own backoff elapsed (the fallback when a hint is lost);
+ * or the waker shut down (its scope closed, or the broker drains), so the pop should answer now.
  *
  * @since 0.1.0
  * @category models
  */
-export type WakeOutcome = "woken" | "timeout"
+export type WakeOutcome = "woken" | "timeout" | "shutdown"
 
 /**
  * The shipped waker: park pops, wake them, and read the partition hints they were woken for.
@@ -79,9 +80,10 @@ export type WakeOutcome = "woken" | "timeout"
  */
 export interface LocalWakerShape extends WakerShape {
   /**
-   * Parks the calling fiber until a wake for `target` arrives or `maxWait` elapses. An absent tenant
-   * parks for the default tenant; a target with a name over `MAX_NAME_BYTES` is not registered and
-   * just waits out `maxWait`.
+   * Parks the calling fiber until a wake for `target` arrives (`"woken"`), `maxWait` elapses
+   * (`"timeout"`), or the waker shuts down (`"shutdown"`, at once; immediately too for a pop parked
+   * after the shut-down). An absent tenant parks for the default tenant; a target with a name over
+   * `MAX_NAME_BYTES` is not registered and just waits out `maxWait`.
    */
   readonly awaitWake: (
     target: WaitTarget,
@@ -89,6 +91,17 @@ export interface LocalWakerShape extends WakerShape {
   ) => Effect.Effect<WakeOutcome>
   /** How many pops are parked now, in all. */
   readonly parked: Effect.Effect<number>
+  /**
+   * Every pop parked now returns `"shutdown"` at once; pops parked later wait as usual. Returns how many
+   * were released. For a broker that hands its parked long-polls back without stopping.
+   */
+  readonly releaseAll: Effect.Effect<number>
+  /**
+   * Shuts the waker down, as closing its scope does: every parked pop returns `"shutdown"` at once (the
+   * count is returned), and every later `awaitWake` returns `"shutdown"` immediately. Wakes are then
+   * ignored. For a broker draining before its scope ends; calling it again releases nothing more.
+   */
+  readonly shutdown: Effect.Effect<number>
   /** Takes (and clears) the partitions hinted for `target` since the last call. */
   readonly takePartitionHints: (target: WaitTarget) => Effect.Effect<ReadonlyArray<string>>
   /**
@@ -140,6 +153,7 @@ export interface LocalWakerOptions {
 
 const WOKEN = Effect.succeed<WakeOutcome>("woken")
 const TIMEOUT = Effect.succeed<WakeOutcome>("timeout")
+const SHUTDOWN = Effect.succeed<WakeOutcome>("shutdown")
 
 /** The longest timer the clock will arm (`setTimeout`'s limit). */
 const MAX_SLEEP_MILLIS = 2 ** 31 - 1
@@ -202,6 +216,7 @@ export const makeLocal = (
     let stale = 0
     let seq = 0
     let dropped = 0
+    let closed = false
 
     // queue -> tenant -> hinted partitions
     const hints = new Map<string, Map<string, Hint>>()
@@ -286,6 +301,7 @@ export const makeLocal = (
     }
 
     const unsafeWake = (item: QueueItem): void => {
+      if (closed) return
       const queue = item.queue
       const partition = item.partition
       if (
@@ -320,6 +336,25 @@ export const makeLocal = (
         release(waiters)
       }
       compactIfStale()
+    }
+
+    /** Every parked pop returns `"shutdown"` now; their heap entries go stale. */
+    const releaseEverything = (): number => {
+      let released = 0
+      for (const byTenant of parked.values()) {
+        for (const waiters of byTenant.values()) {
+          for (const pop of waiters) {
+            pop.done = true
+            pop.finish(SHUTDOWN)
+          }
+          released += waiters.size
+        }
+      }
+      parked.clear()
+      live -= released
+      stale += released
+      compactIfStale()
+      return released
     }
 
     // One fiber times out every parked pop, sleeping (on the `Clock`, so `TestClock` drives it) until
@@ -377,6 +412,7 @@ export const makeLocal = (
 
     const awaitWake: LocalWakerShape["awaitWake"] = (target, { maxWait }) =>
       Effect.async<WakeOutcome>((resume) => {
+        if (closed) return resume(SHUTDOWN)
         const duration = Duration.decode(maxWait)
         const tenant = targetTenant(target)
         if (tenant === undefined) {
@@ -407,11 +443,21 @@ export const makeLocal = (
         return Effect.sync(() => leave(pop))
       })
 
+    const shutdown = Effect.sync(() => {
+      if (closed) return 0
+      closed = true
+      return releaseEverything()
+    })
+    // Closing the scope hands every parked pop back: a broker's requests never hang on a waker gone.
+    yield* Effect.addFinalizer(() => shutdown)
+
     return {
       wake: (item) => Effect.sync(() => unsafeWake(item)),
       unsafeWake,
       awaitWake,
       parked: Effect.sync(() => live),
+      releaseAll: Effect.sync(releaseEverything),
+      shutdown,
       takePartitionHints: (target) =>
         Effect.sync(() => {
           const tenant = targetTenant(target)

@@ -10,7 +10,7 @@ import { Effect, Either, ParseResult, Schema } from "effect"
 import { MAX_NAME_BYTES } from "../Frame.js"
 import * as Rules from "../internal/rules.js"
 import type { MeshShape } from "../Mesh.js"
-import type { InvalidInputError } from "../MeshError.js"
+import type { InvalidInputError, MeshClosedError } from "../MeshError.js"
 import { safeJson } from "./escape.js"
 import { printLine, stdout } from "./io.js"
 
@@ -201,7 +201,10 @@ export const decodeLine = (line: string): Either.Either<Command, Refusal> => {
  * @since 0.1.0
  * @category running
  */
-export const run = (mesh: MeshShape, command: Command): Effect.Effect<void, InvalidInputError> => {
+export const run = (
+  mesh: MeshShape,
+  command: Command
+): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
   switch (command.op) {
     case "message_available":
       return mesh.messageAvailable(command)
@@ -278,7 +281,14 @@ export const handleLine = (mesh: MeshShape, line: string, options: HandleOptions
       run(mesh, command).pipe(
         Effect.matchEffect({
           onFailure: (error) =>
-            refuse({ op: command.op, reason: `${command.op}: ${error.detail}` }, text, options),
+            refuse(
+              {
+                op: command.op,
+                reason: `${command.op}: ${error._tag === "InvalidInputError" ? error.detail : error.message}`
+              },
+              text,
+              options
+            ),
           onSuccess: () => (options.ack ? printLine(sentLine(command.op)) : Effect.void)
         })
       )
