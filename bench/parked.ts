@@ -1,5 +1,5 @@
 /**
- * Parked pops at scale, on the real clock: `LocalWaker` over `Waker.layerLocal()` in a
+ * Parked pops at scale, on the real clock: `LocalWaker` over `LocalWaker.layer()` in a
  * `ManagedRuntime`, with every pop its own fiber, as a broker's long-polls are. For each size N:
  *
  * - park: N pops across N/10 queues, from the first fork until all N are parked (wall ns per pop);
@@ -14,6 +14,7 @@
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, ManagedRuntime, Option } from "effect"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as Waker from "../src/Waker.js"
 
 /** One size's figures; times in ns per pop, memory in bytes per parked pop (fiber included). */
@@ -62,9 +63,9 @@ const lcg = (seed: number) => () => {
 const round = (value: number) => Math.round(value * 10) / 10
 
 const measure = async (size: number, timeoutSpreadMs = 1_000): Promise<ParkedResult> => {
-  const runtime = ManagedRuntime.make(Waker.layerLocal())
+  const runtime = ManagedRuntime.make(LocalWaker.layer())
   try {
-    const waker = await runtime.runPromise(Waker.LocalWaker)
+    const waker = await runtime.runPromise(LocalWaker.LocalWaker)
     const queueCount = Math.max(1, Math.floor(size / 10))
     const queues = Array.from({ length: queueCount }, (_, i) => `queue-${i}`)
     const none = Option.none<string>()
@@ -98,7 +99,7 @@ const measure = async (size: number, timeoutSpreadMs = 1_000): Promise<ParkedRes
     const parkNs = Number(now() - parkStart)
     const heapParked = await heapAfterGc()
     const wakeStart = now()
-    for (const queue of queues) waker.unsafeWake!({ queue, partition: "", tenant: none })
+    for (const queue of queues) Waker.syncWakeOf(waker)!({ queue, partition: "", tenant: none })
     await woken
     const wakeNs = Number(now() - wakeStart)
     for (const queue of queues) await runtime.runPromise(waker.takePartitionHints({ queue, tenant: none }))

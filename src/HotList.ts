@@ -10,9 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import type { QueueItem } from "./Frame.js"
+import { loop } from "./internal/loop.js"
 import * as rules from "./internal/rules.js"
+import * as SyncTwin from "./internal/syncTwin.js"
 
 /**
  * What the mesh calls for every received `HOTLIST_DIRTY_BATCH`.
@@ -23,9 +25,35 @@ import * as rules from "./internal/rules.js"
 export interface HotListShape {
   /** Mark `items` pending. Idempotent and commutative. */
   readonly markDirty: (items: ReadonlyArray<QueueItem>) => Effect.Effect<void>
-  /** Optional synchronous twin of `markDirty`, called straight from the receive path when present. */
+  /**
+   * @deprecated Build the hot-list with {@link sync} instead: a field of its own is copied by a spread
+   * and would bypass a wrapper that replaces `markDirty` alone. Still honoured when `markDirty` has no
+   * twin.
+   */
   readonly unsafeMarkDirty?: (items: ReadonlyArray<QueueItem>) => void
 }
+
+/**
+ * A hot-list from one synchronous function; the mesh calls it straight from the receive path.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sync = (markDirty: (items: ReadonlyArray<QueueItem>) => void): HotListShape => ({
+  markDirty: SyncTwin.register(
+    (items: ReadonlyArray<QueueItem>) => Effect.sync(() => markDirty(items)),
+    markDirty
+  )
+})
+
+/**
+ * The function the mesh calls to mark items without an effect, if `hotList` has one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<QueueItem>) => void) | undefined =>
+  SyncTwin.twinOf(hotList.markDirty) ?? hotList.unsafeMarkDirty
 
 /**
  * The host's hot-list, as the mesh sees it.
@@ -161,8 +189,7 @@ export const makeMemory = (options: MemoryHotListOptions = {}) =>
       if (added) epoch++
     }
     return {
-      markDirty: (items) => Effect.sync(() => unsafeMarkDirty(items)),
-      unsafeMarkDirty,
+      ...sync(unsafeMarkDirty),
       pending: Effect.sync(() => [...pending.values()]),
       take: Effect.sync(() => {
         const items = [...pending.values()]
@@ -185,3 +212,62 @@ export const layerMemory = (options: MemoryHotListOptions = {}): Layer.Layer<Mem
   Layer.effectContext(
     Effect.map(makeMemory(options), (hot) => Context.make(MemoryHotList, hot).pipe(Context.add(HotList, hot)))
   )
+
+// ---------------------------------------------------------------------------------------------
+// the send side
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The send side of hot-list hints (spec "The frame set", tag 5): marks are coalesced, so a partition
+ * pushed a thousand times in one flush window produces one hint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Coalescer {
+  /** Adds `item` to the window's distinct marks; it goes out with them when the window ends. */
+  readonly mark: (item: QueueItem) => Effect.Effect<void>
+}
+
+/**
+ * Distinct marks the coalescer holds before it flushes at once, whatever the window.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const FLUSH_AT = 10_000
+
+/**
+ * A coalescer that hands the distinct items marked within each `window` to `send`, once the window
+ * ends (or at once past {@link FLUSH_AT} items). Its loop waits while nothing is marked, so an idle
+ * node has no timer running; it stops with the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCoalescer = (options: {
+  readonly window: Duration.DurationInput
+  readonly send: (items: ReadonlyArray<QueueItem>) => Effect.Effect<void>
+}): Effect.Effect<Coalescer, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const pending = new Map<string, QueueItem>()
+    const marked = yield* Effect.makeLatch(false)
+    const flush = Effect.suspend(() => {
+      marked.unsafeClose()
+      if (pending.size === 0) return Effect.void
+      const items = [...pending.values()]
+      pending.clear()
+      return options.send(items)
+    })
+    yield* loop("HotListFlush", Effect.zipRight(Effect.sleep(options.window), flush), {
+      before: marked.await
+    })
+    return {
+      mark: (item) =>
+        Effect.suspend(() => {
+          pending.set(itemKey(item), item)
+          marked.unsafeOpen()
+          return pending.size >= FLUSH_AT ? flush : Effect.void
+        })
+    }
+  })

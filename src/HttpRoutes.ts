@@ -23,7 +23,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
 import { Mesh } from "./Mesh.js"
 import * as MeshMetrics from "./MeshMetrics.js"
-import type { MeshStats } from "./MeshStats.js"
+import * as MeshStats from "./MeshStats.js"
 
 /**
  * The paths the routes answer on.
@@ -45,155 +45,60 @@ export const paths = {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One configured peer in the stats body.
- *
+ * @deprecated Moved to `MeshStats.PeerStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const PeerStatsBody = Schema.Struct({
-  host: Schema.String,
-  port: Schema.Number,
-  connected: Schema.Boolean,
-  self: Schema.Boolean,
-  resolved: Schema.Boolean,
-  resolved_ip: Schema.NullOr(Schema.String),
-  last_resolved_ip: Schema.NullOr(Schema.String),
-  queued: Schema.Number,
-  queued_bytes: Schema.Number,
-  handed: Schema.Number,
-  written: Schema.Number,
-  dropped_full: Schema.Number,
-  dropped_down: Schema.Number,
-  discarded: Schema.Number,
-  reconnects: Schema.Number,
-  last_error: Schema.NullOr(Schema.String)
-})
+export const PeerStatsBody = MeshStats.PeerStats
 
 /**
- * One peer as inbound liveness knows it.
- *
+ * @deprecated Moved to `MeshStats.ServerStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const ServerStatsBody = Schema.Struct({
-  server_id: Schema.String,
-  alive: Schema.Boolean,
-  last_seen_ms_ago: Schema.Number
-})
+export const ServerStatsBody = MeshStats.ServerStats
 
 /**
- * Refused inbound connections by reason.
- *
+ * @deprecated Moved to `MeshStats.RejectionStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const RejectionStatsBody = Schema.Struct({
-  bad_mac: Schema.Number,
-  not_hello: Schema.Number,
-  invalid_hello: Schema.Number,
-  oversized_hello: Schema.Number,
-  missing_server_id: Schema.Number,
-  timeout: Schema.Number,
-  closed: Schema.Number,
-  bad_challenge_answer: Schema.Number,
-  wrong_receiver: Schema.Number,
-  wrong_label: Schema.Number,
-  legacy_refused: Schema.Number,
-  too_many_connections: Schema.Number,
-  own_server_id: Schema.Number,
-  tls_handshake: Schema.Number
-})
+export const RejectionStatsBody = MeshStats.RejectionStats
 
 /**
- * The listener's connections.
- *
+ * @deprecated Moved to `MeshStats.InboundStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const InboundStatsBody = Schema.Struct({
-  open: Schema.Number,
-  authenticated: Schema.Number,
-  authenticated_total: Schema.Number,
-  closed_silent: Schema.Number,
-  closed_idle: Schema.Number,
-  legacy_accepted: Schema.Number,
-  self_dials: Schema.Number
-})
+export const InboundStatsBody = MeshStats.InboundStats
 
 /**
- * The stats body of an active mesh.
- *
+ * @deprecated Moved to `MeshStats.ActiveStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const ActiveStatsBody = Schema.Struct({
-  enabled: Schema.Literal(true),
-  running: Schema.Boolean,
-  server_id: Schema.String,
-  transport: Schema.Literal("tcp-mesh"),
-  port: Schema.Number,
-  version: Schema.String,
-  uptime_ms: Schema.Number,
-  auth: Schema.Literal("legacy", "permissive", "required"),
-  tls: Schema.Literal("off", "psk"),
-  peer_count: Schema.Number,
-  peers: Schema.Array(PeerStatsBody),
-  servers_alive: Schema.Number,
-  servers_dead: Schema.Number,
-  servers: Schema.Array(ServerStatsBody),
-  messages_sent: Schema.Number,
-  messages_received: Schema.Number,
-  messages_dropped: Schema.Number,
-  handshake_failures: Schema.Number,
-  signature_failures: Schema.Number,
-  sequence_rejections: Schema.Number,
-  frames_dispatched: Schema.Number,
-  frames_invalid: Schema.Number,
-  frames_unknown: Schema.Number,
-  frames_oversized: Schema.Number,
-  items_invalid: Schema.Number,
-  rejections: RejectionStatsBody,
-  inbound: InboundStatsBody,
-  maintenance_mode: Schema.Boolean,
-  pop_maintenance_mode: Schema.Boolean
-})
+export const ActiveStatsBody = MeshStats.ActiveStats
 
 /**
- * The stats body when the mesh does not run.
- *
+ * @deprecated Moved to `MeshStats.InactiveStats`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const InactiveStatsBody = Schema.Struct({
-  enabled: Schema.Literal(false),
-  reason: Schema.Literal("no_peers", "disabled"),
-  server_id: Schema.String,
-  transport: Schema.Literal("tcp-mesh"),
-  version: Schema.String,
-  uptime_ms: Schema.Number,
-  maintenance_mode: Schema.Boolean,
-  pop_maintenance_mode: Schema.Boolean
-})
+export const InactiveStatsBody = MeshStats.InactiveStats
 
 /**
- * The body of both stats routes: `Mesh.stats` as JSON.
- *
+ * @deprecated Moved to `MeshStats.StatsBody`.
  * @since 0.1.0
- * @category schemas
+ * @category deprecated
  */
-export const StatsBody = Schema.Union(ActiveStatsBody, InactiveStatsBody)
+export const StatsBody = MeshStats.StatsBody
 
 /**
+ * @deprecated Moved to `MeshStats.MeshStats`.
  * @since 0.1.0
- * @category models
+ * @category deprecated
  */
-export type StatsBody = typeof StatsBody.Type
-
-// Keeps the Schema in step with `MeshStats`: this fails to compile if the served value drifts from it.
-const _statsFitsBody = (stats: MeshStats): typeof StatsBody.Encoded => stats
-void _statsFitsBody
-const _bodyFitsStats = (body: typeof StatsBody.Type): MeshStats => body
-void _bodyFitsStats
+export type StatsBody = MeshStats.MeshStats
 
 /**
  * The body of `/api/v1/system/shared-state`: always disabled, since each replica is a single-node
@@ -231,7 +136,7 @@ export const NotFoundBody = Schema.Struct({
  * @since 0.1.0
  * @category constructors
  */
-export const sharedState = (stats: MeshStats): SharedStateBody => ({
+export const sharedState = (stats: MeshStats.MeshStats): SharedStateBody => ({
   enabled: false,
   reason: "single_node_segments_broker",
   maintenance_mode: stats.maintenance_mode,
@@ -246,10 +151,12 @@ export const sharedState = (stats: MeshStats): SharedStateBody => ({
 const json = (body: unknown, status = 200) =>
   HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
 
-const statsHandler = Effect.map(
-  Effect.flatMap(Mesh, (mesh) => mesh.stats),
-  (stats) => json(stats)
-)
+/** The stats body, with the host's own counters added (the CLI's dropped stdout lines). */
+const statsHandler = (extra: (() => Readonly<Record<string, number>>) | undefined) =>
+  Effect.map(
+    Effect.flatMap(Mesh, (mesh) => mesh.stats),
+    (stats) => json(extra === undefined ? stats : { ...stats, ...extra() })
+  )
 
 const sharedStateHandler = Effect.map(
   Effect.flatMap(Mesh, (mesh) => mesh.stats),
@@ -311,7 +218,7 @@ export interface Readiness {
  * @since 0.1.0
  * @category constructors
  */
-export const readiness = (stats: MeshStats): Readiness => {
+export const readiness = (stats: MeshStats.MeshStats): Readiness => {
   if (!stats.enabled) return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0 }
   const others = stats.peers.filter((peer) => !peer.self)
   const up = others.filter((peer) => peer.connected).length
@@ -335,6 +242,17 @@ const readyHandler = Effect.map(
 const healthHandler = Effect.succeed(json({ status: "ok" }))
 
 /**
+ * Options of the routes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RouterOptions {
+  /** Counters of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
+  readonly extraStats?: () => Readonly<Record<string, number>>
+}
+
+/**
  * The routes, for a host to mount into its own router or server: the two stats routes, the minimal
  * shared-state route, `/metrics` (Prometheus text 0.0.4), `/healthz` (the process serves) and
  * `/readyz` (200 when ready, else 503). Unknown paths are left to the host (they fail with
@@ -343,14 +261,23 @@ const healthHandler = Effect.succeed(json({ status: "ok" }))
  * @since 0.1.0
  * @category routers
  */
-export const router: HttpRouter.HttpRouter<never, Mesh> = HttpRouter.empty.pipe(
-  HttpRouter.get(paths.sharedStateStats, statsHandler),
-  HttpRouter.get(paths.interInstanceStats, statsHandler),
-  HttpRouter.get(paths.sharedState, sharedStateHandler),
-  HttpRouter.get(paths.metrics, metricsHandler),
-  HttpRouter.get(paths.health, healthHandler),
-  HttpRouter.get(paths.ready, readyHandler)
-)
+export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<never, Mesh> =>
+  HttpRouter.empty.pipe(
+    HttpRouter.get(paths.sharedStateStats, statsHandler(options.extraStats)),
+    HttpRouter.get(paths.interInstanceStats, statsHandler(options.extraStats)),
+    HttpRouter.get(paths.sharedState, sharedStateHandler),
+    HttpRouter.get(paths.metrics, metricsHandler),
+    HttpRouter.get(paths.health, healthHandler),
+    HttpRouter.get(paths.ready, readyHandler)
+  )
+
+/**
+ * {@link makeRouter} with no extra counters.
+ *
+ * @since 0.1.0
+ * @category routers
+ */
+export const router: HttpRouter.HttpRouter<never, Mesh> = makeRouter()
 
 /**
  * The JSON 404 answered for anything the routes do not know.
@@ -374,14 +301,21 @@ export const notFound: Effect.Effect<
 )
 
 /**
- * The routes as a complete app: `router` with a JSON 404.
+ * The routes as a complete app: a router with a JSON 404.
  *
  * @since 0.1.0
  * @category apps
  */
-export const app: HttpApp.Default<never, Mesh> = router.pipe(
-  Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound)
-)
+export const makeApp = (options: RouterOptions = {}): HttpApp.Default<never, Mesh> =>
+  makeRouter(options).pipe(Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound))
+
+/**
+ * {@link makeApp} with no extra counters.
+ *
+ * @since 0.1.0
+ * @category apps
+ */
+export const app: HttpApp.Default<never, Mesh> = makeApp()
 
 /**
  * Serves `app` on whatever `HttpServer` is provided, for the life of the layer.
@@ -395,7 +329,7 @@ export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Mesh> = Ht
  * @since 0.1.0
  * @category models
  */
-export interface ServeOptions {
+export interface ServeOptions extends RouterOptions {
   readonly host: string
   /** 0 asks for an ephemeral port. */
   readonly port: number
@@ -407,8 +341,6 @@ export interface ServeOptions {
   readonly requestTimeout?: Duration.DurationInput
   /** How long an idle keep-alive connection is kept. Default 5 seconds. */
   readonly keepAliveTimeout?: Duration.DurationInput
-  /** Counters of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
-  readonly extraStats?: () => Readonly<Record<string, number>>
 }
 
 /**
@@ -474,19 +406,7 @@ export const serve = (
       host: options.host,
       port: options.port
     })
-    const extra = options.extraStats
-    const served =
-      extra === undefined
-        ? app
-        : app.pipe(
-            Effect.provideServiceEffect(
-              Mesh,
-              Effect.map(Mesh, (mesh) => ({
-                ...mesh,
-                stats: Effect.map(mesh.stats, (stats) => ({ ...stats, ...extra() }))
-              }))
-            )
-          )
+    const served = makeApp(options)
     yield* HttpServer.serveEffect(served).pipe(Effect.provideService(HttpServer.HttpServer, server))
     return server.address._tag === "TcpAddress" ? server.address.port : options.port
   })

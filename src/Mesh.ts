@@ -13,37 +13,46 @@
  */
 import {
   Clock,
+  type ConfigError,
   Context,
   type Duration,
   Effect,
   Either,
   Layer,
   Option,
+  type Schedule,
   type Scope,
-  type Stream,
+  Stream,
   SubscriptionRef
 } from "effect"
-import * as Dispatch from "./Dispatch.js"
 import * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
-import { loop } from "./internal/loop.js"
-import * as Quick from "./internal/quick.js"
+import * as Dispatch from "./internal/dispatch.js"
+import * as Listener from "./internal/listener.js"
+import * as Liveness from "./internal/liveness.js"
+import { membersOf } from "./internal/membership.js"
+import * as MeshMetrics from "./internal/metricsSync.js"
+import * as Outbound from "./internal/outboundLink.js"
+import * as Peers from "./internal/peers.js"
 import * as SelfDials from "./internal/selfDials.js"
 import { VERSION } from "./internal/version.js"
-import * as Listener from "./Listener.js"
-import * as Liveness from "./Liveness.js"
+import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
+import type * as Membership from "./Membership.js"
 import * as MeshConfig from "./MeshConfig.js"
-import { type HandshakeError, InvalidInputError, MeshClosedError, type TransportError } from "./MeshError.js"
+import {
+  InvalidInputError,
+  type LinkDown,
+  MeshClosedError,
+  type TlsConfigError,
+  type TransportError
+} from "./MeshError.js"
 import * as MeshEventModule from "./MeshEvent.js"
 import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
-import * as MeshMetrics from "./MeshMetrics.js"
-import type { MeshStats, RejectionStats } from "./MeshStats.js"
-import * as Peers from "./Peers.js"
+import * as MeshStats from "./MeshStats.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as TcpTransport from "./TcpTransport.js"
-import * as TlsTransport from "./TlsTransport.js"
-import { type Transport, Transport as TransportTag } from "./Transport.js"
+import type { Transport } from "./Transport.js"
 import * as Waker from "./Waker.js"
 
 /**
@@ -118,7 +127,17 @@ export interface MeshShape {
   /** Sets the local pop-maintenance flag and tells every peer (tag 41). */
   readonly setPopMaintenance: (enabled: boolean) => Effect.Effect<void, MeshClosedError>
   /** The body of the stats routes (spec "Observing it"). */
-  readonly stats: Effect.Effect<MeshStats>
+  readonly stats: Effect.Effect<MeshStats.MeshStats>
+  /**
+   * Every replica this node knows now: each configured peer with its outbound link, each server heard
+   * from with its liveness, one member when the node knows they are the same (see `Membership`).
+   */
+  readonly members: Effect.Effect<ReadonlyArray<Membership.Member>>
+  /**
+   * The members again every time a link goes up or down, a server turns alive or dead, or an entry is
+   * recognised as this node: for a host that reacts to membership rather than polling `members`.
+   */
+  readonly memberChanges: Stream.Stream<ReadonlyArray<Membership.Member>>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
   readonly events: Stream.Stream<MeshEvent>
   /**
@@ -137,9 +156,6 @@ export interface MeshShape {
  * @category tags
  */
 export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
-
-/** Distinct pending hot-list items that force a flush before the window ends. */
-const HOTLIST_FLUSH_AT = 10_000
 
 const invalid = (detail: string) => new InvalidInputError({ detail })
 
@@ -162,23 +178,6 @@ export type HostServices =
  * @category models
  */
 export type Requirements = MeshConfig.MeshConfig | Transport | HostServices
-
-const rejectionStats = (r: Readonly<Record<HandshakeError.Reason, number>>): RejectionStats => ({
-  bad_mac: r.BadMac,
-  not_hello: r.NotHello,
-  invalid_hello: r.InvalidHello,
-  oversized_hello: r.OversizedHello,
-  missing_server_id: r.MissingServerId,
-  timeout: r.Timeout,
-  closed: r.Closed,
-  bad_challenge_answer: r.BadChallengeAnswer,
-  wrong_receiver: r.WrongReceiver,
-  wrong_label: r.WrongLabel,
-  legacy_refused: r.LegacyRefused,
-  too_many_connections: r.TooManyConnections,
-  own_server_id: r.OwnServerId,
-  tls_handshake: r.TlsHandshake
-})
 
 /**
  * The API over running services, in the current scope.
@@ -209,7 +208,7 @@ export const make: Effect.Effect<
   const metrics = yield* MeshMetrics.MeshMetrics
   const startedAt = yield* Clock.currentTimeMillis
   const active = Option.isSome(listener.port)
-  const wakeNow = waker.unsafeWake
+  const wakeNow = Waker.syncWakeOf(waker)
   // Set first thing when the scope closes (finalizers run last-added first, and this one is added
   // last of the mesh's own), so no call slips in while the links are being torn down.
   let closed = false
@@ -239,25 +238,18 @@ export const make: Effect.Effect<
       )
     })
 
-  // Hot-list marks, coalesced per flush window. The flush loop waits on `hotMarked` while nothing is
-  // pending, so an idle mesh has no timer running.
-  const pendingHot = new Map<string, Frame.QueueItem>()
-  const hotMarked = yield* Effect.makeLatch(false)
-  const flushHot = Effect.suspend(() => {
-    hotMarked.unsafeClose()
-    if (pendingHot.size === 0) return Effect.void
-    const items = [...pendingHot.values()]
-    pendingHot.clear()
-    return broadcast({ _tag: "HotlistDirtyBatch", items })
-  })
+  // Hot-list marks, coalesced per flush window (only while there are peers to tell).
+  const hotMarks = active
+    ? yield* HotList.makeCoalescer({
+        window: config.hotlistFlushWindow,
+        send: (items) => broadcast({ _tag: "HotlistDirtyBatch", items })
+      })
+    : undefined
   if (active) {
-    yield* loop("HotListFlush", Effect.zipRight(Effect.sleep(config.hotlistFlushWindow), flushHot), {
-      before: hotMarked.await
-    })
     yield* Effect.logInfo("mesh started").pipe(
       Effect.annotateLogs({
         port: Option.getOrElse(listener.port, () => 0),
-        peers: config.peers.map(Peers.peerName).join(","),
+        peers: config.peers.map(MeshConfig.peerName).join(","),
         auth: config.auth,
         tls: config.tls
       })
@@ -274,7 +266,13 @@ export const make: Effect.Effect<
     })
   )
 
-  const stats: Effect.Effect<MeshStats> = Effect.gen(function* () {
+  const members: Effect.Effect<ReadonlyArray<Membership.Member>> = Effect.zipWith(
+    peers.links,
+    liveness.servers,
+    membersOf
+  )
+
+  const stats: Effect.Effect<MeshStats.MeshStats> = Effect.gen(function* () {
     const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
     const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
     const uptime_ms = (yield* Clock.currentTimeMillis) - startedAt
@@ -290,77 +288,19 @@ export const make: Effect.Effect<
         pop_maintenance_mode
       } as const
     }
-    const servers = yield* liveness.servers
-    const links = yield* peers.links
-    const counts = yield* listener.counts
-    const alive = servers.filter((server) => server.alive).length
-    const failures = Listener.handshakeFailuresOf(counts)
-    let sent = 0
-    let dropped = 0
-    for (const link of links) {
-      sent += link.written
-      dropped += link.droppedFull + link.droppedDown + link.discarded
-    }
-    return {
-      enabled: true,
-      running: !closed,
-      server_id: config.serverId,
-      transport: "tcp-mesh",
+    return MeshStats.make({
+      serverId: config.serverId,
       port: listener.port.value,
+      running: !closed,
       version: VERSION,
-      uptime_ms,
+      uptimeMs: uptime_ms,
       auth: config.auth,
       tls: config.tls,
-      peer_count: links.length,
-      peers: links.map((link) => ({
-        host: link.host,
-        port: link.port,
-        connected: link.connected,
-        self: link.self,
-        resolved: link.connected,
-        resolved_ip: Option.getOrNull(link.resolvedIp),
-        last_resolved_ip: Option.getOrNull(link.lastResolvedIp),
-        queued: link.queued,
-        queued_bytes: link.queuedBytes,
-        handed: link.handed,
-        written: link.written,
-        dropped_full: link.droppedFull,
-        dropped_down: link.droppedDown,
-        discarded: link.discarded,
-        reconnects: link.reconnects,
-        last_error: Option.getOrNull(link.lastError)
-      })),
-      servers_alive: alive,
-      servers_dead: servers.length - alive,
-      servers: servers.map((server) => ({
-        server_id: server.serverId,
-        alive: server.alive,
-        last_seen_ms_ago: server.silentFor
-      })),
-      messages_sent: sent,
-      messages_received: counts.framesRead,
-      messages_dropped: dropped,
-      handshake_failures: failures,
-      signature_failures: failures,
-      sequence_rejections: 0,
-      frames_dispatched: counts.framesDispatched,
-      frames_invalid: counts.framesInvalid,
-      frames_unknown: counts.framesUnknown,
-      frames_oversized: counts.framesOversized,
-      items_invalid: counts.itemsInvalid,
-      rejections: rejectionStats(counts.rejections),
-      inbound: {
-        open: counts.inboundOpen,
-        authenticated: counts.inboundOpenAuthenticated,
-        authenticated_total: counts.inboundAuthenticated,
-        closed_silent: counts.closedSilent,
-        closed_idle: counts.closedIdle,
-        legacy_accepted: counts.legacyAccepted,
-        self_dials: counts.selfDials
-      },
-      maintenance_mode,
-      pop_maintenance_mode
-    } as const
+      members: yield* members,
+      counters: yield* listener.counts,
+      maintenance: maintenance_mode,
+      popMaintenance: pop_maintenance_mode
+    })
   })
 
   // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
@@ -369,7 +309,7 @@ export const make: Effect.Effect<
     const item = Frame.validItem(input)
     if (Either.isLeft(item)) throw invalid(item.left)
     // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
-    if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(item.right))
+    if (peers.size > 0) peers.broadcast(Frame.encodeMessageAvailable(item.right))
     if (wakeNow !== undefined) wakeNow(item.right)
     else Effect.runFork(waker.wake(item.right))
   }
@@ -386,7 +326,7 @@ export const make: Effect.Effect<
     }
     return Effect.sync(() => {
       if (closed) return
-      if (peers.size > 0) peers.broadcast(Quick.encodeMessageAvailable(valid))
+      if (peers.size > 0) peers.broadcast(Frame.encodeMessageAvailable(valid))
       wakeNow(valid)
     })
   }
@@ -412,10 +352,7 @@ export const make: Effect.Effect<
       if (closed) return Effect.fail(closedError("hotlistDirty"))
       const item = Frame.validItem(input)
       if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-      if (peers.size === 0) return Effect.void
-      pendingHot.set(HotList.itemKey(item.right), item.right)
-      hotMarked.unsafeOpen()
-      return pendingHot.size >= HOTLIST_FLUSH_AT ? flushHot : Effect.void
+      return hotMarks === undefined ? Effect.void : hotMarks.mark(item.right)
     })
 
   const queueConfig =
@@ -428,6 +365,20 @@ export const make: Effect.Effect<
         return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
       })
 
+  /** A flag set here and on every peer (tags 40 and 41). */
+  const setFlag =
+    (
+      operation: string,
+      flag: SubscriptionRef.SubscriptionRef<boolean>,
+      tag: "MaintenanceModeSet" | "PopMaintenanceModeSet"
+    ) =>
+    (enabled: boolean): Effect.Effect<void, MeshClosedError> =>
+      Effect.suspend(() =>
+        closed
+          ? Effect.fail(closedError(operation))
+          : Effect.zipRight(SubscriptionRef.set(flag, enabled), broadcast({ _tag: tag, enabled }))
+      )
+
   const mesh: MeshShape = {
     serverId: config.serverId,
     active,
@@ -438,25 +389,14 @@ export const make: Effect.Effect<
     hotlistDirty,
     queueConfigSet: queueConfig("QueueConfigSet"),
     queueConfigDelete: queueConfig("QueueConfigDelete"),
-    setMaintenance: (enabled) =>
-      Effect.suspend(() =>
-        closed
-          ? Effect.fail(closedError("setMaintenance"))
-          : Effect.zipRight(
-              SubscriptionRef.set(flags.maintenance, enabled),
-              broadcast({ _tag: "MaintenanceModeSet", enabled })
-            )
-      ),
-    setPopMaintenance: (enabled) =>
-      Effect.suspend(() =>
-        closed
-          ? Effect.fail(closedError("setPopMaintenance"))
-          : Effect.zipRight(
-              SubscriptionRef.set(flags.popMaintenance, enabled),
-              broadcast({ _tag: "PopMaintenanceModeSet", enabled })
-            )
-      ),
+    setMaintenance: setFlag("setMaintenance", flags.maintenance, "MaintenanceModeSet"),
+    setPopMaintenance: setFlag("setPopMaintenance", flags.popMaintenance, "PopMaintenanceModeSet"),
     stats,
+    members,
+    memberChanges: events.events.pipe(
+      Stream.filter(MeshEventModule.isMembershipChange),
+      Stream.mapEffect(() => members)
+    ),
     events: events.events,
     observe: events.observe,
     syncMetrics: metrics.sync
@@ -471,33 +411,25 @@ export const make: Effect.Effect<
  * @category models
  */
 export interface MeshOptions {
-  /** The delays between dials of one peer (default: 250 ms doubling to 5 s; see `Peers`). */
-  readonly peers?: Peers.PeersOptions
+  /** The dialers: the delays between dials of one peer (default {@link reconnectSchedule}). */
+  readonly peers?: { readonly reconnectSchedule?: Schedule.Schedule<unknown, LinkDown> }
   /** Bounds of the liveness map (default: 256 servers, forgotten after 10 minutes of silence). */
-  readonly liveness?: Omit<Liveness.LivenessOptions, "deadThreshold">
+  readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.DurationInput }
   /** How often the Effect metrics are synced in the background (default 1 s; every scrape syncs too). */
   readonly metricsInterval?: Duration.DurationInput
 }
 
 /**
- * The runtime's services, each built once: the event hub, liveness, dispatch, the listener (bound
- * before any dialer starts) and the peers.
+ * The default delays between dials of one peer: 250 ms doubling, capped at 5 s, started afresh after
+ * a session that was established (spec "Topology").
  *
  * @since 0.1.0
- * @category layers
+ * @category options
  */
-export const layerRuntime = (
-  options: MeshOptions = {}
-): Layer.Layer<
-  | MeshEvents
-  | Liveness.Liveness
-  | Dispatch.Dispatch
-  | Listener.Listener
-  | Peers.Peers
-  | MeshMetrics.MeshMetrics,
-  TransportError,
-  Requirements
-> =>
+export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Outbound.reconnectSchedule
+
+/** The runtime's services, each built once and provided only to the mesh itself. */
+const layerRuntime = (options: MeshOptions) =>
   MeshMetrics.layer(options.metricsInterval === undefined ? {} : { interval: options.metricsInterval }).pipe(
     Layer.provideMerge(Peers.layer(options.peers)),
     Layer.provideMerge(Listener.layer),
@@ -524,7 +456,7 @@ export const layerWith = (options: MeshOptions = {}): Layer.Layer<Mesh, Transpor
   )
 
 /**
- * The mesh with the default runtime options.
+ * The mesh alone: you provide `MeshConfig`, a `Transport` and the four host services.
  *
  * @since 0.1.0
  * @category layers
@@ -532,13 +464,13 @@ export const layerWith = (options: MeshOptions = {}): Layer.Layer<Mesh, Transpor
 export const layer: Layer.Layer<Mesh, TransportError, Requirements> = layerWith()
 
 /**
- * Options of the shipped in-memory host services.
+ * Options of the layers with the shipped host services.
  *
  * @since 0.1.0
  * @category models
  */
 export interface LocalOptions extends MeshOptions {
-  readonly waker?: Waker.LocalWakerOptions
+  readonly waker?: LocalWaker.LocalWakerOptions
 }
 
 /**
@@ -549,7 +481,7 @@ export interface LocalOptions extends MeshOptions {
  */
 export type LocalServices =
   | Waker.Waker
-  | Waker.LocalWaker
+  | LocalWaker.LocalWaker
   | QueueConfigCache.QueueConfigCache
   | QueueConfigCache.MemoryQueueConfigCache
   | HotList.HotList
@@ -563,9 +495,9 @@ export type LocalServices =
  * @since 0.1.0
  * @category layers
  */
-export const layerHostLocal = (options: Waker.LocalWakerOptions = {}): Layer.Layer<LocalServices> =>
+export const layerHostLocal = (options: LocalWaker.LocalWakerOptions = {}): Layer.Layer<LocalServices> =>
   Layer.mergeAll(
-    Waker.layerLocal(options),
+    LocalWaker.layer(options),
     QueueConfigCache.layerMemory(
       options.defaultTenant === undefined ? {} : { defaultTenant: options.defaultTenant }
     ),
@@ -587,56 +519,44 @@ export const layerLocal = (
   layerWith(options).pipe(Layer.provideMerge(layerHostLocal(options.waker)))
 
 /**
- * The transport `MeshConfig` asks for: TCP (`QUEEN_MESH_TLS=off`, the default) or TLS-PSK
- * (`QUEEN_MESH_TLS=psk`, keys derived from `QUEEN_SYNC_SECRET`), resolving names with the system's
- * DNS on every dial unless `options.resolver` says otherwise.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerTransport = (
-  options: TcpTransport.TcpOptions = {}
-): Layer.Layer<Transport, TlsTransport.TlsConfigError, MeshConfig.MeshConfig> =>
-  Layer.unwrapEffect(
-    Effect.map(MeshConfig.MeshConfig, (config) => {
-      if (config.tls === "off") return TcpTransport.layer(options)
-      let failures = 0
-      return Layer.effect(
-        TransportTag,
-        Effect.map(
-          TlsTransport.make({
-            secret: config.secret,
-            identity: config.serverId,
-            ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
-            handshakeTimeout: config.handshakeTimeout,
-            ...(options.resolver === undefined ? {} : { resolve: options.resolver.resolve }),
-            onHandshakeFailure: () => {
-              failures++
-            }
-          }),
-          (shape) => ({ ...shape, handshakeFailures: () => failures })
-        )
-      )
-    })
-  )
-
-/**
- * {@link layerLocal} over the network: TCP, or TLS-PSK when `QUEEN_MESH_TLS=psk` (see
- * {@link layerTransport}).
+ * {@link layerLocal} over the network: TCP, or TLS-PSK when `QUEEN_MESH_TLS=psk`
+ * (`TcpTransport.layerConfig`); you provide `MeshConfig`.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerTcp = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
-): Layer.Layer<Mesh | LocalServices, TransportError | TlsTransport.TlsConfigError, MeshConfig.MeshConfig> =>
-  layerLocal(options).pipe(Layer.provide(layerTransport(options.tcp)))
+): Layer.Layer<Mesh | LocalServices, TransportError | TlsConfigError, MeshConfig.MeshConfig> =>
+  layerLocal(options).pipe(Layer.provide(TcpTransport.layerConfig(options.tcp)))
 
 /**
- * {@link layerTcp} configured from the process environment.
+ * {@link layerTcp} configured from the current `ConfigProvider` (the process environment unless the
+ * host provides another): what a broker composes.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerFromEnv = (options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}) =>
+export const layerConfig = (
+  options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
+): Layer.Layer<Mesh | LocalServices, TransportError | TlsConfigError | ConfigError.ConfigError> =>
+  layerTcp(options).pipe(Layer.provide(MeshConfig.layerConfig))
+
+/**
+ * {@link layerTcp} configured from the process environment, whatever `ConfigProvider` is current (the
+ * CLI's choice; a host usually wants {@link layerConfig}).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFromEnv = (
+  options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
+): Layer.Layer<Mesh | LocalServices, TransportError | TlsConfigError | ConfigError.ConfigError> =>
   layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))
+
+/**
+ * @deprecated Moved to `TcpTransport.layerConfig`.
+ * @since 0.1.0
+ * @category deprecated
+ */
+export const layerTransport = TcpTransport.layerConfig

@@ -23,6 +23,7 @@ import {
   Option,
   Redacted
 } from "effect"
+import * as Rules from "./internal/rules.js"
 
 /**
  * A configured peer to dial.
@@ -283,6 +284,24 @@ export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, st
     (port) => ({ host, port })
   )
 }
+
+/**
+ * The name a peer goes by in logs, stats and metric labels: `host:port` as configured, an IPv6
+ * literal in brackets.
+ *
+ * @example
+ * ```ts
+ * import { MeshConfig } from "queen-mesh"
+ *
+ * assert.strictEqual(MeshConfig.peerName({ host: "queen-b", port: 6633 }), "queen-b:6633")
+ * assert.strictEqual(MeshConfig.peerName({ host: "::1", port: 6633 }), "[::1]:6633")
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const peerName = (peer: Peer): string =>
+  peer.host.includes(":") ? `[${peer.host}]:${peer.port}` : `${peer.host}:${peer.port}`
 
 /**
  * The same list without repeats (the first of each `host:port` kept), and the repeated entries.
@@ -586,17 +605,16 @@ export const check = (
       message: `QUEEN_MESH_IDLE_TIMEOUT_MS (${Duration.toMillis(config.idleTimeout)}) must be at least QUEEN_SYNC_HEARTBEAT_MS (${heartbeat})`
     })
   }
-  if (Buffer.byteLength(config.serverId, "utf8") > 256 || config.serverId === "") {
+  if (Rules.serverId(config.serverId) === undefined) {
     return Either.left({
       names: ["QUEEN_SERVER_ID"],
-      message: "QUEEN_SERVER_ID must be 1 to 256 bytes: peers refuse a HELLO with a longer server id"
+      message: `QUEEN_SERVER_ID must be 1 to ${Rules.MAX_SERVER_ID_BYTES} bytes: peers refuse a HELLO with a longer server id`
     })
   }
-  if (Buffer.byteLength(config.clusterLabel, "utf8") > 256) {
+  if (!Rules.fitsBytes(config.clusterLabel, Rules.MAX_LABEL_BYTES)) {
     return Either.left({
       names: ["QUEEN_MESH_CLUSTER_LABEL"],
-      message:
-        "QUEEN_MESH_CLUSTER_LABEL must be at most 256 bytes: a longer one makes every challenge undecodable"
+      message: `QUEEN_MESH_CLUSTER_LABEL must be at most ${Rules.MAX_LABEL_BYTES} bytes: a longer one makes every challenge undecodable`
     })
   }
   const secret = Redacted.value(config.secret)

@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { Data } from "effect"
+import { MAX_SERVER_ID_BYTES } from "./internal/rules.js"
 
 /**
  * The byte stream is not a valid frame sequence (spec "Framing"): a length prefix of 0, a length above
@@ -56,7 +57,59 @@ export class FrameTooLargeError extends Data.TaggedError("FrameTooLargeError")<{
 }
 
 /**
- * A HELLO that does not authenticate the dialer (spec "The handshake").
+ * Why an inbound connection was refused: one list, the single source of the log wording (`message`),
+ * the stats body's `rejections` keys (`stat`), the metrics' `reason` label and the HTTP Schema. Each
+ * reason is counted apart; their sum is `handshake_failures` (spec "Observing it").
+ *
+ * @example
+ * ```ts
+ * import { MeshError } from "queen-mesh"
+ *
+ * const error = new MeshError.HandshakeError({ reason: "BadMac" })
+ * assert.strictEqual(error._tag, "HandshakeError")
+ * assert.strictEqual(error.message, MeshError.handshakeReasons.BadMac.message)
+ * assert.strictEqual(MeshError.handshakeReasons.BadMac.stat, "bad_mac")
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const handshakeReasons = {
+  BadMac: { stat: "bad_mac", message: "the HELLO MAC does not match the shared secret" },
+  NotHello: { stat: "not_hello", message: "the first frame was not a HELLO" },
+  InvalidHello: { stat: "invalid_hello", message: "the HELLO payload is malformed" },
+  OversizedHello: { stat: "oversized_hello", message: "the first frame is larger than a HELLO may be" },
+  MissingServerId: { stat: "missing_server_id", message: "the HELLO carries no server_id" },
+  Timeout: { stat: "timeout", message: "no HELLO arrived within the handshake timeout" },
+  Closed: { stat: "closed", message: "the connection closed before a HELLO arrived" },
+  BadChallengeAnswer: {
+    stat: "bad_challenge_answer",
+    message: "the HELLO does not answer this connection's challenge"
+  },
+  WrongReceiver: { stat: "wrong_receiver", message: "the HELLO was made for another node" },
+  WrongLabel: { stat: "wrong_label", message: "the HELLO carries another cluster label" },
+  LegacyRefused: {
+    stat: "legacy_refused",
+    message: "a legacy HELLO was refused (QUEEN_MESH_AUTH=required)"
+  },
+  TooManyConnections: { stat: "too_many_connections", message: "too many inbound connections" },
+  OwnServerId: {
+    stat: "own_server_id",
+    message: "the HELLO carries this node's own server id, from another node"
+  },
+  TlsHandshake: {
+    stat: "tls_handshake",
+    message: "the TLS handshake failed (another secret, or not TLS)"
+  },
+  WrongIdentity: {
+    stat: "wrong_identity",
+    message: "the HELLO's server id is not the identity the TLS link was keyed for"
+  }
+} as const satisfies Record<string, { readonly stat: string; readonly message: string }>
+
+/**
+ * A HELLO that does not authenticate the dialer (spec "The handshake"), or a connection refused before
+ * one could: the one error of every handshake refusal, legacy or v2.
  *
  * @since 0.1.0
  * @category errors
@@ -66,7 +119,7 @@ export class HandshakeError extends Data.TaggedError("HandshakeError")<{
   readonly detail?: string
 }> {
   override get message(): string {
-    const base = handshakeReasons[this.reason]
+    const base = handshakeReasons[this.reason].message
     return this.detail === undefined ? base : `${base}: ${this.detail}`
   }
 }
@@ -77,45 +130,30 @@ export class HandshakeError extends Data.TaggedError("HandshakeError")<{
  */
 export declare namespace HandshakeError {
   /**
-   * Why an inbound connection was refused; each is counted apart in the stats (`rejections`).
+   * Why an inbound connection was refused.
    *
    * @since 0.1.0
    * @category errors
    */
   export type Reason = keyof typeof handshakeReasons
+  /**
+   * The stats body's key of a reason (`bad_mac`, ...).
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  export type Stat = (typeof handshakeReasons)[Reason]["stat"]
 }
 
 /**
- * What each handshake refusal means, in the words the logs use.
- *
- * @example
- * ```ts
- * import { MeshError } from "queen-mesh"
- *
- * const error = new MeshError.HandshakeError({ reason: "BadMac" })
- * assert.strictEqual(error._tag, "HandshakeError")
- * assert.strictEqual(error.message, MeshError.handshakeReasons.BadMac)
- * ```
+ * Every refusal reason, in the order of {@link handshakeReasons}.
  *
  * @since 0.1.0
  * @category errors
  */
-export const handshakeReasons = {
-  NotHello: "the first frame was not a HELLO",
-  InvalidHello: "the HELLO payload is malformed",
-  OversizedHello: "the first frame is larger than a HELLO may be",
-  MissingServerId: "the HELLO carries no server_id",
-  BadMac: "the HELLO MAC does not match the shared secret",
-  Timeout: "no HELLO arrived within the handshake timeout",
-  Closed: "the connection closed before a HELLO arrived",
-  OwnServerId: "the HELLO carries this node's own server id: the peer list names this node",
-  TooManyConnections: "too many inbound connections",
-  LegacyRefused: "a legacy HELLO was refused (QUEEN_MESH_AUTH=required)",
-  BadChallengeAnswer: "the HELLO does not answer this connection's challenge",
-  WrongReceiver: "the HELLO was made for another node",
-  WrongLabel: "the HELLO carries another cluster label",
-  TlsHandshake: "the TLS handshake failed (another secret, or not TLS)"
-} as const
+export const handshakeReasonList: ReadonlyArray<HandshakeError.Reason> = Object.keys(handshakeReasons).filter(
+  (key): key is HandshakeError.Reason => Object.hasOwn(handshakeReasons, key)
+)
 
 /**
  * A transport failure: a refused or failed dial, a bind failure, a write or read on a broken connection.
@@ -163,3 +201,48 @@ export class MeshClosedError extends Data.TaggedError("MeshClosedError")<{
     return `the mesh is closed: ${this.operation} was not sent`
   }
 }
+
+/**
+ * Options that cannot make a TLS-PSK transport: an empty secret (the link key would be public), or an
+ * identity that is empty, too long or holds control characters.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TlsConfigError extends Data.TaggedError("TlsConfigError")<{
+  readonly reason: "EmptySecret" | "InvalidIdentity"
+}> {
+  override get message(): string {
+    return this.reason === "EmptySecret"
+      ? "QUEEN_MESH_TLS=psk needs a non-empty QUEEN_SYNC_SECRET"
+      : `the TLS-PSK identity must be 1 to ${MAX_SERVER_ID_BYTES} UTF-8 bytes with no control characters`
+  }
+}
+
+/**
+ * An error of the test kit: a condition that never held.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotReached extends Data.TaggedError("NotReached")<{
+  readonly detail: string
+}> {
+  override get message(): string {
+    return this.detail
+  }
+}
+
+/**
+ * Why a dialer's session to one peer ended, as its reconnect `Schedule` sees it: `connected`, it got as
+ * far as a connection and a HELLO written; `established`, the link then stayed up for at least a
+ * heartbeat interval past the listener's auth-failure delay (what resets the default backoff).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LinkDown extends Data.TaggedError("LinkDown")<{
+  readonly connected: boolean
+  readonly established: boolean
+  readonly cause: TransportError | "closed by peer" | "no challenge" | `invalid challenge (${string})`
+}> {}

@@ -31,8 +31,28 @@ export type MeshEvent =
   | { readonly _tag: "PopMaintenance"; readonly from: string; readonly enabled: boolean }
   | { readonly _tag: "PeerUp"; readonly serverId: string }
   | { readonly _tag: "PeerDown"; readonly serverId: string }
+  | { readonly _tag: "LinkUp"; readonly peer: string; readonly remote: string | null }
+  | { readonly _tag: "LinkDown"; readonly peer: string; readonly reason: string }
+  | { readonly _tag: "SelfRecognized"; readonly peer: string }
   | { readonly _tag: "HandshakeFailed"; readonly remote: string; readonly reason: string }
   | { readonly _tag: "InvalidFrame"; readonly from: string; readonly tag: number; readonly detail: string }
+
+const MEMBERSHIP: ReadonlySet<MeshEvent["_tag"]> = new Set([
+  "PeerUp",
+  "PeerDown",
+  "LinkUp",
+  "LinkDown",
+  "SelfRecognized"
+])
+
+/**
+ * Whether `event` changes what `Mesh.members` says: a server alive or dead, a link up or down, an entry
+ * recognised as this node.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const isMembershipChange = (event: MeshEvent): boolean => MEMBERSHIP.has(event._tag)
 
 /**
  * The event hub: emit, subscribe as a stream, or observe synchronously.

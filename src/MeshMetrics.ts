@@ -7,212 +7,24 @@
  * where it has one, the `peer`.
  *
  * The hot paths count in plain fields (a metric update per frame would cost the receive path its
- * speed); `sync` brings the counters and gauges up to date from them, exactly: on every `/metrics`
- * scrape, and every `interval` from a background loop for exporters that read the registry themselves
- * (OpenTelemetry). Counter values therefore equal the stats body's at a scrape. The two histograms are
- * observed directly where they happen, through a hook looked up once.
+ * speed); each node brings its metrics up to date from them on every `/metrics` scrape
+ * (`Mesh.syncMetrics`) and every second in the background, for exporters that read the registry
+ * themselves (OpenTelemetry). Counter values therefore equal the stats body's at a scrape. The two
+ * histograms are observed where they happen, once the event loop's turn ends.
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Metric, MetricKey, Option, type Scope } from "effect"
-import * as Frame from "./Frame.js"
-import { loop } from "./internal/loop.js"
+import { Effect, Metric, Option } from "effect"
 import * as MetricNames from "./internal/metricNames.js"
 import * as Prometheus from "./internal/prometheus.js"
-import { Listener } from "./Listener.js"
-import { Liveness } from "./Liveness.js"
-import * as MeshConfig from "./MeshConfig.js"
-import { Peers } from "./Peers.js"
-
-/**
- * A node's Effect metrics, kept in sync with its counters.
- *
- * @since 0.1.0
- * @category models
- */
-export interface MeshMetricsShape {
-  /** Brings every metric of this node up to date with its counters. */
-  readonly sync: Effect.Effect<void>
-}
-
-/**
- * The metrics of a running mesh.
- *
- * @since 0.1.0
- * @category tags
- */
-export class MeshMetrics extends Context.Tag("queen-mesh/MeshMetrics")<MeshMetrics, MeshMetricsShape>() {}
 
 /**
  * The names of the mesh's metrics.
  *
  * @since 0.1.0
- * @category constants
+ * @category names
  */
 export const names = MetricNames.names
-
-const EMPTY: ReadonlyArray<never> = []
-
-type Tags = ReadonlyArray<readonly [string, string]>
-
-const keyed = <K extends MetricKey.MetricKey.Untyped>(key: K, tags: Tags): K => {
-  let out = key
-  for (const [name, value] of tags) out = MetricKey.tagged(out, name, value) as K
-  return out
-}
-
-/**
- * The metrics of one node and the loop that keeps them synced, in the current scope.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (
-  options: { readonly interval?: Duration.DurationInput } = {}
-): Effect.Effect<
-  MeshMetricsShape,
-  never,
-  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness
-> =>
-  Effect.gen(function* () {
-    const config = yield* MeshConfig.MeshConfig
-    const peers = yield* Peers
-    const listener = yield* Listener
-    const liveness = yield* Liveness
-    const server = config.serverId
-    const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
-    const gauges = new Map<string, Metric.Metric.Gauge<number>>()
-
-    const count = (name: string, description: string, tags: Tags, value: number) => {
-      const id = `${name}\u0000${JSON.stringify(tags)}`
-      let entry = counters.get(id)
-      if (entry === undefined) {
-        const key = keyed(MetricKey.counter(name, { description, incremental: true }), [
-          ["server_id", server],
-          ...tags
-        ])
-        entry = { metric: Metric.fromMetricKey(key), last: 0 }
-        entry.metric.unsafeUpdate(0, EMPTY)
-        counters.set(id, entry)
-      }
-      if (value > entry.last) {
-        entry.metric.unsafeUpdate(value - entry.last, EMPTY)
-        entry.last = value
-      }
-    }
-    const gauge = (name: string, description: string, tags: Tags, value: number) => {
-      const id = `${name}\u0000${JSON.stringify(tags)}`
-      let metric = gauges.get(id)
-      if (metric === undefined) {
-        metric = Metric.fromMetricKey(
-          keyed(MetricKey.gauge(name, { description }), [["server_id", server], ...tags])
-        )
-        gauges.set(id, metric)
-      }
-      metric.unsafeUpdate(value, EMPTY)
-    }
-    const sync = Effect.gen(function* () {
-      const links = yield* peers.links
-      const counts = yield* listener.counts
-      const { alive, dead } = yield* liveness.counts
-      let outboundUp = 0
-      for (const link of links) {
-        const peer: Tags = [["peer", `${link.host}:${link.port}`]]
-        for (const [tag, frames] of link.writtenByTag) {
-          count(names.framesSent, "frames written to a peer", [...peer, ["tag", Frame.nameOf(tag)]], frames)
-        }
-        for (const [tag, frames] of link.droppedByTag) {
-          count(
-            names.framesDropped,
-            "frames handed to a peer's link that it never got",
-            [...peer, ["tag", Frame.nameOf(tag)]],
-            frames
-          )
-        }
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "queue_full"]], link.droppedFull)
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "link_down"]], link.droppedDown)
-        count(
-          names.drops,
-          "dropped frames by cause",
-          [...peer, ["cause", "discarded_on_reconnect"]],
-          link.discarded
-        )
-        count(names.reconnects, "links that were up and went down", peer, link.reconnects)
-        gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
-        if (link.connected) outboundUp++
-      }
-      for (const [peer, byTag] of counts.readByPeer) {
-        for (const [tag, frames] of byTag) {
-          count(
-            names.framesReceived,
-            "frames read after a HELLO",
-            [
-              ["peer", peer],
-              ["tag", Frame.nameOf(tag)]
-            ],
-            frames
-          )
-        }
-      }
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "invalid"]],
-        counts.framesInvalid
-      )
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "unknown"]],
-        counts.framesUnknown
-      )
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "oversized"]],
-        counts.framesOversized
-      )
-      count(names.itemsInvalid, "batch items skipped for breaking a rule", [], counts.itemsInvalid)
-      let failures = 0
-      for (const [reason, n] of Object.entries(counts.rejections)) {
-        failures += n
-        count(names.rejections, "refused inbound connections by reason", [["reason", reason]], n)
-      }
-      count(names.handshakeFailures, "refused inbound connections", [], failures)
-      const open = (direction: string, authenticated: string, value: number) =>
-        gauge(
-          names.connectionsOpen,
-          "open mesh connections",
-          [
-            ["direction", direction],
-            ["authenticated", authenticated]
-          ],
-          value
-        )
-      open("inbound", "true", counts.inboundOpenAuthenticated)
-      open("inbound", "false", Math.max(0, counts.inboundOpen - counts.inboundOpenAuthenticated))
-      open("outbound", "true", outboundUp)
-      gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
-      gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
-    })
-
-    if (MeshConfig.isActive(config)) {
-      yield* sync
-      yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
-    }
-    return { sync }
-  })
-
-/**
- * {@link make} as a layer.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layer = (
-  options: { readonly interval?: Duration.DurationInput } = {}
-): Layer.Layer<MeshMetrics, never, MeshConfig.MeshConfig | Peers | Listener | Liveness> =>
-  Layer.scoped(MeshMetrics, make(options))
 
 /**
  * The Prometheus text format's content type (0.0.4).

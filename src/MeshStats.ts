@@ -1,180 +1,218 @@
 /**
- * The body of the stats routes (spec "Observing it"), as `Mesh.stats` returns it.
+ * The body of the stats routes (spec "Observing it"), as `Mesh.stats` returns it: defined once, here,
+ * as Schemas. The types derive from them, the body is assembled here from the membership model and the
+ * counters (`make`), the HTTP routes serve it, and the `queen-mesh stats` command decodes it with a
+ * lenient view of the same Schemas (it also reads upstream Queen's bodies).
  *
  * Every field upstream Queen's body has keeps upstream's meaning (`running`, `resolved`,
  * `resolved_ip`, `messages_received`, `signature_failures`, `sequence_rejections`, ...), so its
- * dashboards and scripts read ours; our extra detail is in fields of its own. The README's table of
- * fields says which side defines each.
+ * dashboards and scripts read ours; our extra detail is in fields of its own. The refusal reasons are
+ * `MeshError.handshakeReasons`, one key each.
  *
  * @since 0.1.0
  */
+import { Option, Schema } from "effect"
+import type * as Membership from "./Membership.js"
+import { type HandshakeError, handshakeReasonList, handshakeReasons } from "./MeshError.js"
 
 /**
  * One configured peer as the stats show it.
  *
  * @since 0.1.0
- * @category models
+ * @category schemas
  */
-export interface PeerStats {
-  readonly host: string
-  readonly port: number
+export const PeerStats = Schema.Struct({
+  host: Schema.String,
+  port: Schema.Number,
   /** Whether the outbound connection is established. */
-  readonly connected: boolean
-  /**
-   * The entry names this node itself (a uniform peer list): recognised by its own HELLO, never
-   * dialled again, and not a link (not connected, not down, not counted for readiness).
-   */
-  readonly self: boolean
+  connected: Schema.Boolean,
+  /** The entry names this node itself (recognised by its own HELLO): not a link. */
+  self: Schema.Boolean,
   /** Upstream's meaning: the same as `connected`. */
-  readonly resolved: boolean
+  resolved: Schema.Boolean,
   /** The established link's remote address; `null` while the link is down (upstream's meaning). */
-  readonly resolved_ip: string | null
+  resolved_ip: Schema.NullOr(Schema.String),
   /** The address the last established link used, kept while it is down. */
-  readonly last_resolved_ip: string | null
+  last_resolved_ip: Schema.NullOr(Schema.String),
   /** Frames waiting in the peer's bounded send queue. */
-  readonly queued: number
-  readonly queued_bytes: number
+  queued: Schema.Number,
+  queued_bytes: Schema.Number,
   /** Frames handed to this link = written + dropped_full + dropped_down + discarded + queued. */
-  readonly handed: number
-  readonly written: number
+  handed: Schema.Number,
+  written: Schema.Number,
   /** Dropped because the send queue was full (the peer is slow). */
-  readonly dropped_full: number
+  dropped_full: Schema.Number,
   /** Dropped because the link was down. */
-  readonly dropped_down: number
+  dropped_down: Schema.Number,
   /** Queued when the link broke, discarded then (a stale hint is worse than none). */
-  readonly discarded: number
+  discarded: Schema.Number,
   /** Links that were up and went down. */
-  readonly reconnects: number
+  reconnects: Schema.Number,
   /** Why the last dial or link failed, if one did. */
-  readonly last_error: string | null
-}
+  last_error: Schema.NullOr(Schema.String)
+})
 
 /**
- * One peer as inbound liveness knows it: by the server id it announced in its HELLO.
- *
  * @since 0.1.0
  * @category models
  */
-export interface ServerStats {
-  readonly server_id: string
-  readonly alive: boolean
+export interface PeerStats extends Schema.Schema.Type<typeof PeerStats> {}
+
+/**
+ * One server as inbound liveness knows it: by the server id it announced in its HELLO.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ServerStats = Schema.Struct({
+  server_id: Schema.String,
+  alive: Schema.Boolean,
   /** Milliseconds since the last frame from it. */
-  readonly last_seen_ms_ago: number
-}
+  last_seen_ms_ago: Schema.Number
+})
 
 /**
- * Refused inbound connections by reason; their sum is `handshake_failures`.
- *
  * @since 0.1.0
  * @category models
  */
-export interface RejectionStats {
-  readonly bad_mac: number
-  readonly not_hello: number
-  readonly invalid_hello: number
-  readonly oversized_hello: number
-  readonly missing_server_id: number
-  readonly timeout: number
-  readonly closed: number
-  readonly bad_challenge_answer: number
-  readonly wrong_receiver: number
-  readonly wrong_label: number
-  readonly legacy_refused: number
-  readonly too_many_connections: number
-  readonly own_server_id: number
-  readonly tls_handshake: number
-}
+export interface ServerStats extends Schema.Schema.Type<typeof ServerStats> {}
+
+const rejectionFields = Object.fromEntries(
+  handshakeReasonList.map((reason) => [handshakeReasons[reason].stat, Schema.Number])
+) as { readonly [K in HandshakeError.Stat]: typeof Schema.Number }
 
 /**
- * The listener's connections now.
+ * Refused inbound connections by reason, one key per `MeshError.handshakeReasons` entry; their sum is
+ * `handshake_failures`.
  *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RejectionStats = Schema.Struct(rejectionFields)
+
+/**
  * @since 0.1.0
  * @category models
  */
-export interface InboundStats {
+export interface RejectionStats extends Schema.Schema.Type<typeof RejectionStats> {}
+
+/**
+ * The listener's connections.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InboundStats = Schema.Struct({
   /** Inbound connections open now. */
-  readonly open: number
+  open: Schema.Number,
   /** Of those, the ones whose HELLO verified. */
-  readonly authenticated: number
+  authenticated: Schema.Number,
   /** Inbound connections whose HELLO verified, since the start. */
-  readonly authenticated_total: number
+  authenticated_total: Schema.Number,
   /** Connections that closed without sending a byte (TCP health probes): never handshake failures. */
-  readonly closed_silent: number
+  closed_silent: Schema.Number,
   /** Authenticated links closed after a silence longer than the idle timeout. */
-  readonly closed_idle: number
+  closed_idle: Schema.Number,
   /** Legacy HELLOs accepted in `permissive` mode (still replayable). */
-  readonly legacy_accepted: number
+  legacy_accepted: Schema.Number,
   /** Our own dials recognised and closed (the peer list names this node): not handshake failures. */
-  readonly self_dials: number
-}
+  self_dials: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface InboundStats extends Schema.Schema.Type<typeof InboundStats> {}
 
 /**
  * The stats body of an active mesh.
  *
  * @since 0.1.0
+ * @category schemas
+ */
+export const ActiveStats = Schema.Struct({
+  enabled: Schema.Literal(true),
+  /** Upstream's: the mesh runs; `false` once the mesh's scope has closed. */
+  running: Schema.Boolean,
+  server_id: Schema.String,
+  transport: Schema.Literal("tcp-mesh"),
+  port: Schema.Number,
+  version: Schema.String,
+  uptime_ms: Schema.Number,
+  auth: Schema.Literal("legacy", "permissive", "required"),
+  tls: Schema.Literal("off", "psk"),
+  /** Peers configured (an entry naming this node included). */
+  peer_count: Schema.Number,
+  peers: Schema.Array(PeerStats),
+  servers_alive: Schema.Number,
+  servers_dead: Schema.Number,
+  /** Every server heard from so far, alive or dead (never-heard ones are absent); bounded. */
+  servers: Schema.Array(ServerStats),
+  /** Frames written to peers (HELLO excluded, heartbeats included). */
+  messages_sent: Schema.Number,
+  /** Every frame read after a HELLO: frames_dispatched + frames_invalid + frames_unknown + frames_oversized. */
+  messages_received: Schema.Number,
+  /** Frames handed to the mesh that no peer got: dropped_full + dropped_down + discarded over all peers. */
+  messages_dropped: Schema.Number,
+  /** Refused inbound connections, every reason (see `rejections`). */
+  handshake_failures: Schema.Number,
+  /** Upstream's name for the same count. */
+  signature_failures: Schema.Number,
+  /** Upstream's; always 0 here (no sequence numbers on the wire). */
+  sequence_rejections: Schema.Number,
+  frames_dispatched: Schema.Number,
+  /** Frames whose payload broke its Schema (counted and skipped). */
+  frames_invalid: Schema.Number,
+  /** Frames with a tag this version does not know (skipped). */
+  frames_unknown: Schema.Number,
+  /** Frames over their tag's cap, skipped without being buffered. */
+  frames_oversized: Schema.Number,
+  /** Batch items skipped for breaking a rule; the rest of their batch was applied. */
+  items_invalid: Schema.Number,
+  rejections: RejectionStats,
+  inbound: InboundStats,
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean
+})
+
+/**
+ * @since 0.1.0
  * @category models
  */
-export interface ActiveStats {
-  readonly enabled: true
-  /** Upstream's: the mesh runs; `false` once the mesh's scope has closed. */
-  readonly running: boolean
-  readonly server_id: string
-  readonly transport: "tcp-mesh"
-  readonly port: number
-  readonly version: string
-  readonly uptime_ms: number
-  readonly auth: "legacy" | "permissive" | "required"
-  readonly tls: "off" | "psk"
-  readonly peer_count: number
-  readonly peers: ReadonlyArray<PeerStats>
-  readonly servers_alive: number
-  readonly servers_dead: number
-  /** Every peer heard from so far, alive or dead (never-heard peers are absent); bounded. */
-  readonly servers: ReadonlyArray<ServerStats>
-  /** Frames written to peers (HELLO excluded, heartbeats included). */
-  readonly messages_sent: number
-  /** Every frame read after a HELLO (upstream's meaning) = frames_dispatched + frames_invalid + frames_unknown + frames_oversized. */
-  readonly messages_received: number
-  /** Frames handed to the mesh that no peer got: dropped_full + dropped_down + discarded over all peers. */
-  readonly messages_dropped: number
-  /** Refused inbound connections, every reason (see `rejections`). */
-  readonly handshake_failures: number
-  /** Upstream's name for the same count. */
-  readonly signature_failures: number
-  /** Upstream's; always 0 here (no sequence numbers on the wire). */
-  readonly sequence_rejections: number
-  readonly frames_dispatched: number
-  /** Frames whose payload broke its Schema (counted and skipped). */
-  readonly frames_invalid: number
-  /** Frames with a tag this version does not know (skipped). */
-  readonly frames_unknown: number
-  /** Frames over their tag's cap, skipped without being buffered. */
-  readonly frames_oversized: number
-  /** Batch items skipped for breaking a rule; the rest of their batch was applied. */
-  readonly items_invalid: number
-  readonly rejections: RejectionStats
-  readonly inbound: InboundStats
-  readonly maintenance_mode: boolean
-  readonly pop_maintenance_mode: boolean
-}
+export interface ActiveStats extends Schema.Schema.Type<typeof ActiveStats> {}
 
 /**
  * The stats body when the mesh does not run: no peers configured, or sync turned off. Upstream's body
  * is exactly `{enabled, reason, maintenance_mode, pop_maintenance_mode}`; ours adds the rest.
  *
  * @since 0.1.0
+ * @category schemas
+ */
+export const InactiveStats = Schema.Struct({
+  enabled: Schema.Literal(false),
+  reason: Schema.Literal("no_peers", "disabled"),
+  server_id: Schema.String,
+  transport: Schema.Literal("tcp-mesh"),
+  version: Schema.String,
+  uptime_ms: Schema.Number,
+  maintenance_mode: Schema.Boolean,
+  pop_maintenance_mode: Schema.Boolean
+})
+
+/**
+ * @since 0.1.0
  * @category models
  */
-export interface InactiveStats {
-  readonly enabled: false
-  readonly reason: "no_peers" | "disabled"
-  readonly server_id: string
-  readonly transport: "tcp-mesh"
-  readonly version: string
-  readonly uptime_ms: number
-  readonly maintenance_mode: boolean
-  readonly pop_maintenance_mode: boolean
-}
+export interface InactiveStats extends Schema.Schema.Type<typeof InactiveStats> {}
+
+/**
+ * The body of both stats routes.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StatsBody = Schema.Union(ActiveStats, InactiveStats)
 
 /**
  * @example
@@ -200,3 +238,136 @@ export interface InactiveStats {
  * @category models
  */
 export type MeshStats = ActiveStats | InactiveStats
+
+// ---------------------------------------------------------------------------------------------
+// assembly
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What the receive side counted, for the body: every frame read after a HELLO and every refusal.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Counters {
+  readonly framesRead: number
+  readonly framesDispatched: number
+  readonly framesInvalid: number
+  readonly framesUnknown: number
+  readonly framesOversized: number
+  readonly itemsInvalid: number
+  readonly rejections: Readonly<Record<HandshakeError.Reason, number>>
+  readonly inbound: InboundStats
+}
+
+/**
+ * Everything an active body is made of: this node, its members, its counters.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Parts {
+  readonly serverId: string
+  readonly port: number
+  readonly running: boolean
+  readonly version: string
+  readonly uptimeMs: number
+  readonly auth: ActiveStats["auth"]
+  readonly tls: ActiveStats["tls"]
+  readonly members: ReadonlyArray<Membership.Member>
+  readonly counters: Counters
+  readonly maintenance: boolean
+  readonly popMaintenance: boolean
+}
+
+const peerOf = (member: Membership.Member, address: Membership.Address): PeerStats => {
+  const link = member.link
+  const connected = Option.isSome(link) && link.value.connected
+  const count = (get: (link: Membership.Link) => number) => (Option.isSome(link) ? get(link.value) : 0)
+  return {
+    host: address.host,
+    port: address.port,
+    connected,
+    self: member.self,
+    resolved: connected,
+    resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.resolvedIp) : null,
+    last_resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.lastResolvedIp) : null,
+    queued: count((l) => l.queued),
+    queued_bytes: count((l) => l.queuedBytes),
+    handed: count((l) => l.handed),
+    written: count((l) => l.written),
+    dropped_full: count((l) => l.droppedFull),
+    dropped_down: count((l) => l.droppedDown),
+    discarded: count((l) => l.discarded),
+    reconnects: count((l) => l.reconnects),
+    last_error: Option.isSome(link) ? Option.getOrNull(link.value.lastError) : null
+  }
+}
+
+/**
+ * The body of an active mesh, from its parts.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (parts: Parts): ActiveStats => {
+  const peers: Array<PeerStats> = []
+  const servers: Array<ServerStats> = []
+  let sent = 0
+  let dropped = 0
+  for (const member of parts.members) {
+    if (Option.isSome(member.address)) peers.push(peerOf(member, member.address.value))
+    if (Option.isSome(member.link)) {
+      const link = member.link.value
+      sent += link.written
+      dropped += link.droppedFull + link.droppedDown + link.discarded
+    }
+    if (Option.isSome(member.heard) && Option.isSome(member.serverId)) {
+      servers.push({
+        server_id: member.serverId.value,
+        alive: member.heard.value.alive,
+        last_seen_ms_ago: member.heard.value.lastSeenMsAgo
+      })
+    }
+  }
+  servers.sort((a, b) => (a.server_id < b.server_id ? -1 : a.server_id > b.server_id ? 1 : 0))
+  const alive = servers.filter((server) => server.alive).length
+  const counters = parts.counters
+  let failures = 0
+  const rejections = {} as Record<HandshakeError.Stat, number>
+  for (const reason of handshakeReasonList) {
+    failures += counters.rejections[reason]
+    rejections[handshakeReasons[reason].stat] = counters.rejections[reason]
+  }
+  return {
+    enabled: true,
+    running: parts.running,
+    server_id: parts.serverId,
+    transport: "tcp-mesh",
+    port: parts.port,
+    version: parts.version,
+    uptime_ms: parts.uptimeMs,
+    auth: parts.auth,
+    tls: parts.tls,
+    peer_count: peers.length,
+    peers,
+    servers_alive: alive,
+    servers_dead: servers.length - alive,
+    servers,
+    messages_sent: sent,
+    messages_received: counters.framesRead,
+    messages_dropped: dropped,
+    handshake_failures: failures,
+    signature_failures: failures,
+    sequence_rejections: 0,
+    frames_dispatched: counters.framesDispatched,
+    frames_invalid: counters.framesInvalid,
+    frames_unknown: counters.framesUnknown,
+    frames_oversized: counters.framesOversized,
+    items_invalid: counters.itemsInvalid,
+    rejections,
+    inbound: counters.inbound,
+    maintenance_mode: parts.maintenance,
+    pop_maintenance_mode: parts.popMaintenance
+  }
+}

@@ -14,8 +14,10 @@ import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import { Duration, Effect, Layer, Option, type Scope } from "effect"
 import { connectionOf, destroy } from "./internal/socket.js"
-import { TransportError } from "./MeshError.js"
+import * as MeshConfig from "./MeshConfig.js"
+import { type TlsConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
+import * as TlsTransport from "./TlsTransport.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
 
 /**
@@ -163,4 +165,29 @@ export const layerResolved = (
   Layer.effect(
     Transport,
     Effect.map(Resolver.Resolver, (resolver) => make({ ...options, resolver }))
+  )
+
+/**
+ * The transport `MeshConfig` asks for: TCP (`QUEEN_MESH_TLS=off`, the default) or TLS-PSK
+ * (`QUEEN_MESH_TLS=psk`, keys derived from `QUEEN_SYNC_SECRET`), resolving names with the system's
+ * DNS on every dial unless `options.resolver` says otherwise.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: TcpOptions = {}
+): Layer.Layer<Transport, TlsConfigError, MeshConfig.MeshConfig> =>
+  Layer.unwrapEffect(
+    Effect.map(MeshConfig.MeshConfig, (config) =>
+      config.tls === "off"
+        ? layer(options)
+        : TlsTransport.layer({
+            secret: config.secret,
+            identity: config.serverId,
+            ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
+            handshakeTimeout: config.handshakeTimeout,
+            ...(options.resolver === undefined ? {} : { resolve: options.resolver.resolve })
+          })
+    )
   )

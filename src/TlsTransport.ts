@@ -10,8 +10,8 @@
  * in clear as the TLS-PSK identity. The listener derives the same key from the identity it is offered
  * and the handshake only completes if the dialer proved it holds that key (the binder). Anyone holding
  * the secret can derive the key of any identity, so the identity says "a holder of the secret claiming
- * to be X", no more; the mesh HELLO still runs inside the link, and `pskIdentity` lets it check that the
- * two agree.
+ * to be X", no more; the mesh HELLO still runs inside the link, and the listener refuses a HELLO whose
+ * server id is not that identity (`wrong_identity`): an accepted connection carries it as `identity`.
  *
  * TLS 1.3 only, with the SHA-256 suites (`CIPHERS`): on Node 20 an external PSK with a SHA-384 suite
  * alone fails to negotiate. The Connection behaves exactly like `TcpTransport`'s: reads straight from
@@ -23,12 +23,12 @@
 import { hkdfSync } from "node:crypto"
 import type * as Net from "node:net"
 import * as Tls from "node:tls"
-import { Cause, Data, Duration, Effect, FiberSet, Layer, Option, Redacted, Runtime } from "effect"
+import { Cause, Duration, Effect, FiberSet, Layer, Redacted, Runtime } from "effect"
 import * as Rules from "./internal/rules.js"
 import { connectionOf, destroy } from "./internal/socket.js"
-import { TransportError } from "./MeshError.js"
+import { TlsConfigError as ConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
-import { type Connection, Transport, type TransportShape } from "./Transport.js"
+import { Transport, type TransportShape } from "./Transport.js"
 
 /**
  * The HKDF salt of the link key. The version suffix lets a later derivation coexist during a rolling
@@ -92,27 +92,25 @@ export interface TlsOptions {
    * (`ERR_SSL_BINDER_DOES_NOT_VERIFY`), a plaintext client (`ERR_SSL_WRONG_VERSION_NUMBER`), a refused
    * identity (`InvalidIdentity`), a deadline (`ERR_TLS_HANDSHAKE_TIMEOUT`), a hang-up (`ECONNRESET`).
    * `reason` is that code; `remote` is `ip:port`, or `unknown` when the socket was already gone. The
-   * mesh counts these as handshake failures. A throw from it is ignored.
+   * transport counts these itself (its `handshakeFailures`), which the mesh reports as
+   * `rejections.tls_handshake`. A throw from it is ignored.
    */
   readonly onHandshakeFailure?: (reason: string, remote: string) => void
 }
 
 /**
- * Options that cannot make a TLS-PSK transport: an empty secret (the link key would be public), or an
- * identity that is empty, longer than `MAX_IDENTITY_BYTES` or holds control characters.
- *
+ * @deprecated Moved to `MeshError.TlsConfigError`.
  * @since 0.1.0
- * @category errors
+ * @category deprecated
  */
-export class TlsConfigError extends Data.TaggedError("TlsConfigError")<{
-  readonly reason: "EmptySecret" | "InvalidIdentity"
-}> {
-  override get message(): string {
-    return this.reason === "EmptySecret"
-      ? "QUEEN_MESH_TLS=psk needs a non-empty QUEEN_SYNC_SECRET"
-      : `the TLS-PSK identity must be 1 to ${MAX_IDENTITY_BYTES} UTF-8 bytes with no control characters`
-  }
-}
+export const TlsConfigError = ConfigError
+
+/**
+ * @deprecated Moved to `MeshError.TlsConfigError`.
+ * @since 0.1.0
+ * @category deprecated
+ */
+export type TlsConfigError = ConfigError
 
 const PRINTABLE = /^[^\p{Cc}\p{Cs}]+$/u
 
@@ -146,18 +144,6 @@ export const isValidIdentity = (identity: string): boolean =>
 export const derivePsk = (secret: string, identity: string): Buffer =>
   Buffer.from(hkdfSync("sha256", secret, PSK_SALT, identity, PSK_BYTES))
 
-const identities = new WeakMap<Connection, string>()
-
-/**
- * The PSK identity an accepted connection authenticated with (the dialer's claimed server id), or none
- * for a connection this transport did not accept.
- *
- * @since 0.1.0
- * @category getters
- */
-export const pskIdentity = (connection: Connection): Option.Option<string> =>
-  Option.fromNullable(identities.get(connection))
-
 const noop = () => {}
 
 const errorCode = (error: Error): string => {
@@ -175,17 +161,18 @@ const remoteOf = (socket: Net.Socket): string =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConfigError> =>
+export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigError> =>
   Effect.suspend(() => {
     const secret = Redacted.isRedacted(options.secret) ? Redacted.value(options.secret) : options.secret
-    if (secret === "") return Effect.fail(new TlsConfigError({ reason: "EmptySecret" }))
-    if (!isValidIdentity(options.identity))
-      return Effect.fail(new TlsConfigError({ reason: "InvalidIdentity" }))
+    if (secret === "") return Effect.fail(new ConfigError({ reason: "EmptySecret" }))
+    if (!isValidIdentity(options.identity)) return Effect.fail(new ConfigError({ reason: "InvalidIdentity" }))
     const identity = options.identity
     const ownKey = derivePsk(secret, identity)
     const connectTimeoutMs = Duration.toMillis(Duration.decode(options.connectTimeout ?? "5 seconds"))
     const handshakeTimeoutMs = Duration.toMillis(Duration.decode(options.handshakeTimeout ?? "5 seconds"))
+    let failures = 0
     const handshakeFailed = (reason: string, remote: string) => {
+      failures++
       try {
         options.onHandshakeFailure?.(reason, remote)
       } catch {
@@ -276,9 +263,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConf
           socket.on("error", noop)
           if (closing) return void socket.destroy()
           socket.setNoDelay(true)
-          const connection = connectionOf(socket, remoteOf(socket))
-          const peer = accepted.get(socket)
-          if (peer !== undefined) identities.set(connection, peer)
+          const connection = { ...connectionOf(socket, remoteOf(socket)), identity: accepted.get(socket) }
           run(
             onConnection(connection).pipe(
               Effect.catchAllCause((cause) =>
@@ -363,7 +348,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConf
         return typeof bound === "object" && bound !== null ? bound.port : listenOptions.port
       })
 
-    return Effect.succeed<TransportShape>({ dial, listen })
+    return Effect.succeed<TransportShape>({ dial, listen, handshakeFailures: () => failures })
   })
 
 /**
@@ -372,7 +357,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, TlsConf
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: TlsOptions): Layer.Layer<Transport, TlsConfigError> =>
+export const layer = (options: TlsOptions): Layer.Layer<Transport, ConfigError> =>
   Layer.effect(Transport, make(options))
 
 /**
@@ -383,7 +368,7 @@ export const layer = (options: TlsOptions): Layer.Layer<Transport, TlsConfigErro
  */
 export const layerResolved = (
   options: Omit<TlsOptions, "resolve">
-): Layer.Layer<Transport, TlsConfigError, Resolver.Resolver> =>
+): Layer.Layer<Transport, ConfigError, Resolver.Resolver> =>
   Layer.effect(
     Transport,
     Effect.flatMap(Resolver.Resolver, (resolver) => make({ ...options, resolve: resolver.resolve }))

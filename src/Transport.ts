@@ -47,6 +47,12 @@ export interface Connection {
   /** The remote IP, where the transport knows it (the "resolved IP" of the stats). */
   readonly remoteAddress: Option.Option<string>
   /**
+   * Who the transport authenticated the dialer as, on an accepted connection, where it does (the
+   * TLS-PSK identity, which is the dialer's server id): the HELLO must then carry that same server id,
+   * or it is refused (`wrong_identity`).
+   */
+  readonly identity?: string | undefined
+  /**
    * Reads until the peer closes its side (success) or the connection breaks (failure), handing each
    * chunk of bytes to `onChunk` in order, synchronously as it arrives. When `onChunk` returns an
    * effect, reading pauses until that effect completes (back-pressure); if it fails, reading stops

@@ -31,22 +31,7 @@
  * @since 0.1.0
  * @category modules
  */
-export * as Dispatch from "./Dispatch.js"
-/**
- * @since 0.1.0
- * @category modules
- */
 export * as Frame from "./Frame.js"
-/**
- * @since 0.1.0
- * @category modules
- */
-export * as FrameDecoder from "./FrameDecoder.js"
-/**
- * @since 0.1.0
- * @category modules
- */
-export * as Handshake from "./Handshake.js"
 /**
  * @since 0.1.0
  * @category modules
@@ -61,17 +46,17 @@ export * as HttpRoutes from "./HttpRoutes.js"
  * @since 0.1.0
  * @category modules
  */
-export * as Listener from "./Listener.js"
-/**
- * @since 0.1.0
- * @category modules
- */
-export * as Liveness from "./Liveness.js"
+export * as LocalWaker from "./LocalWaker.js"
 /**
  * @since 0.1.0
  * @category modules
  */
 export * as MaintenanceFlags from "./MaintenanceFlags.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Membership from "./Membership.js"
 /**
  * @since 0.1.0
  * @category modules
@@ -112,11 +97,6 @@ export * as MeshStats from "./MeshStats.js"
  * @category modules
  */
 export * as MeshTest from "./MeshTest.js"
-/**
- * @since 0.1.0
- * @category modules
- */
-export * as Peers from "./Peers.js"
 /**
  * @since 0.1.0
  * @category modules

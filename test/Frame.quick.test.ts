@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Either, FastCheck as fc, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Quick from "../src/internal/quick.js"
 import { assertEqual } from "./fixtures/equality.js"
@@ -26,15 +26,40 @@ const payloadLike = fc.oneof(
   fc.jsonValue({ maxDepth: 3 })
 )
 
+/**
+ * The hand-written checks of the frames read often, by name; the handshake's frames (read once per
+ * connection) go through their Schemas alone. A row added to the table must be placed here.
+ */
+const quick: {
+  readonly [K in keyof typeof Frame.frames]: ((json: unknown) => Frame.Frame | undefined) | null
+} = {
+  MessageAvailable: Quick.messageAvailable,
+  MessageAvailableBatch: Quick.messageAvailableBatch,
+  Heartbeat: Quick.heartbeat,
+  Hello: null,
+  HotlistDirtyBatch: Quick.hotlistDirtyBatch,
+  QueueConfigSet: Quick.queueConfigSet,
+  QueueConfigDelete: Quick.queueConfigDelete,
+  MaintenanceModeSet: Quick.maintenanceModeSet,
+  PopMaintenanceModeSet: Quick.popMaintenanceModeSet,
+  Challenge: null
+}
+const checked = Object.entries(Frame.frames).flatMap(([name, row]) => {
+  const check = quick[name as keyof typeof quick]
+  if (check === null) return []
+  const schema = Schema.decodeUnknownEither(row.schema as Schema.Schema<Frame.Frame, unknown>)
+  return [{ tag: row.tag, check, schema }]
+})
+
 describe("Frame quick decoders", () => {
   it.prop(
     "accept exactly what the Schemas accept, and build the same frames",
-    [fc.constantFrom(...Object.values(Frame.Tag)), payloadLike],
-    ([tag, payload]) => {
+    [fc.constantFrom(...checked), payloadLike],
+    ([{ tag, check, schema: decode }, payload]) => {
       // Through JSON, as on the wire.
       const json: unknown = JSON.parse(JSON.stringify(payload))
-      const quick = Frame.quickDecoders[tag]!(json)
-      const schema = Frame.schemaDecoders[tag]!(json)
+      const quick = check(json)
+      const schema = decode(json)
       if (quick !== undefined) {
         assert.isTrue(Either.isRight(schema), "the quick path accepted what the Schema rejects")
         assertEqual(quick, Either.getOrThrow(schema))
@@ -52,7 +77,6 @@ describe("Frame quick decoders", () => {
       { _tag: "MessageAvailable", ...item },
       { _tag: "MessageAvailableBatch", items: [item, Frame.queueItem({ queue: "r", partition: "" })] },
       Frame.heartbeat("id"),
-      { _tag: "Hello", server_id: "s", nonce: "n", mac: "" },
       { _tag: "HotlistDirtyBatch", items: [item] },
       { _tag: "QueueConfigSet", ...Frame.queueRef({ queue: "q" }) },
       { _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: "t" }) },
@@ -61,7 +85,7 @@ describe("Frame quick decoders", () => {
     ]
     for (const frame of frames) {
       const json: unknown = JSON.parse(JSON.stringify(Frame.payloadOf(frame) ?? {}))
-      assertEqual(Frame.quickDecoders[Frame.tagOf(frame)]!(json), frame)
+      assertEqual(quick[frame._tag]!(json), frame)
     }
   })
 
@@ -74,7 +98,7 @@ describe("Frame quick decoders", () => {
     ],
     ([queue, partition, tenant]) => {
       const item = Frame.queueItem({ queue: queue === "" ? "q" : queue, partition, tenant })
-      const direct = Quick.encodeMessageAvailable(item)
+      const direct = Frame.encodeMessageAvailable(item)
       const viaFrame = Frame.encode({ _tag: "MessageAvailable", ...item })
       assert.isTrue(Buffer.from(viaFrame).equals(direct))
     }

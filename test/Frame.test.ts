@@ -46,7 +46,8 @@ const expectedTag: { readonly [K in Frame.Frame["_tag"]]: number } = {
   QueueConfigSet: 10,
   QueueConfigDelete: 11,
   MaintenanceModeSet: 40,
-  PopMaintenanceModeSet: 41
+  PopMaintenanceModeSet: 41,
+  Challenge: 60
 }
 
 const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A) => {
@@ -75,6 +76,8 @@ const viaSchema = (frame: Frame.Frame): { readonly encoded: unknown; readonly de
       return roundTrip(Frame.MaintenanceModeSet, frame)
     case "PopMaintenanceModeSet":
       return roundTrip(Frame.PopMaintenanceModeSet, frame)
+    case "Challenge":
+      return roundTrip(Frame.Challenge, frame)
   }
 }
 
@@ -97,7 +100,8 @@ describe("Frame", () => {
         QUEUE_CONFIG_SET: 10,
         QUEUE_CONFIG_DELETE: 11,
         MAINTENANCE_MODE_SET: 40,
-        POP_MAINTENANCE_MODE_SET: 41
+        POP_MAINTENANCE_MODE_SET: 41,
+        CHALLENGE: 60
       })
     })
 
@@ -135,7 +139,13 @@ describe("Frame", () => {
 
     it("writes a prefix with the high byte set as unsigned big-endian", () => {
       // 0x01_00_00 + 1 bytes: the length needs three bytes, in network order.
-      const bytes = Frame.encode({ _tag: "Hello", server_id: "x".repeat(0x10000), nonce: "", mac: "" })
+      const bytes = Frame.encode({
+        _tag: "Hello",
+        server_id: "x".repeat(0x10000),
+        nonce: "",
+        mac: "",
+        v2: Option.none()
+      })
       const length =
         1 + Buffer.byteLength(JSON.stringify({ server_id: "x".repeat(0x10000), nonce: "", mac: "" }))
       assertEqual(Array.from(bytes.subarray(0, 5)), [
@@ -157,7 +167,7 @@ describe("Frame", () => {
 
     it("encodes the remaining frames as the spec's payloads", () => {
       assert.strictEqual(
-        jsonOf(Frame.encode({ _tag: "Hello", server_id: "a", nonce: "n", mac: "m" }), 4),
+        jsonOf(Frame.encode({ _tag: "Hello", server_id: "a", nonce: "n", mac: "m", v2: Option.none() }), 4),
         '{"server_id":"a","nonce":"n","mac":"m"}'
       )
       assert.strictEqual(
@@ -425,7 +435,8 @@ describe("Frame", () => {
         _tag: "Hello",
         server_id: "s",
         nonce: "n",
-        mac: "m"
+        mac: "m",
+        v2: Option.none()
       })
       assertEqual(decoded(10, '{"queue":"q","by":"admin"}'), {
         _tag: "QueueConfigSet",
@@ -593,7 +604,8 @@ describe("Frame", () => {
         _tag: "Hello",
         server_id: "s".repeat(padding),
         nonce: "",
-        mac: ""
+        mac: "",
+        v2: Option.none()
       })
       const overhead = 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(hello(0))))
       const exact = Either.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))

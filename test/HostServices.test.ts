@@ -156,7 +156,7 @@ describe("HotList (memory)", () => {
       const hot = yield* HotList.makeMemory()
       const sent = 20_000
       for (let i = 0; i < sent; i++) {
-        hot.unsafeMarkDirty!([
+        HotList.syncMarkOf(hot)!([
           Frame.queueItem({ queue: long("q", i), partition: long("p", i), tenant: long("t", i) })
         ])
       }

@@ -16,7 +16,7 @@ import {
   Scope
 } from "effect"
 import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/Handshake.js"
+import * as Handshake from "../src/internal/handshake.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { TransportError } from "../src/MeshError.js"
@@ -167,8 +167,8 @@ describe("TlsTransport", () => {
       const { port, accepted } = yield* listen(a.shape)
       const outbound = yield* b.shape.dial("127.0.0.1", port)
       const inbound = yield* Queue.take(accepted)
-      assert.deepStrictEqual(TlsTransport.pskIdentity(inbound), Option.some("node-b"))
-      assert.deepStrictEqual(TlsTransport.pskIdentity(outbound), Option.none())
+      assert.strictEqual(inbound.identity, "node-b")
+      assert.strictEqual(outbound.identity, undefined)
       assert.deepStrictEqual(inbound.remoteAddress, Option.some("127.0.0.1"))
       assert.deepStrictEqual(outbound.remoteAddress, Option.some("127.0.0.1"))
 

@@ -73,7 +73,12 @@ const output = (ran: Ran) => `exit ${ran.code}\n--- stdout\n${ran.stdout}\n--- s
 
 describe("package.json", () => {
   it("exports the root, package.json and exactly the top-level modules of src/ (not cli, not internal)", () => {
-    const expected = [".", ...publicModules.map((name) => `./${name}`), "./package.json"].sort()
+    const expected = [
+      ".",
+      ...publicModules.map((name) => `./${name}`),
+      "./internal/*",
+      "./package.json"
+    ].sort()
     const actual = Object.keys(manifest.exports).sort()
     const missing = expected.filter((key) => !actual.includes(key))
     const extra = actual.filter((key) => !expected.includes(key))
@@ -84,6 +89,8 @@ describe("package.json", () => {
     )
     assert.deepStrictEqual(manifest.exports["."], moduleEntry("index"))
     assert.strictEqual(manifest.exports["./package.json"], "./package.json")
+    // The runtime's machinery is no one's to import: `null` closes the path, as @effect/cluster does.
+    assert.strictEqual(manifest.exports["./internal/*"], null)
     for (const name of publicModules)
       assert.deepStrictEqual(manifest.exports[`./${name}`], moduleEntry(name), name)
   })
@@ -203,12 +210,24 @@ describe.concurrent("the packed tarball in a consumer project", () => {
 
   it("keeps the CLI and the internal modules out of reach", async () => {
     const attempts = await Promise.all(
-      ["queen-mesh/cli", "queen-mesh/cli/main", "queen-mesh/internal/rules", "queen-mesh/dist/index.js"].map(
-        async (specifier) => ({
-          specifier,
-          ran: await run(process.execPath, ["-e", `import(${JSON.stringify(specifier)})`], consumer, 20_000)
-        })
-      )
+      [
+        "queen-mesh/cli",
+        "queen-mesh/cli/main",
+        "queen-mesh/internal/rules",
+        "queen-mesh/internal/rules.js",
+        "queen-mesh/internal/listener.js",
+        "queen-mesh/dist/index.js",
+        // Runtime machinery that was public before and moved under internal/.
+        "queen-mesh/Listener",
+        "queen-mesh/Peers",
+        "queen-mesh/Dispatch",
+        "queen-mesh/Liveness",
+        "queen-mesh/FrameDecoder",
+        "queen-mesh/Handshake"
+      ].map(async (specifier) => ({
+        specifier,
+        ran: await run(process.execPath, ["-e", `import(${JSON.stringify(specifier)})`], consumer, 20_000)
+      }))
     )
     for (const { specifier, ran } of attempts) {
       assert.notStrictEqual(ran.code, 0, `${specifier} imported\n${output(ran)}`)

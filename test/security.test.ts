@@ -19,7 +19,8 @@ import {
   TestClock
 } from "effect"
 import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/Handshake.js"
+import * as Handshake from "../src/internal/handshake.js"
+import { MAX_LABEL_BYTES, MAX_SERVER_ID_BYTES } from "../src/internal/rules.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
@@ -155,7 +156,7 @@ const captured = (listenerMode: Mode, dialerMode: Mode) =>
   })
 
 /** The v2 fields of a captured HELLO, failing the test for a legacy one. */
-const v2Of = (hello: RawFrame): Handshake.HelloV2Fields => {
+const v2Of = (hello: RawFrame) => {
   const fields = v2FieldsOf(hello)
   if (Option.isNone(fields)) return assert.fail("the dialer sent a legacy HELLO to a v2 listener")
   return fields.value
@@ -473,7 +474,7 @@ describe("security: rolling upgrade legacy → permissive → required (TestCloc
 
 /** What a dialer in `mode` would send on `client`: a legacy HELLO, or the v2 answer to its challenge. */
 const answer = (
-  client: { readonly challenge: Effect.Effect<Handshake.Challenge, unknown> },
+  client: { readonly challenge: Effect.Effect<Frame.Challenge, unknown> },
   mode: Mode,
   serverId: string,
   label = ""
@@ -629,9 +630,9 @@ describe("security: the listener's defences", () => {
   )
 
   /** A v2 answer padded (with an ignored field) so that its length prefix is exactly `length`. */
-  const paddedAnswer = (challenge: Handshake.Challenge, length: number) =>
+  const paddedAnswer = (challenge: Frame.Challenge, length: number) =>
     Effect.map(Handshake.helloV2("peer", SECRET, challenge), (hello) => {
-      const payload = { ...Handshake.helloV2Payload(hello), pad: "" }
+      const payload = { ...Frame.payloadOf(hello), pad: "" }
       const base = Buffer.byteLength(JSON.stringify(payload))
       const frame = jsonFrame(Frame.Tag.HELLO, { ...payload, pad: "x".repeat(length - 1 - base) })
       assert.strictEqual(Buffer.from(frame).readUInt32BE(0), length)
@@ -681,10 +682,10 @@ describe("security: identities the handshake cannot carry", () => {
       Effect.gen(function* () {
         const network = yield* MeshTest.network
         // A listener whose challenge carries a label over the cap, as one configured with one would send.
-        const bad = Handshake.encodeChallengeFrame({
+        const bad = jsonFrame(Frame.Tag.CHALLENGE, {
           server_id: "fake",
           nonce: "00112233445566778899aabbccddeeff",
-          label: "x".repeat(Handshake.MAX_ID_BYTES + 1)
+          label: "x".repeat(MAX_LABEL_BYTES + 1)
         })
         yield* network.transport.listen({ host: "fake", port: MeshTest.PORT }, (connection) =>
           Effect.zipRight(
@@ -712,13 +713,13 @@ describe("security: identities the handshake cannot carry", () => {
     )
   const base = { QUEEN_SYNC_SECRET: SECRET, QUEEN_MESH_PEERS: "b:6633", QUEEN_SERVER_ID: "a" }
 
-  // Handshake.MAX_ID_BYTES caps a label in the challenge and the v2 HELLO: a longer one makes every
+  // MAX_SERVER_ID_BYTES caps a label in the challenge and the v2 HELLO: a longer one makes every
   // challenge undecodable, so permissive dialers fall back to the replayable legacy HELLO without a
   // failure counted anywhere, and required ones never link (the listener sees only silent closes).
   for (const auth of ["permissive", "required"] as const) {
-    it.effect(`${auth}: a cluster label over ${Handshake.MAX_ID_BYTES} UTF-8 bytes is a ConfigError`, () =>
+    it.effect(`${auth}: a cluster label over ${MAX_SERVER_ID_BYTES} UTF-8 bytes is a ConfigError`, () =>
       Effect.gen(function* () {
-        const label = "é".repeat(Handshake.MAX_ID_BYTES / 2 + 1)
+        const label = "é".repeat(MAX_SERVER_ID_BYTES / 2 + 1)
         const result = yield* load({ ...base, QUEEN_MESH_AUTH: auth, QUEEN_MESH_CLUSTER_LABEL: label })
         assert.isTrue(Either.isLeft(result), "a label the handshake cannot carry was accepted")
         if (Either.isLeft(result)) assert.include(String(result.left), "QUEEN_MESH_CLUSTER_LABEL")
@@ -736,13 +737,13 @@ describe("security: identities the handshake cannot carry", () => {
   )
 
   it.scoped(
-    `a label and server ids of exactly ${Handshake.MAX_ID_BYTES} bytes link over v2 in required mode`,
+    `a label and server ids of exactly ${MAX_SERVER_ID_BYTES} bytes link over v2 in required mode`,
     () =>
       Effect.gen(function* () {
         const network = yield* MeshTest.network
-        const label = "é".repeat(Handshake.MAX_ID_BYTES / 2)
-        const idA = `a${"x".repeat(Handshake.MAX_ID_BYTES - 1)}`
-        const idB = `b${"x".repeat(Handshake.MAX_ID_BYTES - 1)}`
+        const label = "é".repeat(MAX_SERVER_ID_BYTES / 2)
+        const idA = `a${"x".repeat(MAX_SERVER_ID_BYTES - 1)}`
+        const idB = `b${"x".repeat(MAX_SERVER_ID_BYTES - 1)}`
         const config = { auth: "required", clusterLabel: label } as const
         const a = yield* MeshTest.node(network, { serverId: idA, peers: [idB], config })
         const b = yield* MeshTest.node(network, { serverId: idB, peers: [idA], config })

@@ -260,7 +260,7 @@ export const refuse = (refusal: Refusal, line: string, options: HandleOptions): 
     Effect.logError("ignored a bad stdin command").pipe(
       Effect.annotateLogs({
         reason: refusal.reason,
-        line: line.length > 200 ? `${line.slice(0, 200)}…` : line
+        line: Rules.excerpt(line)
       })
     ),
     options.ack ? printLine(refusedLine(refusal)) : Effect.void

@@ -97,6 +97,9 @@ export const lineOf = (event: MeshEvent, quiet: boolean): string | undefined => 
       return safeJson({ event: "peer_down", server_id: event.serverId })
     case "HandshakeFailed":
     case "InvalidFrame":
+    case "LinkUp":
+    case "LinkDown":
+    case "SelfRecognized":
       return undefined
   }
 }

@@ -14,6 +14,7 @@
 import { FetchHttpClient, HttpClient } from "@effect/platform"
 import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import * as HttpRoutes from "../HttpRoutes.js"
+import * as MeshStats from "../MeshStats.js"
 import { escapeControl, safeJson } from "./escape.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, EXIT_USAGE, print, printLine, useColor } from "./io.js"
 
@@ -29,86 +30,66 @@ export const defaultUrl = "http://127.0.0.1:6632"
 // the body
 // ---------------------------------------------------------------------------------------------
 
-const count = Schema.optional(Schema.Number)
-const flag = Schema.optional(Schema.Boolean)
+/** Every field of a struct, optional: upstream's bodies carry a subset of ours. */
+const optionalFields = <F extends { readonly [key: string]: Schema.Schema.Any }>(
+  fields: F
+): { readonly [K in keyof F]: Schema.optional<F[K]> } => {
+  const out: Record<string, Schema.optional<Schema.Schema.Any>> = {}
+  for (const [key, field] of Object.entries(fields)) out[key] = Schema.optional(field)
+  return out as { readonly [K in keyof F]: Schema.optional<F[K]> }
+}
+
 const text = Schema.optional(Schema.String)
-const nullableText = Schema.optional(Schema.NullOr(Schema.String))
 
 /**
- * A peer as either implementation reports it.
+ * A peer as either implementation reports it: the library's `MeshStats.PeerStats`, every field but the
+ * address optional.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const PeerBody = Schema.Struct({
+  ...optionalFields(MeshStats.PeerStats.fields),
   host: Schema.String,
-  port: Schema.Number,
-  connected: flag,
-  self: flag,
-  resolved: flag,
-  resolved_ip: nullableText,
-  last_resolved_ip: nullableText,
-  queued: count,
-  handed: count,
-  written: count,
-  dropped_full: count,
-  dropped_down: count,
-  discarded: count,
-  reconnects: count,
-  last_error: nullableText
+  port: Schema.Number
 })
 
 /**
- * A server heard from (queen-mesh only).
+ * A server heard from (queen-mesh only): the library's `MeshStats.ServerStats`, leniently.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const ServerBody = Schema.Struct({
+  ...optionalFields(MeshStats.ServerStats.fields),
   server_id: Schema.String,
-  alive: flag,
   last_seen_ms_ago: Schema.optional(Schema.NullOr(Schema.Number))
 })
 
 /**
- * The stats body of a queen-mesh node or an upstream Queen broker, active or not.
+ * The stats body of a queen-mesh node or an upstream Queen broker, active or not: the library's
+ * `MeshStats.ActiveStats` with only the fields every body has required (`enabled` and the two flags),
+ * the enumerations read as plain strings (another version may add values), plus the CLI node's own
+ * counter. Unknown fields are ignored.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const StatsBody = Schema.Struct({
+  ...optionalFields(MeshStats.ActiveStats.fields),
   enabled: Schema.Boolean,
   maintenance_mode: Schema.Boolean,
   pop_maintenance_mode: Schema.Boolean,
   reason: text,
-  running: flag,
-  version: text,
-  uptime_ms: count,
-  server_id: text,
   transport: text,
   auth: text,
   tls: text,
   port: Schema.optional(Schema.NullOr(Schema.Number)),
-  peer_count: count,
   peers: Schema.optional(Schema.Array(PeerBody)),
-  servers_alive: count,
-  servers_dead: count,
   servers: Schema.optional(Schema.Array(ServerBody)),
-  messages_sent: count,
-  messages_received: count,
-  messages_dropped: count,
-  handshake_failures: count,
-  signature_failures: count,
-  sequence_rejections: count,
-  frames_dispatched: count,
-  frames_invalid: count,
-  frames_unknown: count,
-  frames_oversized: count,
-  items_invalid: count,
-  connections_closed_silent: count,
-  stdout_events_dropped: count,
   rejections: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
-  inbound: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  inbound: Schema.optional(Schema.Struct(optionalFields(MeshStats.InboundStats.fields))),
+  stdout_events_dropped: Schema.optional(Schema.Number)
 })
 
 /**
@@ -218,8 +199,13 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
 
 type Peer = typeof PeerBody.Type
 
-/** Optional per-peer columns: shown when any peer has the field. */
-const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | undefined]> = [
+/**
+ * Optional per-peer columns: shown when any peer has the field.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | undefined]> = [
   ["QUEUED", (peer) => peer.queued],
   ["HANDED", (peer) => peer.handed],
   ["WRITTEN", (peer) => peer.written],
@@ -229,8 +215,15 @@ const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | und
   ["RECONNECTS", (peer) => peer.reconnects]
 ]
 
-/** The counters in rows of related ones, by label; absent ones are left out. */
-const COUNTERS: ReadonlyArray<ReadonlyArray<readonly [string, (stats: StatsBody) => number | undefined]>> = [
+/**
+ * The counters in rows of related ones, by label; absent ones are left out.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const COUNTERS: ReadonlyArray<
+  ReadonlyArray<readonly [string, (stats: StatsBody) => number | undefined]>
+> = [
   [
     ["servers alive", (s) => s.servers_alive],
     ["servers dead", (s) => s.servers_dead],
@@ -254,7 +247,7 @@ const COUNTERS: ReadonlyArray<ReadonlyArray<readonly [string, (stats: StatsBody)
   [
     ["frames oversized", (s) => s.frames_oversized],
     ["items invalid", (s) => s.items_invalid],
-    ["closed silent", (s) => s.connections_closed_silent]
+    ["closed silent", (s) => s.inbound?.closed_silent]
   ]
 ]
 

@@ -4,31 +4,48 @@
  * stops the loop for the life of the process, then the loop's pause, annotated with its module, forked
  * into the owning scope and interruptible.
  *
- * `injectDefect` is the seam the tests use to prove that: the next iteration of the named loop dies
- * with a defect before its work, and the loop must carry on.
+ * `LoopFaults` is the seam the tests use to prove that: set in the `loopFaults` FiberRef while a node
+ * is built, it makes the next iterations of a named loop die with a defect before their work, and
+ * counts the defects each loop caught. A loop reads the FiberRef once, when it is forked.
  *
  * @internal
  */
-import { Duration, Effect, type Fiber, type Scope } from "effect"
+import { Duration, Effect, type Fiber, FiberRef, type Scope } from "effect"
 
-const pending = new Map<string, number>()
+/** Defects to inject into named loops, and the defects they caught (tests only). */
+export class LoopFaults {
+  private readonly pending = new Map<string, number>()
+  private readonly counts = new Map<string, number>()
 
-/** Makes the next `times` iterations of every loop named `name` die with a defect (tests only). */
-export const injectDefect = (name: string, times = 1): void => {
-  pending.set(name, (pending.get(name) ?? 0) + times)
+  /** The next `times` iterations of every loop named `name` die with a defect. */
+  inject(name: string, times = 1): void {
+    this.pending.set(name, (this.pending.get(name) ?? 0) + times)
+  }
+
+  /** Defects the loops named `name` caught. */
+  caught(name: string): number {
+    return this.counts.get(name) ?? 0
+  }
+
+  /** @internal the loop's side */
+  next(name: string): boolean {
+    const left = this.pending.get(name)
+    if (left === undefined || left <= 0) return false
+    if (left === 1) this.pending.delete(name)
+    else this.pending.set(name, left - 1)
+    return true
+  }
+
+  /** @internal the loop's side */
+  record(name: string): void {
+    this.counts.set(name, this.caught(name) + 1)
+  }
 }
 
-/** Defects caught per loop name since the process started (tests read it). */
-export const caught = new Map<string, number>()
-
-const maybeDefect = (name: string) =>
-  Effect.suspend(() => {
-    const left = pending.get(name)
-    if (left === undefined || left <= 0) return Effect.void
-    if (left === 1) pending.delete(name)
-    else pending.set(name, left - 1)
-    return Effect.dieMessage(`injected defect in loop ${name}`)
-  })
+/** The faults loops forked under it inject and count; none in production. */
+export const loopFaults: FiberRef.FiberRef<LoopFaults | undefined> = FiberRef.unsafeMake<
+  LoopFaults | undefined
+>(undefined)
 
 export interface LoopOptions {
   /** The pause after each iteration: fixed, or computed after the work. Default: none. */
@@ -52,17 +69,27 @@ export const loop = <R>(
             Effect.sleep(Duration.decode((options.sleep as () => Duration.DurationInput)()))
           )
         : Effect.sleep(options.sleep)
-  const iteration = Effect.zipRight(maybeDefect(name), work).pipe(
-    Effect.catchAllCause((cause) =>
-      Effect.zipRight(
-        Effect.sync(() => caught.set(name, (caught.get(name) ?? 0) + 1)),
-        Effect.logError(`background loop ${name} failed; it carries on`, cause)
+  return Effect.flatMap(FiberRef.get(loopFaults), (faults) => {
+    const iteration = (
+      faults === undefined
+        ? work
+        : Effect.zipRight(
+            Effect.suspend(() =>
+              faults.next(name) ? Effect.dieMessage(`injected defect in loop ${name}`) : Effect.void
+            ),
+            work
+          )
+    ).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.zipRight(
+          Effect.sync(() => faults?.record(name)),
+          Effect.logError(`background loop ${name} failed; it carries on`, cause)
+        )
       )
     )
-  )
-  const body = options.before === undefined ? iteration : Effect.zipRight(options.before, iteration)
-  return Effect.zipRight(body, pause).pipe(
-    Effect.forever,
+    const body = options.before === undefined ? iteration : Effect.zipRight(options.before, iteration)
+    return Effect.forever(Effect.zipRight(body, pause))
+  }).pipe(
     Effect.annotateLogs({ module: name, ...options.annotations }),
     Effect.interruptible,
     Effect.forkScoped

@@ -14,29 +14,46 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import type * as Membership from "../Membership.js"
 import type { Peer } from "../MeshConfig.js"
+import { TagCounts } from "./tagCounts.js"
+
+/** One link as the stats read it: a copy, taken at once. */
+export interface PeerLinkState extends Membership.Link {
+  readonly host: string
+  readonly port: number
+  /** `host:port`, bracketed for an IPv6 literal: the peer's name in logs and metric labels. */
+  readonly name: string
+  /** The entry names this node itself: not dialled, not a link, not counted for readiness. */
+  readonly self: boolean
+  /** The server id the peer's v2 challenge gave, the last time it sent one. */
+  readonly learnedId: Option.Option<string>
+  /** Frames written, by tag (only tags with a count). */
+  readonly writtenByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+  /** Frames dropped for any cause, by tag (only tags with a count). */
+  readonly droppedByTag: ReadonlyArray<readonly [tag: number, frames: number]>
+}
 
 export class PeerLink {
-  handed = 0
-  written = 0
-  droppedFull = 0
-  droppedDown = 0
-  discarded = 0
-  reconnects = 0
+  private handed = 0
+  private written = 0
+  private droppedFull = 0
+  private droppedDown = 0
+  private discarded = 0
+  private reconnects = 0
   /** Frames written, by tag byte. */
-  readonly writtenByTag = new Float64Array(256)
+  private readonly writtenByTag = new TagCounts()
   /** Frames dropped (full, down or discarded), by tag byte. */
-  readonly droppedByTag = new Float64Array(256)
-  /** Frames per coalesced write, for the histogram: counts of writes of 1, 2-3, 4-7, ... frames. */
-  readonly writeSizes = new Float64Array(16)
+  private readonly droppedByTag = new TagCounts()
 
-  connected = false
+  private connected = false
   /** This entry of the peer list is this node itself: never dialled again, never handed a frame. */
-  self = false
-  resolvedIp: string | undefined = undefined
-  lastResolvedIp: string | undefined = undefined
-  lastError: string | undefined = undefined
+  private self = false
+  private resolvedIp: string | undefined = undefined
+  private lastResolvedIp: string | undefined = undefined
+  private lastError: string | undefined = undefined
+  private learnedId: string | undefined = undefined
 
   private items: Array<Uint8Array> = []
   private bytes = 0
@@ -46,9 +63,7 @@ export class PeerLink {
   private inFlightBytes = 0
   private direct: ((bytes: Uint8Array) => boolean) | undefined = undefined
   /** The writer holds frames it took and is writing them. */
-  writing = false
-  /** Something was written since the last heartbeat tick. */
-  active = false
+  private writing = false
 
   constructor(
     readonly peer: Peer,
@@ -64,8 +79,37 @@ export class PeerLink {
     return this.items.length + this.inFlight.length
   }
 
-  get queuedBytes(): number {
-    return this.bytes + this.inFlightBytes
+  /** Whether this entry was recognised as this node itself. */
+  get isSelf(): boolean {
+    return this.self
+  }
+
+  get isConnected(): boolean {
+    return this.connected && !this.self
+  }
+
+  snapshot(): PeerLinkState {
+    return {
+      host: this.peer.host,
+      port: this.peer.port,
+      name: this.name,
+      connected: this.isConnected,
+      self: this.self,
+      learnedId: Option.fromNullable(this.learnedId),
+      resolvedIp: Option.fromNullable(this.resolvedIp),
+      lastResolvedIp: Option.fromNullable(this.lastResolvedIp),
+      queued: this.queued,
+      queuedBytes: this.bytes + this.inFlightBytes,
+      handed: this.handed,
+      written: this.written,
+      droppedFull: this.droppedFull,
+      droppedDown: this.droppedDown,
+      discarded: this.discarded,
+      reconnects: this.reconnects,
+      lastError: Option.fromNullable(this.lastError),
+      writtenByTag: this.writtenByTag.entries(),
+      droppedByTag: this.droppedByTag.entries()
+    }
   }
 
   /** Hands one encoded frame to the link. Never blocks; false when it was dropped (and counted). */
@@ -75,15 +119,14 @@ export class PeerLink {
     this.handed++
     if (!this.connected) {
       this.droppedDown++
-      this.droppedByTag[bytes[4]!]!++
+      this.droppedByTag.add(bytes[4]!)
       return false
     }
     const direct = this.direct
     if (direct !== undefined && !this.writing && this.items.length === 0 && direct(bytes)) {
       this.written++
-      this.writtenByTag[bytes[4]!]!++
+      this.writtenByTag.add(bytes[4]!)
       if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
-      this.active = true
       return true
     }
     // The frames the writer holds count against the bounds too: all of them are held for this peer.
@@ -92,7 +135,7 @@ export class PeerLink {
       this.bytes + this.inFlightBytes + bytes.length > this.capacityBytes
     ) {
       this.droppedFull++
-      this.droppedByTag[bytes[4]!]!++
+      this.droppedByTag.add(bytes[4]!)
       return false
     }
     this.items.push(bytes)
@@ -113,7 +156,6 @@ export class PeerLink {
   private readonly endDirectTick = () => {
     const frames = this.directInTick
     this.directInTick = 0
-    this.writeSizes[Math.min(15, 31 - Math.clz32(frames))]!++
     this.observeWrite(frames)
   }
 
@@ -124,7 +166,11 @@ export class PeerLink {
     if (remoteAddress !== undefined) this.lastResolvedIp = remoteAddress
     this.direct = direct
     this.writing = false
-    this.active = false
+  }
+
+  /** The peer's v2 challenge named its server id. */
+  learned(serverId: string): void {
+    this.learnedId = serverId
   }
 
   /** Our own listener recognised this entry's HELLO: the entry names this node. */
@@ -132,16 +178,20 @@ export class PeerLink {
     this.self = true
   }
 
+  /** Why the last dial or link failed, for the stats. */
+  failed(reason: string): void {
+    this.lastError = reason
+  }
+
   /** The link is down: what is still queued is discarded and counted. */
-  down(reason: string | undefined): void {
+  down(): void {
     if (this.connected && !this.self) this.reconnects++
     this.connected = false
     this.resolvedIp = undefined
     this.direct = undefined
     this.writing = false
-    if (reason !== undefined) this.lastError = reason
-    for (const frame of this.items) this.droppedByTag[frame[4]!]!++
-    for (const frame of this.inFlight) this.droppedByTag[frame[4]!]!++
+    for (const frame of this.items) this.droppedByTag.add(frame[4]!)
+    for (const frame of this.inFlight) this.droppedByTag.add(frame[4]!)
     this.discarded += this.items.length + this.inFlight.length
     this.items = []
     this.inFlight = []
@@ -149,10 +199,11 @@ export class PeerLink {
     this.bytes = 0
   }
 
-  /** Takes every waiting frame, oldest first, for one coalesced write. */
+  /** Takes every waiting frame, oldest first, for one coalesced write; they are being written now. */
   takeAll(): Array<Uint8Array> {
     const all = this.items
     this.items = []
+    this.writing = true
     this.inFlight = all
     this.inFlightBytes = this.bytes
     this.bytes = 0
@@ -164,11 +215,9 @@ export class PeerLink {
     this.inFlight = []
     this.inFlightBytes = 0
     this.written += frames.length
-    for (const frame of frames) this.writtenByTag[frame[4]!]!++
-    this.writeSizes[Math.min(15, 31 - Math.clz32(frames.length))]!++
+    for (const frame of frames) this.writtenByTag.add(frame[4]!)
     this.observeWrite(frames.length)
     this.writing = false
-    this.active = true
   }
 
   /** Completes once at least one frame is waiting. */

@@ -1,5 +1,6 @@
 /**
- * The receive hot path's payload checks, one per frame of the table in `Frame.ts`, and the
+ * The receive hot path's payload checks, one per frame of the table in `Frame.ts` that is read
+ * often (the handshake's frames, read once per connection, go through their Schemas alone), and the
  * hand-written payload encoders of the send path.
  *
  * Why hand-written: measured here, the leanest Schema decode of a `MESSAGE_AVAILABLE` costs about 40x
@@ -11,7 +12,7 @@
  * @internal
  */
 import { Option } from "effect"
-import type * as Frame from "../Frame.js"
+import type * as Frame from "./frameModel.js"
 import * as Rules from "./rules.js"
 
 const NONE: Option.Option<string> = Option.none()
@@ -111,11 +112,6 @@ export const heartbeat = (u: unknown): Frame.Heartbeat | undefined => {
   return typeof id === "string" ? { _tag: "Heartbeat", server_id: Option.some(id) } : undefined
 }
 
-export const hello = (u: unknown): Frame.Hello | undefined =>
-  isRecord(u) && typeof u.server_id === "string" && typeof u.nonce === "string" && typeof u.mac === "string"
-    ? { _tag: "Hello", server_id: u.server_id, nonce: u.nonce, mac: u.mac }
-    : undefined
-
 export const queueConfigSet = (u: unknown): Frame.QueueConfigSet | undefined => {
   const one = ref(u)
   return one === undefined ? undefined : { _tag: "QueueConfigSet", ...one }
@@ -153,22 +149,13 @@ export const wireItem = (one: Frame.QueueItem): WireItem =>
     : { queue: one.queue, partition: one.partition }
 
 /**
- * A `MESSAGE_AVAILABLE` frame straight from a checked item (`u32 BE length | u8 tag | JSON`), without
- * building the frame value first: the push hot path. Names are at most 256 bytes each, so the frame is
- * far below its cap. The same bytes as `Frame.encode` (test/Frame.quick.test.ts).
+ * The JSON payload of `MESSAGE_AVAILABLE` straight from a checked item, written out key by key: the
+ * same text as `JSON.stringify(wireItem(one))`, without building the object (the push hot path).
  */
-export const encodeMessageAvailable = (one: Frame.QueueItem): Buffer => {
-  // Written out key by key: the same text as `JSON.stringify(wireItem(one))`, without the object.
-  const json = `{"queue":${JSON.stringify(one.queue)},"partition":${JSON.stringify(one.partition)}${
+export const messageAvailableJson = (one: Frame.QueueItem): string =>
+  `{"queue":${JSON.stringify(one.queue)},"partition":${JSON.stringify(one.partition)}${
     Option.isSome(one.tenant) ? `,"tenant":${JSON.stringify(one.tenant.value)}}` : "}"
   }`
-  const bytes = Buffer.byteLength(json, "utf8")
-  const out = Buffer.allocUnsafe(5 + bytes)
-  out.writeUInt32BE(bytes + 1, 0)
-  out[4] = 1
-  out.write(json, 5, "utf8")
-  return out
-}
 
 export const wireItems = (frame: { readonly items: ReadonlyArray<Frame.QueueItem> }): object => ({
   items: frame.items.map(wireItem)

@@ -76,3 +76,35 @@ export const describeName = (what: "queue" | "partition" | "tenant" | "server_id
   if (u === "" && (what === "queue" || what === "server_id")) return `${what} must be a non-empty string`
   return `${what} is longer than ${what === "server_id" ? MAX_SERVER_ID_BYTES : MAX_NAME_BYTES} bytes`
 }
+
+/** The longest cluster label (`QUEEN_MESH_CLUSTER_LABEL`), in UTF-8 bytes. */
+export const MAX_LABEL_BYTES = 256
+
+/** The longest detail built from wire data (an error's excerpt of it), in characters. */
+export const MAX_DETAIL_LENGTH = 200
+
+/** Cuts a detail built from wire data to {@link MAX_DETAIL_LENGTH} characters. */
+export const excerpt = (text: string): string =>
+  text.length <= MAX_DETAIL_LENGTH ? text : `${text.slice(0, MAX_DETAIL_LENGTH)}... (${text.length} chars)`
+
+const HEX_NONCE = /^[0-9a-f]{32}$/
+/** In `u` mode a paired surrogate is one code point, so this matches lone surrogates only. */
+const LONE_SURROGATE = /\p{Cs}/u
+
+/**
+ * What is wrong with a text field that goes into a MAC, if anything: over `maxBytes`, or a lone
+ * surrogate (UTF-8 cannot encode one, it becomes U+FFFD, which would make the MAC input ambiguous).
+ */
+export const textProblem = (what: string, text: string, maxBytes: number): string | undefined => {
+  if (!fitsBytes(text, maxBytes)) return `${what} is longer than ${maxBytes} bytes`
+  if (LONE_SURROGATE.test(text)) return `${what} holds a lone surrogate`
+  return undefined
+}
+
+/** A server id in a MAC: non-empty, at most {@link MAX_SERVER_ID_BYTES}, no lone surrogate. */
+export const idProblem = (what: string, text: string): string | undefined =>
+  text === "" ? `${what} is empty` : textProblem(what, text, MAX_SERVER_ID_BYTES)
+
+/** A nonce: 32 lowercase hex characters (128 random bits). */
+export const nonceProblem = (what: string, text: string): string | undefined =>
+  HEX_NONCE.test(text) ? undefined : `${what} is not 32 lowercase hex characters`

@@ -4,11 +4,12 @@
  *
  * @internal
  */
+import { MAX_DETAIL_LENGTH } from "./rules.js"
 
 const isControl = (code: number): boolean => code < 0x20 || (code >= 0x7f && code <= 0x9f)
 
 /** `text` with every C0/C1 control and DEL as `\xNN`, cut to `max` characters. */
-export const printable = (text: string, max = 200): string => {
+export const printable = (text: string, max = MAX_DETAIL_LENGTH): string => {
   const cut = text.length > max ? `${text.slice(0, max)}...` : text
   let out = ""
   for (let i = 0; i < cut.length; i++) {

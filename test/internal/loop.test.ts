@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Option, TestClock } from "effect"
-import { caught, injectDefect, loop } from "../../src/internal/loop.js"
+import { LoopFaults, loop, loopFaults } from "../../src/internal/loop.js"
 import * as MeshTest from "../../src/MeshTest.js"
 import { active } from "../fixtures/memory.js"
 
@@ -14,20 +14,21 @@ describe("background loops", () => {
   it.scoped("a loop survives a defect and keeps its schedule", () =>
     Effect.gen(function* () {
       let runs = 0
-      injectDefect("test-loop", 2)
+      const faults = new LoopFaults()
+      faults.inject("test-loop", 2)
       yield* loop(
         "test-loop",
         Effect.sync(() => {
           runs++
         }),
         { sleep: "1 second" }
-      )
+      ).pipe(Effect.locally(loopFaults, faults))
       yield* MeshTest.settle
       for (let i = 0; i < 4; i++) {
         yield* TestClock.adjust("1 second")
         yield* MeshTest.settle
       }
-      assert.strictEqual(caught.get("test-loop"), 2)
+      assert.strictEqual(faults.caught("test-loop"), 2)
       assert.strictEqual(runs, 3)
     })
   )
@@ -35,17 +36,19 @@ describe("background loops", () => {
   it.scoped("liveness: a defect in the monitor does not stop peers turning dead", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
-      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
+      const faults = new LoopFaults()
+      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config }).pipe(
+        Effect.locally(loopFaults, faults)
+      )
       const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
       yield* MeshTest.settleUntil(MeshTest.hears(b, 1))
-      const before = caught.get("Liveness") ?? 0
-      injectDefect("Liveness", 3)
+      faults.inject("Liveness", 3)
       yield* network.network.stopReading("b:6633", true)
       for (let i = 0; i < 30; i++) {
         yield* TestClock.adjust("250 millis")
         yield* MeshTest.settle
       }
-      assert.strictEqual((caught.get("Liveness") ?? 0) - before, 3)
+      assert.strictEqual(faults.caught("Liveness"), 3)
       assert.strictEqual(active(yield* b.mesh.stats).servers_dead, 1)
       assert.isTrue(a.mesh.active)
     })
@@ -54,15 +57,17 @@ describe("background loops", () => {
   it.scoped("hot-list flush: a defect in one flush does not stop the next", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
+      const faults = new LoopFaults()
       const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
-      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config }).pipe(
+        Effect.locally(loopFaults, faults)
+      )
       yield* MeshTest.settleUntil(MeshTest.linked(a))
-      const before = caught.get("HotListFlush") ?? 0
-      injectDefect("HotListFlush", 1)
+      faults.inject("HotListFlush", 1)
       yield* a.mesh.hotlistDirty({ queue: "q", partition: "lost" })
       yield* TestClock.adjust("50 millis")
       yield* MeshTest.settle
-      assert.strictEqual((caught.get("HotListFlush") ?? 0) - before, 1)
+      assert.strictEqual(faults.caught("HotListFlush"), 1)
       yield* a.mesh.hotlistDirty({ queue: "q", partition: "p" })
       yield* TestClock.adjust("50 millis")
       yield* MeshTest.settleUntil(
@@ -74,12 +79,14 @@ describe("background loops", () => {
   it.scoped("metrics sync: a defect in one sync does not stop the next", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
-      const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["nobody"], config })
-      const before = caught.get("MeshMetrics") ?? 0
-      injectDefect("MeshMetrics", 1)
+      const faults = new LoopFaults()
+      const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["nobody"], config }).pipe(
+        Effect.locally(loopFaults, faults)
+      )
+      faults.inject("MeshMetrics", 1)
       yield* TestClock.adjust("2 seconds")
       yield* MeshTest.settle
-      assert.strictEqual((caught.get("MeshMetrics") ?? 0) - before, 1)
+      assert.strictEqual(faults.caught("MeshMetrics"), 1)
       yield* a.mesh.syncMetrics
       assert.isTrue(Option.isNone(a.mesh.port) === false)
     })

@@ -4,12 +4,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule, TestClock } from "effect"
-import * as Frame from "../src/Frame.js"
-import * as SelfDials from "../src/internal/selfDials.js"
-import * as MemoryTransport from "../src/MemoryTransport.js"
-import * as MeshConfig from "../src/MeshConfig.js"
-import * as MeshTest from "../src/MeshTest.js"
-import * as Peers from "../src/Peers.js"
+import * as Frame from "../../src/Frame.js"
+import * as Peers from "../../src/internal/peers.js"
+import * as SelfDials from "../../src/internal/selfDials.js"
+import * as MemoryTransport from "../../src/MemoryTransport.js"
+import * as MeshConfig from "../../src/MeshConfig.js"
+import * as MeshEvent from "../../src/MeshEvent.js"
+import * as MeshTest from "../../src/MeshTest.js"
 
 describe("Peers", () => {
   it.scoped(
@@ -23,7 +24,8 @@ describe("Peers", () => {
             Layer.mergeAll(
               MemoryTransport.layer(network),
               Layer.succeed(MeshConfig.MeshConfig, config),
-              SelfDials.layer
+              SelfDials.layer,
+              MeshEvent.layer
             )
           )
         )

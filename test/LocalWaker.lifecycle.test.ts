@@ -6,8 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Either, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as MeshTest from "../src/MeshTest.js"
-import * as Waker from "../src/Waker.js"
 import { active } from "./fixtures/memory.js"
 
 const target = { queue: "orders", tenant: Option.none() }
@@ -16,7 +16,7 @@ describe("LocalWaker lifecycle", () => {
   it.scoped("closing the waker's scope returns every parked pop as shutdown, at once (TestClock)", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const waker = yield* Waker.makeLocal().pipe(Scope.extend(scope))
+      const waker = yield* LocalWaker.make().pipe(Scope.extend(scope))
       const short = yield* Effect.fork(waker.awaitWake(target, { maxWait: "300 millis" }))
       const long = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 hour" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 2))
@@ -38,7 +38,7 @@ describe("LocalWaker lifecycle", () => {
   it.live("closing the waker's scope returns every parked pop as shutdown, on real time", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const waker = yield* Waker.makeLocal().pipe(Scope.extend(scope))
+      const waker = yield* LocalWaker.make().pipe(Scope.extend(scope))
       const pops = yield* Effect.forEach([300, 60_000], (ms) =>
         Effect.fork(waker.awaitWake(target, { maxWait: `${ms} millis` }))
       )
@@ -58,8 +58,8 @@ describe("LocalWaker lifecycle", () => {
   it.scoped("the layer's scope closing does the same for a broker's pops (Waker.layerLocal)", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(Waker.layerLocal(), scope)
-      const waker = Context.get(context, Waker.LocalWaker)
+      const context = yield* Layer.buildWithScope(LocalWaker.layer(), scope)
+      const waker = Context.get(context, LocalWaker.LocalWaker)
       const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 minute" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 1))
       yield* Scope.close(scope, Exit.void)
@@ -69,7 +69,7 @@ describe("LocalWaker lifecycle", () => {
 
   it.scoped("releaseAll hands back the pops parked now; later pops park as usual", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const pops = yield* Effect.forEach(["a", "b", "c"], (queue) =>
         Effect.fork(waker.awaitWake({ queue, tenant: Option.some("acme") }, { maxWait: "1 minute" }))
       )
@@ -85,7 +85,7 @@ describe("LocalWaker lifecycle", () => {
 
   it.scoped("shutdown drains before the scope ends: released now, refused after, idempotent", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 minute" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 1))
       assert.strictEqual(yield* waker.shutdown, 1)

@@ -5,10 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Option, Redacted, TestClock } from "effect"
-import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/Handshake.js"
-import * as MeshTest from "../src/MeshTest.js"
-import { active } from "./fixtures/memory.js"
+import * as Frame from "../../src/Frame.js"
+import * as Handshake from "../../src/internal/handshake.js"
+import * as MeshTest from "../../src/MeshTest.js"
+import { active } from "../fixtures/memory.js"
 
 const hello = (serverId: string, secret = "s3cr3t") =>
   Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(secret), "00112233445566778899aabbccddeeff"))

@@ -4,13 +4,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, SubscriptionRef } from "effect"
-import * as Dispatch from "../src/Dispatch.js"
-import * as Frame from "../src/Frame.js"
-import * as HotList from "../src/HotList.js"
-import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
-import * as MeshEvent from "../src/MeshEvent.js"
-import * as QueueConfigCache from "../src/QueueConfigCache.js"
-import * as Waker from "../src/Waker.js"
+import * as Frame from "../../src/Frame.js"
+import * as HotList from "../../src/HotList.js"
+import * as Dispatch from "../../src/internal/dispatch.js"
+import * as MaintenanceFlags from "../../src/MaintenanceFlags.js"
+import * as MeshEvent from "../../src/MeshEvent.js"
+import * as QueueConfigCache from "../../src/QueueConfigCache.js"
+import * as Waker from "../../src/Waker.js"
 
 const item = Frame.queueItem({ queue: "q", partition: "p", tenant: "t" })
 

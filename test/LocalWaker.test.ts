@@ -2,16 +2,17 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
 import { DEFAULT_TENANT, MAX_NAME_BYTES } from "../src/internal/rules.js"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as Waker from "../src/Waker.js"
 import { settle, settleUntil } from "./fixtures/memory.js"
 
-const park = (waker: Waker.LocalWakerShape, queue: string, tenant?: string) =>
+const park = (waker: LocalWaker.LocalWakerShape, queue: string, tenant?: string) =>
   Effect.fork(waker.awaitWake({ queue, tenant: Frame.tenantOf(tenant) }, { maxWait: "10 seconds" }))
 
 describe("LocalWaker", () => {
   it.scoped("a named tenant wakes only that tenant's pops on that queue", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const acme = yield* park(waker, "orders", "acme")
       const other = yield* park(waker, "orders", "globex")
       const otherQueue = yield* park(waker, "invoices", "acme")
@@ -28,7 +29,7 @@ describe("LocalWaker", () => {
 
   it.scoped("an absent tenant fans out to every tenant parked on that queue name", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const one = yield* park(waker, "orders", "t1")
       const two = yield* park(waker, "orders", "t2")
       const bare = yield* park(waker, "orders")
@@ -49,7 +50,7 @@ describe("LocalWaker", () => {
 
   it.scoped("with tenancy off an absent tenant names the default tenant", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal({ tenancy: false, defaultTenant: "main" })
+      const waker = yield* LocalWaker.make({ tenancy: false, defaultTenant: "main" })
       const bare = yield* park(waker, "orders")
       const named = yield* park(waker, "orders", "main")
       const stray = yield* park(waker, "orders", "t1")
@@ -64,7 +65,7 @@ describe("LocalWaker", () => {
 
   it.scoped("a parked pop falls back to its own backoff when no wake comes", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const pop = yield* Effect.fork(
         waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "2 seconds" })
       )
@@ -78,7 +79,7 @@ describe("LocalWaker", () => {
 
   it.scoped("an interrupted pop leaves the registry", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const pop = yield* park(waker, "q")
       yield* settle
       assert.strictEqual(yield* waker.parked, 1)
@@ -89,7 +90,7 @@ describe("LocalWaker", () => {
 
   it.scoped("partition hints are recorded per tenant and queue, bounded, and cleared on take", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal({ maxHintKeys: 2, maxHintsPerKey: 3 })
+      const waker = yield* LocalWaker.make({ maxHintKeys: 2, maxHintsPerKey: 3 })
       for (const partition of ["a", "b", "a", "c", "d"]) {
         yield* waker.wake(Frame.queueItem({ queue: "q", partition, tenant: "t" }))
       }
@@ -106,7 +107,7 @@ describe("LocalWaker", () => {
     "with tenancy off, a wake naming the default-tenant UUID reaches the pops parked without a tenant",
     () =>
       Effect.gen(function* () {
-        const waker = yield* Waker.makeLocal({ tenancy: false })
+        const waker = yield* LocalWaker.make({ tenancy: false })
         const bare = yield* park(waker, "orders")
         const named = yield* park(waker, "orders", DEFAULT_TENANT.toUpperCase())
         yield* settle
@@ -121,7 +122,7 @@ describe("LocalWaker", () => {
 
   it.scoped("with tenancy on, a UUID tenant is the same tenant in any case", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const upper = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
       const byDefault = yield* Effect.fork(
         waker.awaitWake(
@@ -152,11 +153,11 @@ describe("LocalWaker", () => {
 
   it.scoped("partition hints stay within their byte bound, and over-long names are refused", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal({ maxHintKeys: 1_000_000 })
+      const waker = yield* LocalWaker.make({ maxHintKeys: 1_000_000 })
       const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_BYTES, "x")
       const sent = 20_000
       for (let i = 0; i < sent; i++) {
-        waker.unsafeWake!(
+        Waker.syncWakeOf(waker)!(
           Frame.queueItem({ queue: long("q", i), partition: long("p", i), tenant: DEFAULT_TENANT })
         )
       }
@@ -194,7 +195,7 @@ describe("LocalWaker", () => {
 
   it.scoped("a park with an earlier deadline wakes the reaper early", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const late = yield* Effect.fork(
         waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "10 seconds" })
       )
@@ -214,7 +215,7 @@ describe("LocalWaker", () => {
     Effect.gen(function* () {
       const timeOuts = (options: Waker.LocalWakerOptions) =>
         Effect.gen(function* () {
-          const waker = yield* Waker.makeLocal(options)
+          const waker = yield* LocalWaker.make(options)
           const start = yield* Clock.currentTimeMillis
           const target = { queue: "q", tenant: Option.none() }
           const ends: Array<number> = []
@@ -238,7 +239,7 @@ describe("LocalWaker", () => {
 
   it.scoped("a pop with no deadline never times out; one past the timer limit still does", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const target = { queue: "q", tenant: Option.none() }
       const forever = yield* Effect.fork(waker.awaitWake(target, { maxWait: Duration.infinity }))
       const month = yield* Effect.fork(waker.awaitWake(target, { maxWait: "30 days" }))
@@ -253,7 +254,7 @@ describe("LocalWaker", () => {
 
   it.scoped("after most pops are woken the heap is compacted and the rest still time out on time", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal({ timeoutResolution: 0 })
+      const waker = yield* LocalWaker.make({ timeoutResolution: 0 })
       const fibers = []
       for (let i = 0; i < 1_000; i++) {
         const queue = i % 10 === 0 ? "slow" : `q${i}`
@@ -282,7 +283,7 @@ describe("LocalWaker", () => {
 
   it.scoped("10,000 pops with random deadlines time out exactly at their deadlines, in order", () =>
     Effect.gen(function* () {
-      const waker = yield* Waker.makeLocal()
+      const waker = yield* LocalWaker.make()
       const count = 10_000
       const queues = 100
       // A fixed LCG, so the test is the same every run.
@@ -293,8 +294,11 @@ describe("LocalWaker", () => {
       }
       // Multiples of 25 ms, so the default resolution never merges two deadlines into one pass.
       const deadlines = Array.from({ length: count }, () => 25 * (1 + random(80)))
-      const ended: Array<{ readonly i: number; readonly outcome: Waker.WakeOutcome; readonly at: number }> =
-        []
+      const ended: Array<{
+        readonly i: number
+        readonly outcome: LocalWaker.WakeOutcome
+        readonly at: number
+      }> = []
       const fibers: Array<Fiber.RuntimeFiber<void>> = []
       for (let i = 0; i < count; i++) {
         const target = { queue: `q${i % queues}`, tenant: Option.none() }

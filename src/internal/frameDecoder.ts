@@ -9,26 +9,20 @@
  * Caps can also be set per tag, checked from the five header bytes (length and tag) before anything is
  * buffered: a frame over its tag's cap either fails the stream (before authentication) or is skipped
  * without being held, its bytes discarded as they arrive (after it, so one oversized frame costs no
- * memory and does not close a peer's link).
+ * memory and does not close a peer's link). A listener's decoder starts with a HELLO's cap and is told
+ * once the peer authenticated (`authenticated`), which is the only change made to it mid-stream.
  *
- * @since 0.1.0
+ * @internal
  */
-import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "./Frame.js"
-import { FramingError } from "./MeshError.js"
+import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../Frame.js"
+import { FramingError } from "../MeshError.js"
 
 /**
  * Receives each complete frame: its tag byte and its payload bytes. The payload may be a view into the
  * chunk being decoded, valid only during the call.
- *
- * @since 0.1.0
- * @category models
  */
 export type OnFrame = (tag: number, payload: Uint8Array) => void
 
-/**
- * @since 0.1.0
- * @category models
- */
 export interface FrameDecoderOptions {
   /** The largest length prefix accepted; at most the spec's 16 MiB cap. */
   readonly maxFrameLength?: number
@@ -45,33 +39,28 @@ const HEADER_BYTES = LENGTH_PREFIX_BYTES + 1
 
 /**
  * A decoder for one connection. Not shared between connections; not re-entrant.
- *
- * @since 0.1.0
- * @category models
  */
 export class FrameDecoder {
-  /**
-   * The largest length prefix accepted; at most the spec's 16 MiB cap. A listener lowers it until the
-   * peer has authenticated, so an unauthenticated connection cannot make it reserve a large buffer.
-   *
-   * @since 0.1.0
-   */
-  maxFrameLength: number
-  /**
-   * See {@link FrameDecoderOptions.maxLengthOf}; may be changed between chunks.
-   *
-   * @since 0.1.0
-   */
-  maxLengthOf: ((tag: number) => number) | undefined
-  /**
-   * See {@link FrameDecoderOptions.onOversized}; may be changed between chunks.
-   *
-   * @since 0.1.0
-   */
-  onOversized: ((tag: number, length: number) => void) | undefined
+  private maxFrameLength: number
+  private maxLengthOf: ((tag: number) => number) | undefined
+  private onOversized: ((tag: number, length: number) => void) | undefined
 
   constructor(options: FrameDecoderOptions = {}) {
     this.maxFrameLength = Math.min(options.maxFrameLength ?? MAX_FRAME_LENGTH, MAX_FRAME_LENGTH)
+    this.maxLengthOf = options.maxLengthOf
+    this.onOversized = options.onOversized
+  }
+
+  /**
+   * The peer authenticated: frames up to the spec's 16 MiB cap from now on, capped per tag, a frame
+   * over its tag's cap skipped rather than failing the stream. Until then an unauthenticated
+   * connection cannot make it reserve a large buffer.
+   */
+  authenticated(options: {
+    readonly maxLengthOf: (tag: number) => number
+    readonly onOversized: (tag: number, length: number) => void
+  }): void {
+    this.maxFrameLength = MAX_FRAME_LENGTH
     this.maxLengthOf = options.maxLengthOf
     this.onOversized = options.onOversized
   }
@@ -95,8 +84,6 @@ export class FrameDecoder {
   /**
    * Feeds one chunk. Calls `onFrame` for every frame completed by it, in order, and returns a
    * `FramingError` once the stream is invalid; after that every call returns the same error.
-   *
-   * @since 0.1.0
    */
   push(chunk: Uint8Array, onFrame: OnFrame): FramingError | undefined {
     if (this.failure !== undefined) return this.failure
@@ -173,8 +160,6 @@ export class FrameDecoder {
 
   /**
    * Signals the end of the stream: an error if it ended inside a frame.
-   *
-   * @since 0.1.0
    */
   end(): FramingError | undefined {
     if (this.failure !== undefined) return this.failure
@@ -202,23 +187,3 @@ export class FrameDecoder {
 
 const readU32 = (bytes: Uint8Array, at: number): number =>
   ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
-
-/**
- * @example
- * ```ts
- * import { Frame, FrameDecoder } from "queen-mesh"
- *
- * const bytes = Frame.encode(Frame.heartbeat("a"))
- * const decoder = FrameDecoder.make()
- * const tags: Array<number> = []
- * // A frame split across two chunks is reassembled.
- * decoder.push(bytes.subarray(0, 3), (tag) => tags.push(tag))
- * decoder.push(bytes.subarray(3), (tag) => tags.push(tag))
- * assert.deepStrictEqual(tags, [Frame.Tag.HEARTBEAT])
- * assert.strictEqual(decoder.end(), undefined)
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (options: FrameDecoderOptions = {}): FrameDecoder => new FrameDecoder(options)

@@ -5,11 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
-import * as Frame from "../src/Frame.js"
-import * as FrameDecoder from "../src/FrameDecoder.js"
-import { FramingError } from "../src/MeshError.js"
-import * as Arb from "./fixtures/arbitraries.js"
-import { assertEqual } from "./fixtures/equality.js"
+import * as Frame from "../../src/Frame.js"
+import * as FrameDecoder from "../../src/internal/frameDecoder.js"
+import { FramingError } from "../../src/MeshError.js"
+import * as Arb from "../fixtures/arbitraries.js"
+import { assertEqual } from "../fixtures/equality.js"
 
 const MAX = Frame.MAX_FRAME_LENGTH
 
@@ -107,7 +107,7 @@ describe("FrameDecoder", () => {
       "any frame list, encoded, concatenated and cut any way, decodes to the same frames",
       [fc.array(Arb.wireFrame, { maxLength: 12 }), Arb.chunking],
       ([frames, how]) => {
-        const decoder = FrameDecoder.make()
+        const decoder = new FrameDecoder.FrameDecoder()
         const out: Array<Frame.Frame | Frame.UnknownFrame> = []
         for (const chunk of Arb.cut(Arb.concat(frames.map(Arb.encodeWire)), how)) {
           const error = decoder.push(chunk, (tag, payload) => {
@@ -133,7 +133,7 @@ describe("FrameDecoder", () => {
         )
       }
       const bytes = Frame.encode(frame)
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const out: Array<Frame.Frame | Frame.UnknownFrame> = []
       let fed = 0
       for (const chunk of Arb.cut(bytes, { _tag: "Sizes", sizes: [3, 1, 7] })) {
@@ -154,7 +154,7 @@ describe("FrameDecoder", () => {
         _tag: "MaintenanceModeSet",
         enabled: i % 3 === 0
       }))
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const out: Array<Frame.Frame | Frame.UnknownFrame> = []
       decoder.push(Arb.concat(frames.map(Arb.encodeWire)), (tag, payload) =>
         out.push(Either.getOrThrow(Frame.decodePayload(tag, payload)))
@@ -164,7 +164,7 @@ describe("FrameDecoder", () => {
     })
 
     it("hands on the tag byte and payload bytes of each frame", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const { frames, error } = pushAll(decoder, [
         Uint8Array.of(0, 0, 0, 1, 3, 0, 0, 0, 4, 99, 1, 2),
         Uint8Array.of(3, 0, 0),
@@ -180,7 +180,7 @@ describe("FrameDecoder", () => {
     })
 
     it("ignores empty chunks", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const bytes = Frame.encode(Frame.heartbeat("x"))
       const { frames, error } = pushAll(decoder, [
         new Uint8Array(0),
@@ -200,7 +200,7 @@ describe("FrameDecoder", () => {
       [stream, Arb.chunking],
       ([bytes, how]) => {
         const expected = reference(bytes)
-        const decoder = FrameDecoder.make()
+        const decoder = new FrameDecoder.FrameDecoder()
         const frames: Array<RawFrame> = []
         let fed = 0
         let failure: FramingError | undefined
@@ -246,7 +246,7 @@ describe("FrameDecoder", () => {
     )
 
     it("rejects the 4-byte header 0xFFFFFFFF immediately, holding nothing", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const error = decoder.push(Uint8Array.of(0xff, 0xff, 0xff, 0xff), () => assert.fail("delivered"))
       assertFraming(error, "FrameTooLarge", 0xffffffff)
       assert.strictEqual(decoder.buffered, 0)
@@ -267,9 +267,9 @@ describe("FrameDecoder", () => {
       let allowed: FramingError | undefined
       let allowedSizes: Array<number> = []
       try {
-        tooLarge = FrameDecoder.make().push(Original.of(0xff, 0xff, 0xff, 0xff, 4, 0), () => {})
+        tooLarge = new FrameDecoder.FrameDecoder().push(Original.of(0xff, 0xff, 0xff, 0xff, 4, 0), () => {})
         const large = sizes.filter((size) => size > 1024)
-        allowed = FrameDecoder.make().push(Original.of(0x01, 0, 0, 0, 4, 0), () => {})
+        allowed = new FrameDecoder.FrameDecoder().push(Original.of(0x01, 0, 0, 0, 4, 0), () => {})
         allowedSizes = sizes.filter((size) => size > 1024)
         assert.deepStrictEqual(large, [])
       } finally {
@@ -282,7 +282,7 @@ describe("FrameDecoder", () => {
     })
 
     it("rejects an oversized prefix fed one byte at a time, at its last byte", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const header = Arb.header(MAX + 1)
       for (let i = 0; i < 3; i++) {
         assert.isUndefined(decoder.push(header.subarray(i, i + 1), () => assert.fail("delivered")))
@@ -297,7 +297,7 @@ describe("FrameDecoder", () => {
     })
 
     it("rejects an oversized prefix behind good frames in the same chunk, after delivering them", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const good = Frame.encode(Frame.heartbeat())
       const { frames, error } = pushAll(decoder, [Arb.concat([good, good, Arb.header(0x80000000), good])])
       assert.strictEqual(frames.length, 2)
@@ -306,7 +306,7 @@ describe("FrameDecoder", () => {
     })
 
     it("accepts a frame of exactly 16 MiB, holding at most 4 + 16 MiB while it arrives", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       assert.isUndefined(decoder.push(Arb.header(MAX), () => assert.fail("early")))
       assert.strictEqual(decoder.buffered, 4)
       const body = new Uint8Array(MAX)
@@ -328,27 +328,32 @@ describe("FrameDecoder", () => {
     })
 
     it("a lower maxFrameLength caps the prefix the same way; a higher one is clamped to 16 MiB", () => {
-      const small = FrameDecoder.make({ maxFrameLength: 64 })
+      const small = new FrameDecoder.FrameDecoder({ maxFrameLength: 64 })
       assertFraming(
         small.push(Arb.header(65), () => assert.fail("delivered")),
         "FrameTooLarge",
         65
       )
       assert.strictEqual(small.buffered, 0)
-      const exact = FrameDecoder.make({ maxFrameLength: 64 })
+      const exact = new FrameDecoder.FrameDecoder({ maxFrameLength: 64 })
       const { frames, error } = pushAll(exact, [Arb.rawFrame(7, new Uint8Array(63))])
       assert.isUndefined(error)
       assert.strictEqual(frames.length, 1)
-      assert.strictEqual(FrameDecoder.make({ maxFrameLength: MAX * 2 }).maxFrameLength, MAX)
-      assert.strictEqual(FrameDecoder.make().maxFrameLength, MAX)
-      const raised = FrameDecoder.make({ maxFrameLength: 64 })
-      raised.maxFrameLength = 1024
+      const clamped = new FrameDecoder.FrameDecoder({ maxFrameLength: MAX * 2 })
+      assertFraming(
+        clamped.push(Arb.header(MAX + 1), () => {}),
+        "FrameTooLarge",
+        MAX + 1
+      )
+      // Once the peer authenticated, the cap is the spec's, with per-tag caps on top.
+      const raised = new FrameDecoder.FrameDecoder({ maxFrameLength: 64 })
+      raised.authenticated({ maxLengthOf: () => MAX, onOversized: () => {} })
       assert.isUndefined(raised.push(Arb.header(1024), () => {}))
       assert.strictEqual(raised.buffered, 4)
     })
 
     it("rejects a length prefix of 0 with EmptyFrame", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       assertFraming(
         decoder.push(Arb.header(0), () => assert.fail("delivered")),
         "EmptyFrame",
@@ -360,7 +365,7 @@ describe("FrameDecoder", () => {
     it("end() mid-frame returns Truncated with the bytes held", () => {
       const bytes = Frame.encode(Frame.heartbeat("server"))
       for (let held = 1; held < bytes.length; held++) {
-        const decoder = FrameDecoder.make()
+        const decoder = new FrameDecoder.FrameDecoder()
         assert.isUndefined(decoder.push(bytes.slice(0, held), () => assert.fail("delivered")))
         assertFraming(decoder.end(), "Truncated", held)
         assert.strictEqual(decoder.buffered, 0)
@@ -368,15 +373,15 @@ describe("FrameDecoder", () => {
     })
 
     it("end() at a frame boundary or on an empty stream is clean", () => {
-      const empty = FrameDecoder.make()
+      const empty = new FrameDecoder.FrameDecoder()
       assert.isUndefined(empty.end())
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       assert.isUndefined(decoder.push(Frame.encode(Frame.heartbeat()), () => {}))
       assert.isUndefined(decoder.end())
     })
 
     it("after an error every push and end returns the same error", () => {
-      const decoder = FrameDecoder.make()
+      const decoder = new FrameDecoder.FrameDecoder()
       const error = assertFraming(
         decoder.push(Arb.header(0), () => {}),
         "EmptyFrame"
@@ -392,7 +397,7 @@ describe("FrameDecoder", () => {
       assert.strictEqual(decoder.end(), error)
       assert.strictEqual(decoder.end(), error)
 
-      const truncated = FrameDecoder.make()
+      const truncated = new FrameDecoder.FrameDecoder()
       truncated.push(Uint8Array.of(0, 0), () => {})
       const eof = assertFraming(truncated.end(), "Truncated", 2)
       assert.strictEqual(truncated.end(), eof)
@@ -403,8 +408,8 @@ describe("FrameDecoder", () => {
     })
 
     it("keeps decoders independent", () => {
-      const a = FrameDecoder.make()
-      const b = FrameDecoder.make()
+      const a = new FrameDecoder.FrameDecoder()
+      const b = new FrameDecoder.FrameDecoder()
       a.push(Uint8Array.of(0, 0), () => {})
       assert.strictEqual(a.buffered, 2)
       assert.strictEqual(b.buffered, 0)

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, Redacted, TestClock } from "effect"
-import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/Handshake.js"
-import { active, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
+import * as Frame from "../../src/Frame.js"
+import * as Handshake from "../../src/internal/handshake.js"
+import { active, memoryNetwork, memoryNode, settle, settleUntil } from "../fixtures/memory.js"
 
 const hello = (serverId: string, secret: string) =>
   Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(secret), "00112233445566778899aabbccddeeff"))

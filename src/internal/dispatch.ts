@@ -5,49 +5,22 @@
  * cache, a maintenance frame flips its flag; heartbeats and HELLOs do nothing here. Nothing is ever
  * re-broadcast.
  *
- * Where the host offers a synchronous twin (`Waker.unsafeWake`, `HotList.unsafeMarkDirty`) a frame is
+ * Where the host service has a synchronous twin (built with `Waker.sync`, `HotList.sync`) a frame is
  * applied at once, straight from the socket's data event, and `apply` returns `undefined`; otherwise it
  * returns the effect that applies it, and the listener keeps the order.
  *
- * @example
- * ```ts
- * import { Duration, Effect } from "effect"
- * import { MeshTest } from "queen-mesh"
- *
- * // A hot-list mark on `a` reaches `b`'s hot-list through `b`'s dispatch.
- * const program = Effect.gen(function* () {
- *   const network = yield* MeshTest.network
- *   const a = yield* MeshTest.node(network, {
- *     serverId: "a",
- *     peers: ["b"],
- *     config: { hotlistFlushWindow: Duration.millis(1) }
- *   })
- *   const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
- *   yield* MeshTest.eventually(MeshTest.linked(a))
- *   yield* a.mesh.hotlistDirty({ queue: "orders", partition: "p1" })
- *   yield* MeshTest.eventually(Effect.map(b.hotList.pending, (items) => items.length === 1))
- *   const [item] = yield* b.hotList.take
- *   assert.strictEqual(item?.queue, "orders")
- * })
- *
- * Effect.runPromise(Effect.scoped(program))
- * ```
- *
- * @since 0.1.0
+ * @internal
  */
 import { Context, Effect, Layer, SubscriptionRef } from "effect"
-import type * as Frame from "./Frame.js"
-import * as HotList from "./HotList.js"
-import * as MaintenanceFlags from "./MaintenanceFlags.js"
-import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
-import * as QueueConfigCache from "./QueueConfigCache.js"
-import * as Waker from "./Waker.js"
+import type * as Frame from "../Frame.js"
+import * as HotList from "../HotList.js"
+import * as MaintenanceFlags from "../MaintenanceFlags.js"
+import { type MeshEvent, MeshEvents } from "../MeshEvent.js"
+import * as QueueConfigCache from "../QueueConfigCache.js"
+import * as Waker from "../Waker.js"
 
 /**
  * What the listener hands every received frame to.
- *
- * @since 0.1.0
- * @category models
  */
 export interface DispatchShape {
   /**
@@ -59,17 +32,11 @@ export interface DispatchShape {
 
 /**
  * The receive side's dispatch, as the listener sees it.
- *
- * @since 0.1.0
- * @category tags
  */
-export class Dispatch extends Context.Tag("queen-mesh/Dispatch")<Dispatch, DispatchShape>() {}
+export class Dispatch extends Context.Tag("queen-mesh/internal/Dispatch")<Dispatch, DispatchShape>() {}
 
 /**
  * What the dispatch applies frames to: the host's four services, and the event hub.
- *
- * @since 0.1.0
- * @category models
  */
 export type Requirements =
   | Waker.Waker
@@ -80,9 +47,6 @@ export type Requirements =
 
 /**
  * The dispatch over the host's four services; they are looked up once, here, never per frame.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.gen(function* () {
   const waker = yield* Waker.Waker
@@ -90,8 +54,8 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
   const hotList = yield* HotList.HotList
   const flags = yield* MaintenanceFlags.MaintenanceFlags
   const events = yield* MeshEvents
-  const wakeNow = waker.unsafeWake
-  const markNow = hotList.unsafeMarkDirty
+  const wakeNow = Waker.syncWakeOf(waker)
+  const markNow = HotList.syncMarkOf(hotList)
   const publish = (event: MeshEvent) => Effect.sync(() => events.emit(event))
 
   const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
@@ -153,6 +117,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
         )
       case "Heartbeat":
       case "Hello":
+      case "Challenge":
         return undefined
     }
   }
@@ -161,8 +126,5 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
 
 /**
  * {@link make} as a layer, over the host's four services and the event hub.
- *
- * @since 0.1.0
- * @category layers
  */
 export const layer: Layer.Layer<Dispatch, never, Requirements> = Layer.effect(Dispatch, make)

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref, Stream, TestClock } from "effect"
-import * as Liveness from "../src/Liveness.js"
-import * as MeshEvent from "../src/MeshEvent.js"
-import { settle } from "./fixtures/memory.js"
+import * as Liveness from "../../src/internal/liveness.js"
+import * as MeshEvent from "../../src/MeshEvent.js"
+import { settle } from "../fixtures/memory.js"
 
 /** Liveness alone, over its own event hub, recording PeerUp/PeerDown. */
 const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
@@ -27,14 +27,17 @@ const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
     return { liveness, transitions }
   })
 
+/** How the servers of these tests authenticated: it only shows in the stats. */
+const V1 = { authVersion: 1 } as const
+
 describe("Liveness", () => {
   it.scoped("dead exactly one threshold after the last frame, alive again on the next, once each", () =>
     Effect.gen(function* () {
       const { liveness, transitions } = yield* setup()
       assert.deepStrictEqual(yield* liveness.counts, { alive: 0, dead: 0 })
-      const a = liveness.register("a")
+      const a = liveness.register("a", V1)
       yield* TestClock.adjust("2 seconds")
-      liveness.register("b")
+      liveness.register("b", V1)
       a()
       yield* TestClock.adjust("4999 millis")
       yield* settle
@@ -57,16 +60,15 @@ describe("Liveness", () => {
     Effect.gen(function* () {
       const { liveness } = yield* setup({ maxEntries: 3, pruneAfter: "10 minutes" })
       for (const id of ["a", "b", "c"]) {
-        liveness.register(id)
+        liveness.register(id, V1)
         yield* TestClock.adjust("1 second")
       }
-      liveness.register("d")
+      liveness.register("d", V1)
       assert.deepStrictEqual(
         (yield* liveness.servers).map((s) => s.serverId),
         ["b", "c", "d"]
       )
-      assert.strictEqual(liveness.evicted(), 1)
-      for (let i = 0; i < 3000; i++) liveness.register(`flood-${i}`)
+      for (let i = 0; i < 3000; i++) liveness.register(`flood-${i}`, V1)
       assert.strictEqual((yield* liveness.servers).length, 3)
       yield* TestClock.adjust("11 minutes")
       yield* settle
@@ -77,8 +79,8 @@ describe("Liveness", () => {
   it.scoped("an evicted server whose link lives on comes back on its next frame", () =>
     Effect.gen(function* () {
       const { liveness } = yield* setup({ maxEntries: 1 })
-      const a = liveness.register("a")
-      liveness.register("b")
+      const a = liveness.register("a", V1)
+      liveness.register("b", V1)
       assert.deepStrictEqual(
         (yield* liveness.servers).map((s) => s.serverId),
         ["b"]

@@ -11,89 +11,58 @@
  * The map is bounded, since a replayed HELLO can announce any server id: at most `maxEntries` servers
  * (the longest silent is evicted first), and a server silent for `pruneAfter` is forgotten.
  *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { MeshTest } from "queen-mesh"
- *
- * // `a` hears `b` alive once `b`'s HELLO verified; a peer never heard from is absent, not dead.
- * const program = Effect.gen(function* () {
- *   const network = yield* MeshTest.network
- *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
- *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
- *   yield* MeshTest.eventually(MeshTest.hears(a, 1))
- *   const stats = yield* a.mesh.stats
- *   assert.deepStrictEqual(
- *     stats.enabled && stats.servers.map((server) => [server.server_id, server.alive]),
- *     [["b", true]]
- *   )
- * })
- *
- * Effect.runPromise(Effect.scoped(program))
- * ```
- *
- * @since 0.1.0
+ * @internal
  */
 import { Context, Duration, Effect, Layer, Runtime, type Scope } from "effect"
-import { loop } from "./internal/loop.js"
-import { printable } from "./internal/text.js"
-import * as MeshConfig from "./MeshConfig.js"
-import { MeshEvents } from "./MeshEvent.js"
+import * as MeshConfig from "../MeshConfig.js"
+import { MeshEvents } from "../MeshEvent.js"
+import { loop } from "./loop.js"
+import { printable } from "./text.js"
 
 /**
  * One server as liveness knows it now.
- *
- * @since 0.1.0
- * @category models
  */
 export interface ServerState {
   readonly serverId: string
   readonly alive: boolean
   /** Milliseconds since the last frame from it. */
   readonly silentFor: number
+  /** The handshake version its latest connection authenticated with. */
+  readonly authVersion: 1 | 2
+}
+
+/** How a server's connection authenticated, recorded at its HELLO. */
+export interface HelloInfo {
+  readonly authVersion: 1 | 2
 }
 
 /**
  * Refreshes one server's entry now, synchronously.
- *
- * @since 0.1.0
- * @category models
  */
 export type Refresh = () => void
 
 /**
  * The inbound-liveness map of a running mesh.
- *
- * @since 0.1.0
- * @category models
  */
 export interface LivenessShape {
   /**
    * The synchronous refresher of `serverId`'s entry, for a connection to call on every chunk once its
    * HELLO verified. Registering counts as hearing from it.
    */
-  readonly register: (serverId: string) => Refresh
+  readonly register: (serverId: string, hello: HelloInfo) => Refresh
   /** Every server heard so far with its state now, sorted by server id. */
   readonly servers: Effect.Effect<ReadonlyArray<ServerState>>
   /** Alive and dead counts now. */
   readonly counts: Effect.Effect<{ readonly alive: number; readonly dead: number }>
-  /** Entries evicted or pruned so far (a bounded map under a flood of announced ids). */
-  readonly evicted: () => number
 }
 
 /**
  * Inbound liveness, as the listener and the stats see it.
- *
- * @since 0.1.0
- * @category tags
  */
-export class Liveness extends Context.Tag("queen-mesh/Liveness")<Liveness, LivenessShape>() {}
+export class Liveness extends Context.Tag("queen-mesh/internal/Liveness")<Liveness, LivenessShape>() {}
 
 /**
  * The silence after which a peer is dead, and the bounds of the map.
- *
- * @since 0.1.0
- * @category models
  */
 export interface LivenessOptions {
   readonly deadThreshold: Duration.DurationInput
@@ -108,14 +77,12 @@ interface Entry {
   lastSeen: number
   alive: boolean
   present: boolean
+  hello: HelloInfo
 }
 
 /**
  * Starts the map and its monitor in the current scope. Transitions (a first HELLO, a dead peer heard
  * again, a peer passing the dead threshold) are published as `PeerUp` / `PeerDown` and logged.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const make = (
   options: LivenessOptions
@@ -132,7 +99,6 @@ export const make = (
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
     const entries = new Map<string, Entry>()
-    let evicted = 0
 
     const announce = (entry: Entry, alive: boolean) => {
       events.emit(
@@ -155,7 +121,6 @@ export const make = (
       if (oldest === undefined) return
       entries.delete(oldest.serverId)
       oldest.present = false
-      evicted++
     }
 
     const insert = (entry: Entry) => {
@@ -164,11 +129,13 @@ export const make = (
       entry.present = true
     }
 
-    const register = (serverId: string): Refresh => {
+    const register = (serverId: string, hello: HelloInfo): Refresh => {
       let entry = entries.get(serverId)
       if (entry === undefined) {
-        entry = { serverId, lastSeen: clock.unsafeCurrentTimeMillis(), alive: false, present: false }
+        entry = { serverId, lastSeen: clock.unsafeCurrentTimeMillis(), alive: false, present: false, hello }
         insert(entry)
+      } else {
+        entry.hello = hello
       }
       const own = entry
       const refresh = () => {
@@ -205,7 +172,6 @@ export const make = (
         if (now - entry.lastSeen >= pruneAfter) {
           entries.delete(entry.serverId)
           entry.present = false
-          evicted++
           continue
         }
         if (!entry.alive) continue
@@ -228,7 +194,8 @@ export const make = (
         .map((entry) => ({
           serverId: entry.serverId,
           alive: now - entry.lastSeen < threshold,
-          silentFor: now - entry.lastSeen
+          silentFor: now - entry.lastSeen,
+          authVersion: entry.hello.authVersion
         }))
         .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
     })
@@ -239,16 +206,12 @@ export const make = (
       counts: Effect.map(snapshot, (servers) => {
         const alive = servers.filter((s) => s.alive).length
         return { alive, dead: servers.length - alive }
-      }),
-      evicted: () => evicted
+      })
     }
   })
 
 /**
  * Liveness configured from `MeshConfig` (its dead threshold).
- *
- * @since 0.1.0
- * @category layers
  */
 export const layer = (
   options: Omit<LivenessOptions, "deadThreshold"> = {}

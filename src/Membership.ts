@@ -1,0 +1,99 @@
+/**
+ * Which replicas a node knows, how, and in what state: a typed model a host reads with `Mesh.members`
+ * and watches with `Mesh.memberChanges`, and from which the stats body is derived.
+ *
+ * A member is a configured peer entry (the node dials it: its outbound `link`), a server heard from
+ * (a verified HELLO on an inbound connection: `heard`, its liveness), or both at once when the node
+ * knows they are the same replica: a v2 challenge tells a dialer the server id of the node it dialled.
+ * In legacy auth a dialer never learns it, so a configured peer and the server heard from it are two
+ * members. The entry that names this node itself (a uniform peer list) is a member with `self: true`
+ * and no link (spec "Topology": each node dials every configured peer and keeps liveness inbound).
+ *
+ * @since 0.1.0
+ */
+import type { Option } from "effect"
+
+/**
+ * A configured peer entry: where the node dials.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Address {
+  readonly host: string
+  readonly port: number
+  /** `host:port`, an IPv6 literal in brackets: the peer's name in logs and metric labels. */
+  readonly name: string
+}
+
+/**
+ * The node's outbound link to a configured peer, with its send queue's accounting
+ * (handed = written + droppedFull + droppedDown + discarded + queued).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Link {
+  readonly connected: boolean
+  /** The remote address of the established link; none while it is down. */
+  readonly resolvedIp: Option.Option<string>
+  /** The address the last established link used, kept while it is down. */
+  readonly lastResolvedIp: Option.Option<string>
+  readonly queued: number
+  readonly queuedBytes: number
+  readonly handed: number
+  readonly written: number
+  /** Dropped because the send queue was full (the peer is slow). */
+  readonly droppedFull: number
+  /** Dropped because the link was down. */
+  readonly droppedDown: number
+  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
+  readonly discarded: number
+  /** Links that were up and went down. */
+  readonly reconnects: number
+  /** Why the last dial or link failed, if one did. */
+  readonly lastError: Option.Option<string>
+}
+
+/**
+ * What inbound liveness knows of a server: heard within the dead threshold or not, and how its last
+ * connection authenticated.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Heard {
+  readonly alive: boolean
+  /** Milliseconds since the last frame from it. */
+  readonly lastSeenMsAgo: number
+  /** The handshake version its connection authenticated with (2: the challenge-response HELLO). */
+  readonly authVersion: 1 | 2
+}
+
+/**
+ * How the node came to know a member.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FoundBy = "config" | "inbound"
+
+/**
+ * One replica as this node knows it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Member {
+  /** The server id it announced, where the node knows it. */
+  readonly serverId: Option.Option<string>
+  /** The configured entry the node dials it at, if any. */
+  readonly address: Option.Option<Address>
+  readonly foundBy: FoundBy
+  /** The entry names this node itself: not dialled, not a link, not counted for readiness. */
+  readonly self: boolean
+  /** The node's outbound link to it (configured entries other than self). */
+  readonly link: Option.Option<Link>
+  /** Inbound liveness (servers that sent a verified HELLO). */
+  readonly heard: Option.Option<Heard>
+}

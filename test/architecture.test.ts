@@ -1,0 +1,152 @@
+/**
+ * The shape of the source tree, checked: no import cycles (type imports included), the runtime's
+ * machinery only under `internal/` and never re-exported, and one owner per fact (the refusal reasons,
+ * the stats body) that the HTTP route, the CLI and the metrics all read.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs"
+import { dirname, join, relative, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Schema, TestClock } from "effect"
+import * as CliStats from "../src/cli/stats.js"
+import * as HttpRoutes from "../src/HttpRoutes.js"
+import * as MeshError from "../src/MeshError.js"
+import * as MeshMetrics from "../src/MeshMetrics.js"
+import * as MeshStats from "../src/MeshStats.js"
+import * as MeshTest from "../src/MeshTest.js"
+import { active } from "./fixtures/memory.js"
+
+const src = resolve(dirname(fileURLToPath(import.meta.url)), "../src")
+
+const sources = (dir: string): Array<string> =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sources(path)
+    return path.endsWith(".ts") ? [path] : []
+  })
+
+/** Every relative import of a module (`import`, `import type`, `export ... from`), as files. */
+const importsOf = (file: string): Array<string> => {
+  const text = readFileSync(file, "utf8")
+  const out: Array<string> = []
+  for (const match of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;'"]*?from\s+"(\.[^"]+)"/g)) {
+    out.push(resolve(dirname(file), match[1]!.replace(/\.js$/, ".ts")))
+  }
+  for (const match of text.matchAll(/import\("(\.[^"]+)"\)/g)) {
+    out.push(resolve(dirname(file), match[1]!.replace(/\.js$/, ".ts")))
+  }
+  return out
+}
+
+/** The first import cycle found, as a list of files, if any. */
+const findCycle = (graph: ReadonlyMap<string, ReadonlyArray<string>>): Array<string> | undefined => {
+  const state = new Map<string, "open" | "done">()
+  const stack: Array<string> = []
+  const visit = (node: string): Array<string> | undefined => {
+    const seen = state.get(node)
+    if (seen === "done") return undefined
+    if (seen === "open") return [...stack.slice(stack.indexOf(node)), node]
+    state.set(node, "open")
+    stack.push(node)
+    for (const next of graph.get(node) ?? []) {
+      const cycle = visit(next)
+      if (cycle !== undefined) return cycle
+    }
+    stack.pop()
+    state.set(node, "done")
+    return undefined
+  }
+  for (const node of graph.keys()) {
+    const cycle = visit(node)
+    if (cycle !== undefined) return cycle
+  }
+  return undefined
+}
+
+describe("the source tree", () => {
+  const files = sources(src)
+  const graph = new Map(files.map((file) => [file, importsOf(file)]))
+
+  it("has no import cycles, type imports included", () => {
+    const cycle = findCycle(graph)
+    assert.isUndefined(cycle, `import cycle: ${cycle?.map((file) => relative(src, file)).join(" -> ")}`)
+  })
+
+  it("the cycle check finds a cycle when there is one", () => {
+    const cycle = findCycle(
+      new Map([
+        ["a", ["b"]],
+        ["b", ["c"]],
+        ["c", ["a"]]
+      ])
+    )
+    assert.deepStrictEqual(cycle, ["a", "b", "c", "a"])
+  })
+
+  it("keeps internal modules out of the root and public modules off the CLI", () => {
+    const index = readFileSync(join(src, "index.ts"), "utf8")
+    assert.notMatch(index, /internal\//)
+    for (const file of files) {
+      const name = relative(src, file)
+      if (name.startsWith("cli") || name === "cli.ts") continue
+      for (const target of graph.get(file) ?? []) {
+        assert.isFalse(relative(src, target).startsWith("cli"), `${name} imports the CLI`)
+      }
+    }
+  })
+
+  it("internal modules are marked so, and say what they are for", () => {
+    for (const file of files.filter((f) => relative(src, f).startsWith("internal"))) {
+      const head = /^\/\*\*[\s\S]*?\*\//.exec(readFileSync(file, "utf8"))?.[0]
+      assert.isDefined(head, `${relative(src, file)} opens with no doc comment`)
+      assert.include(head, "@internal", relative(src, file))
+    }
+  })
+})
+
+describe("one owner per fact", () => {
+  it("the refusal reasons: one stats key each, in the stats Schema, and nothing else in it", () => {
+    const keys = MeshError.handshakeReasonList.map((reason) => MeshError.handshakeReasons[reason].stat)
+    assert.deepStrictEqual(Object.keys(MeshStats.RejectionStats.fields).sort(), [...keys].sort())
+    assert.strictEqual(new Set(keys).size, keys.length)
+  })
+
+  it.scoped("a node's body is exactly the stats Schema, and the HTTP route, the CLI and the metrics agree", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const a = yield* MeshTest.node(network, { serverId: "arch-a", peers: ["arch-b"] })
+      yield* MeshTest.node(network, { serverId: "arch-b", peers: ["arch-a"] })
+      yield* TestClock.adjust("300 millis")
+      yield* MeshTest.settleUntil(MeshTest.linked(a))
+      const stats = active(yield* a.mesh.stats)
+
+      // The body is the Schema's: no field the Schema does not know, none missing.
+      const json: unknown = JSON.parse(JSON.stringify(stats))
+      const strict = Schema.decodeUnknownEither(MeshStats.StatsBody, { onExcessProperty: "error" })
+      assert.isTrue(Either.isRight(strict(json)), "the served body drifted from MeshStats.StatsBody")
+      // The HTTP route's Schema is the same Schema.
+      assert.strictEqual(HttpRoutes.StatsBody, MeshStats.StatsBody)
+
+      // The CLI reads every field it prints from a real body.
+      const cli = CliStats.decode(JSON.stringify(stats))
+      assert.isTrue(Either.isRight(cli))
+      const body = Either.getOrThrow(cli)
+      for (const row of CliStats.COUNTERS) {
+        for (const [label, get] of row) {
+          if (label === "stdout dropped") continue // the CLI node's own counter, added by it
+          assert.isNumber(get(body), `the CLI prints "${label}", which the body does not have`)
+        }
+      }
+      for (const [label, get] of CliStats.PEER_COLUMNS) {
+        assert.isNumber(get(body.peers![0]!), `the CLI prints the peer column "${label}"`)
+      }
+
+      // The metrics count the same refusals under the same reasons.
+      yield* a.mesh.syncMetrics
+      for (const reason of MeshError.handshakeReasonList) {
+        const series = MeshMetrics.seriesValue(MeshMetrics.names.rejections, { server_id: "arch-a", reason })
+        assert.isTrue(series._tag === "Some", `no ${reason} series`)
+      }
+    })
+  )
+})
