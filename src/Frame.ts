@@ -237,7 +237,7 @@ const checkedText = (problem: (text: string) => string | undefined) =>
   Schema.String.pipe(Schema.filter((text) => problem(text) ?? true))
 
 /**
- * The v2 fields of a HELLO (a queen-mesh extension, the README's Security section): all four or
+ * The v2 fields of a HELLO (a queen-mesh extension, docs/security.md): all four or
  * none. Their lengths are bounded and lone surrogates refused here; their values are judged by the
  * handshake.
  */
@@ -866,16 +866,17 @@ export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Either, Option } from "effect"
  * import { Frame } from "queen-mesh"
  *
  * const item = Frame.queueItem({ queue: "orders", partition: "p1" })
  * const bytes = Frame.encode({ _tag: "MessageAvailable", ...item })
  * // u32 BE length | u8 tag | JSON payload
- * assert.strictEqual(bytes[4], Frame.Tag.MESSAGE_AVAILABLE)
+ * strictEqual(bytes[4], Frame.Tag.MESSAGE_AVAILABLE)
  *
  * const decoded = Frame.decodePayload(bytes[4]!, bytes.subarray(5))
- * assert.deepStrictEqual(
+ * deepStrictEqual(
  *   decoded,
  *   Either.right({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
  * )

@@ -137,6 +137,7 @@ const normalItem = (item: QueueItem): QueueItem | undefined => {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { Frame, HotList } from "queen-mesh"
  *
@@ -146,8 +147,8 @@ const normalItem = (item: QueueItem): QueueItem | undefined => {
  *   // Marking is idempotent: the same item twice is one pending item.
  *   yield* hotList.markDirty([item])
  *   yield* hotList.markDirty([item])
- *   assert.deepStrictEqual(yield* hotList.take, [item])
- *   assert.deepStrictEqual(yield* hotList.pending, [])
+ *   deepStrictEqual(yield* hotList.take, [item])
+ *   deepStrictEqual(yield* hotList.pending, [])
  * })
  *
  * Effect.runPromise(program)

@@ -152,7 +152,7 @@ const json = (body: unknown, status = 200) =>
   HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
 
 /** The stats body, with the host's own counters added (the CLI's dropped stdout lines). */
-const statsHandler = (extra: (() => Readonly<Record<string, number>>) | undefined) =>
+const statsHandler = (extra: (() => Readonly<Record<string, unknown>>) | undefined) =>
   Effect.map(
     Effect.flatMap(Mesh, (mesh) => mesh.stats),
     (stats) => json(extra === undefined ? stats : { ...stats, ...extra() })
@@ -194,6 +194,7 @@ export interface Readiness {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { HttpRoutes, MeshTest } from "queen-mesh"
  *
@@ -201,7 +202,7 @@ export interface Readiness {
  *   const network = yield* MeshTest.network
  *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
  *   // No link up yet: `/readyz` would answer 503.
- *   assert.deepStrictEqual(HttpRoutes.readiness(yield* a.mesh.stats), {
+ *   deepStrictEqual(HttpRoutes.readiness(yield* a.mesh.stats), {
  *     ready: false,
  *     reason: "no_link_up",
  *     links_up: 0,
@@ -209,7 +210,7 @@ export interface Readiness {
  *   })
  *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
  *   yield* MeshTest.eventually(MeshTest.linked(a))
- *   assert.strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).ready, true)
+ *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).ready, true)
  * })
  *
  * Effect.runPromise(Effect.scoped(program))
@@ -248,8 +249,8 @@ const healthHandler = Effect.succeed(json({ status: "ok" }))
  * @category models
  */
 export interface RouterOptions {
-  /** Counters of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
-  readonly extraStats?: () => Readonly<Record<string, number>>
+  /** Fields of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
+  readonly extraStats?: () => Readonly<Record<string, unknown>>
 }
 
 /**

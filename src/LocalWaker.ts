@@ -68,6 +68,7 @@ export type LocalWaker = Local.LocalWakerTag
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Effect, Fiber, Option } from "effect"
  * import { Frame, LocalWaker, MeshTest } from "queen-mesh"
  *
@@ -78,8 +79,8 @@ export type LocalWaker = Local.LocalWakerTag
  *   const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "30 seconds" }))
  *   yield* MeshTest.settleUntil(Effect.map(waker.parked, (parked) => parked === 1))
  *   yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p1" }))
- *   assert.strictEqual(yield* Fiber.join(pop), "woken")
- *   assert.deepStrictEqual(yield* waker.takePartitionHints(target), ["p1"])
+ *   strictEqual(yield* Fiber.join(pop), "woken")
+ *   deepStrictEqual(yield* waker.takePartitionHints(target), ["p1"])
  * })
  *
  * Effect.runPromise(Effect.scoped(program))

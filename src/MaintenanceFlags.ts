@@ -46,13 +46,14 @@ export const make = (initial: { readonly maintenance?: boolean; readonly popMain
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Effect, SubscriptionRef } from "effect"
  * import { MaintenanceFlags } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
  *   const flags = yield* MaintenanceFlags.MaintenanceFlags
- *   assert.strictEqual(yield* SubscriptionRef.get(flags.maintenance), true)
- *   assert.strictEqual(yield* SubscriptionRef.get(flags.popMaintenance), false)
+ *   strictEqual(yield* SubscriptionRef.get(flags.maintenance), true)
+ *   strictEqual(yield* SubscriptionRef.get(flags.popMaintenance), false)
  * })
  *
  * Effect.runPromise(program.pipe(Effect.provide(MaintenanceFlags.layer({ maintenance: true }))))

@@ -6,11 +6,15 @@
  *
  * One network is one value: every node built on it must share it, or they never meet. So there is no
  * ready-made layer that makes a network behind your back: make one (`makeNetwork`, or the test kit's
- * `MeshTest.network`) and give each node `layer(network)`.
+ * `MeshTest.network`) and give each node `layer(network, { host: name })`.
  *
- * Listeners are addressed by `host:port`; one bound to `0.0.0.0`, `::` or `127.0.0.1` takes dials to
- * any host on its port. A control's `target` is a port (every host), a host (every port) or
- * `host:port`.
+ * A node on the network has a name (its `host`): a listener it binds to a wildcard address
+ * (`0.0.0.0`, `::`) is reached only by dials to that name, as a host's own address would be, and the
+ * other end sees the dialer's name as the remote address. A listener bound to a given host is reached
+ * by dials to that host. Without a name (`layer(network)`), a wildcard listener is reached by dials to
+ * loopback names (`127.0.0.1`, `localhost`, `::1`) on its port. A control's `target` is a port (every
+ * host), a host (every port) or `host:port`; `partition`, `isolate` and `heal` act on named nodes in
+ * both directions, dials and open connections alike.
  *
  * @since 0.1.0
  */
@@ -71,6 +75,15 @@ export interface MemoryNetworkShape {
   readonly dials: Effect.Effect<ReadonlyArray<DialRecord>>
   /** How many connections into `target` are open. */
   readonly openConnections: (target: Target) => Effect.Effect<number>
+  /**
+   * Splits the named nodes of `groupA` from those of `groupB`, both ways: their open connections are
+   * cut and their dials refused until `heal`.
+   */
+  readonly partition: (groupA: ReadonlyArray<string>, groupB: ReadonlyArray<string>) => Effect.Effect<void>
+  /** Cuts the named node off from every other node, both ways, until `heal`. */
+  readonly isolate: (node: string) => Effect.Effect<void>
+  /** Lifts every partition and isolation; the nodes' dialers reconnect on their own schedules. */
+  readonly heal: Effect.Effect<void>
 }
 
 /**
@@ -91,14 +104,20 @@ export class MemoryNetwork extends Context.Tag("queen-mesh/MemoryNetwork")<
  * @category models
  */
 export interface Network {
+  /** The transport of an unnamed node (see the module comment). */
   readonly transport: TransportShape
+  /** The transport of the node named `host`. */
+  readonly transportOf: (host: string) => TransportShape
   readonly network: MemoryNetworkShape
 }
 
 /** Chunks a pipe holds before its writer suspends: the in-memory "socket buffer". */
 const PIPE_CAPACITY = 64
 
-const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "127.0.0.1", "localhost", "*"])
+/** Addresses a listener binds to take every address of its host. */
+const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "*"])
+/** Names an unnamed node's wildcard listeners are reached by. */
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "0.0.0.0", "::"])
 
 interface Pipe {
   readonly queue: Queue.Queue<{ readonly bytes: Uint8Array; readonly at: number }>
@@ -109,9 +128,14 @@ interface Pipe {
 interface Link {
   readonly toListener: Pipe
   readonly toDialer: Pipe
+  /** The dialing node's name, if it has one. */
+  readonly from: string | undefined
+  /** The listening node's name (or bound host). */
+  readonly to: string
 }
 
 interface ListenerState {
+  /** The name (or bound host) it is reached by; `*` for an unnamed node's wildcard listener. */
   readonly host: string
   readonly port: number
   readonly readers: Effect.Latch
@@ -129,7 +153,7 @@ const matches = (target: Target, host: string, port: number): boolean => {
   const colon = target.lastIndexOf(":")
   if (colon > 0 && /^\d+$/.test(target.slice(colon + 1))) {
     const targetHost = target.slice(0, colon)
-    return Number(target.slice(colon + 1)) === port && (targetHost === host || WILDCARD_HOSTS.has(host))
+    return Number(target.slice(colon + 1)) === port && (targetHost === host || host === "*")
   }
   return target === host
 }
@@ -139,6 +163,7 @@ const matches = (target: Target, host: string, port: number): boolean => {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Effect, Either } from "effect"
  * import { MemoryTransport } from "queen-mesh"
  *
@@ -147,11 +172,11 @@ const matches = (target: Target, host: string, port: number): boolean => {
  *   yield* transport.listen({ host: "queen-b", port: 6633 }, () => Effect.void)
  *   yield* network.refuse("queen-b", true)
  *   const refused = yield* Effect.either(transport.dial("queen-b", 6633))
- *   assert.strictEqual(Either.isLeft(refused), true)
+ *   strictEqual(Either.isLeft(refused), true)
  *   yield* network.refuse("queen-b", false)
  *   yield* transport.dial("queen-b", 6633)
  *   const dials = yield* network.dials
- *   assert.deepStrictEqual(
+ *   deepStrictEqual(
  *     dials.map((dial) => dial.outcome),
  *     ["refused", "connected"]
  *   )
@@ -171,8 +196,21 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
   let delayMillis = 0
   let nextEphemeral = 49152
 
-  const keyOf = (host: string, port: number) => `${WILDCARD_HOSTS.has(host) ? "*" : host}:${port}`
-  const find = (host: string, port: number) => listeners.get(`${host}:${port}`) ?? listeners.get(`*:${port}`)
+  /** Where a listener bound to `host` by the node `origin` is reached. */
+  const reachedAs = (host: string, origin: string | undefined) =>
+    WILDCARD_HOSTS.has(host) || (origin === undefined && LOOPBACK_HOSTS.has(host)) ? (origin ?? "*") : host
+  const find = (host: string, port: number) =>
+    listeners.get(`${host}:${port}`) ?? (LOOPBACK_HOSTS.has(host) ? listeners.get(`*:${port}`) : undefined)
+  // Partitions: pairs of groups of named nodes that do not reach each other, either way.
+  const partitions: Array<{ readonly a: ReadonlySet<string>; readonly b: ReadonlySet<string> | "all" }> = []
+  const blocked = (from: string | undefined, to: string) => {
+    if (from === undefined || from === to) return false
+    const inB = (part: (typeof partitions)[number], node: string) =>
+      part.b === "all" ? !part.a.has(node) : part.b.has(node)
+    return partitions.some(
+      (part) => (part.a.has(from) && inB(part, to)) || (part.a.has(to) && inB(part, from))
+    )
+  }
   const isRefused = (host: string, port: number) => [...refused].some((target) => matches(target, host, port))
   const isStopped = (host: string, port: number) => [...stopped].some((target) => matches(target, host, port))
   const matching = (target: Target) =>
@@ -242,62 +280,99 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
     write: write(outbound, remote)
   })
 
-  const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> =>
-    Effect.gen(function* () {
-      const at = yield* Clock.currentTimeMillis
-      const address = `${host}:${port}`
-      const state = find(host, port)
-      if (state === undefined || isRefused(host, port)) {
-        yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "refused" as const }])
-        return yield* new TransportError({ reason: "Dial", address, cause: new Error("connection refused") })
-      }
-      yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "connected" as const }])
-      const link: Link = { toListener: yield* makePipe, toDialer: yield* makePipe }
-      state.links.add(link)
-      yield* Effect.addFinalizer(() => releaseLink(state, link))
-      yield* state.accept(link)
-      return endpoint(host, link.toDialer, link.toListener, undefined)
+  const cutLink = (link: Link, why: string) => {
+    const error = new TransportError({
+      reason: "Read",
+      address: `memory:${why}`,
+      cause: new Error("connection reset")
     })
+    return Effect.all([
+      Deferred.fail(link.toListener.closed, error),
+      Deferred.fail(link.toDialer.closed, error)
+    ])
+  }
 
-  const listen: TransportShape["listen"] = (options, onConnection) =>
-    Effect.gen(function* () {
-      const port = options.port === 0 ? nextEphemeral++ : options.port
-      const key = keyOf(options.host, port)
-      if (listeners.has(key)) {
-        return yield* new TransportError({
-          reason: "Listen",
-          address: `${options.host}:${port}`,
-          cause: new Error("address in use")
-        })
-      }
-      const fibers = yield* FiberSet.make()
-      const runFork = yield* FiberSet.runtime(fibers)()
-      const readers = yield* Effect.makeLatch(!isStopped(options.host, port))
-      const state: ListenerState = {
-        host: WILDCARD_HOSTS.has(options.host) ? "*" : options.host,
-        port,
-        readers,
-        links: new Set(),
-        // The accepted end closes when its handler ends, or when the listener's scope closes.
-        accept: (link) =>
-          Effect.sync(() => {
-            runFork(
-              Effect.ensuring(
-                onConnection(endpoint("127.0.0.1", link.toListener, link.toDialer, readers)),
-                releaseLink(state, link)
-              )
-            )
+  /** The transport of the node named `origin` (undefined: an unnamed node). */
+  const transportOf = (origin: string | undefined): TransportShape => {
+    const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        const address = `${host}:${port}`
+        const state = find(host, port)
+        if (state === undefined || isRefused(host, port) || blocked(origin, state.host)) {
+          yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "refused" as const }])
+          return yield* new TransportError({
+            reason: "Dial",
+            address,
+            cause: new Error("connection refused")
           })
-      }
-      listeners.set(key, state)
-      yield* Effect.addFinalizer(() =>
-        Effect.suspend(() => {
-          listeners.delete(key)
-          return Effect.forEach([...state.links], (link) => releaseLink(state, link), { discard: true })
-        })
-      )
-      return port
-    })
+        }
+        yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "connected" as const }])
+        const link: Link = {
+          toListener: yield* makePipe,
+          toDialer: yield* makePipe,
+          from: origin,
+          to: state.host
+        }
+        state.links.add(link)
+        yield* Effect.addFinalizer(() => releaseLink(state, link))
+        yield* state.accept(link)
+        return endpoint(host, link.toDialer, link.toListener, undefined)
+      })
+
+    const listen: TransportShape["listen"] = (options, onConnection) =>
+      Effect.gen(function* () {
+        const port = options.port === 0 ? nextEphemeral++ : options.port
+        const host = reachedAs(options.host, origin)
+        const key = `${host}:${port}`
+        if (listeners.has(key)) {
+          return yield* new TransportError({
+            reason: "Listen",
+            address: `${options.host}:${port}`,
+            cause: new Error("address in use")
+          })
+        }
+        const fibers = yield* FiberSet.make()
+        const runFork = yield* FiberSet.runtime(fibers)()
+        const readers = yield* Effect.makeLatch(!isStopped(host, port))
+        const state: ListenerState = {
+          host,
+          port,
+          readers,
+          links: new Set(),
+          // The accepted end closes when its handler ends, or when the listener's scope closes.
+          accept: (link) =>
+            Effect.sync(() => {
+              runFork(
+                Effect.ensuring(
+                  onConnection(endpoint(link.from ?? "127.0.0.1", link.toListener, link.toDialer, readers)),
+                  releaseLink(state, link)
+                )
+              )
+            })
+        }
+        listeners.set(key, state)
+        yield* Effect.addFinalizer(() =>
+          Effect.suspend(() => {
+            listeners.delete(key)
+            return Effect.forEach([...state.links], (link) => releaseLink(state, link), { discard: true })
+          })
+        )
+        return port
+      })
+    return { dial, listen }
+  }
+
+  /** Cuts every open link a partition now separates. */
+  const enforce = Effect.suspend(() =>
+    Effect.forEach(
+      [...listeners.values()].flatMap((state) =>
+        [...state.links].filter((link) => blocked(link.from, link.to))
+      ),
+      (link) => cutLink(link, "partition"),
+      { discard: true }
+    )
+  )
 
   const network: MemoryNetworkShape = {
     refuse: (target, on) =>
@@ -308,17 +383,7 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
     cut: (target) =>
       Effect.forEach(
         matching(target).flatMap((state) => [...state.links]),
-        (link) => {
-          const error = new TransportError({
-            reason: "Read",
-            address: `memory:${String(target)}`,
-            cause: new Error("connection reset")
-          })
-          return Effect.all([
-            Deferred.fail(link.toListener.closed, error),
-            Deferred.fail(link.toDialer.closed, error)
-          ])
-        },
+        (link) => cutLink(link, String(target)),
         { discard: true }
       ),
     stopReading: (target, on) =>
@@ -335,20 +400,51 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
       }),
     dials: Ref.get(dialLog),
     openConnections: (target) =>
-      Effect.sync(() => matching(target).reduce((sum, state) => sum + state.links.size, 0))
+      Effect.sync(() => matching(target).reduce((sum, state) => sum + state.links.size, 0)),
+    partition: (groupA, groupB) =>
+      Effect.zipRight(
+        Effect.sync(() => partitions.push({ a: new Set(groupA), b: new Set(groupB) })),
+        enforce
+      ),
+    isolate: (node) =>
+      Effect.zipRight(
+        Effect.sync(() => partitions.push({ a: new Set([node]), b: "all" })),
+        enforce
+      ),
+    heal: Effect.sync(() => {
+      partitions.length = 0
+    })
   }
 
-  return { transport: { dial, listen }, network }
+  const named = new Map<string, TransportShape>()
+  return {
+    transport: transportOf(undefined),
+    transportOf: (host) => {
+      let transport = named.get(host)
+      if (transport === undefined) {
+        transport = transportOf(host)
+        named.set(host, transport)
+      }
+      return transport
+    },
+    network
+  }
 })
 
 /**
  * The transport of `network` and its controls, for one node (give every node of a test the same
- * network).
+ * network): the node named `options.host`, or an unnamed one.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (network: Network): Layer.Layer<Transport | MemoryNetwork> =>
+export const layer = (
+  network: Network,
+  options: { readonly host?: string } = {}
+): Layer.Layer<Transport | MemoryNetwork> =>
   Layer.succeedContext(
-    Context.make(Transport, network.transport).pipe(Context.add(MemoryNetwork, network.network))
+    Context.make(
+      Transport,
+      options.host === undefined ? network.transport : network.transportOf(options.host)
+    ).pipe(Context.add(MemoryNetwork, network.network))
   )

@@ -44,6 +44,7 @@ import {
   InvalidInputError,
   type LinkDown,
   MeshClosedError,
+  type MeshConfigError,
   type TlsConfigError,
   type TransportError
 } from "./MeshError.js"
@@ -86,7 +87,7 @@ export interface MeshShape {
    * every call that would send fails with `MeshClosedError` (the synchronous twin throws it), `stats`
    * reports `running: false`, and the `events` stream ends; nothing waits or hangs. The check is made
    * when the call's effect is built, and an effect built before the close and run after it does
-   * nothing. See the README's "Shutting down" for the order a broker should use.
+   * nothing. See docs/effect.md, "Shutting down", for the order a broker should use.
    */
   readonly serverId: string
   /** Enabled and at least one peer: the listener is bound and the dialers run. */
@@ -539,8 +540,10 @@ export const layerTcp = (
  */
 export const layerConfig = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
-): Layer.Layer<Mesh | LocalServices, TransportError | TlsConfigError | ConfigError.ConfigError> =>
-  layerTcp(options).pipe(Layer.provide(MeshConfig.layerConfig))
+): Layer.Layer<
+  Mesh | LocalServices,
+  TransportError | TlsConfigError | ConfigError.ConfigError | MeshConfigError
+> => layerTcp(options).pipe(Layer.provide(MeshConfig.layerConfig))
 
 /**
  * {@link layerTcp} configured from the process environment, whatever `ConfigProvider` is current (the
@@ -551,8 +554,10 @@ export const layerConfig = (
  */
 export const layerFromEnv = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
-): Layer.Layer<Mesh | LocalServices, TransportError | TlsConfigError | ConfigError.ConfigError> =>
-  layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))
+): Layer.Layer<
+  Mesh | LocalServices,
+  TransportError | TlsConfigError | ConfigError.ConfigError | MeshConfigError
+> => layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))
 
 /**
  * @deprecated Moved to `TcpTransport.layerConfig`.

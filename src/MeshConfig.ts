@@ -24,6 +24,7 @@ import {
   Redacted
 } from "effect"
 import * as Rules from "./internal/rules.js"
+import { MeshConfigError } from "./MeshError.js"
 
 /**
  * A configured peer to dial.
@@ -73,7 +74,10 @@ export interface MeshConfigShape {
   readonly helloMaxBytes: number
   /** `QUEEN_MESH_AUTH_FAILURE_DELAY_MS`: pause before closing a refused connection (it holds no buffer). */
   readonly authFailureDelay: Duration.Duration
-  /** `QUEEN_MESH_IDLE_TIMEOUT_MS`: an authenticated inbound link silent this long is closed. */
+  /**
+   * `QUEEN_MESH_IDLE_TIMEOUT_MS`: an authenticated inbound link silent this long is closed. Default: the
+   * dead threshold (from code too: left out, it follows `deadThreshold`).
+   */
   readonly idleTimeout: Duration.Duration
   /** `QUEEN_MESH_AUTH`: `legacy` (the spec's HELLO), `permissive` or `required` (challenge-response v2). */
   readonly auth: AuthMode
@@ -86,7 +90,7 @@ export interface MeshConfigShape {
 }
 
 /**
- * How HELLOs are authenticated (see the README's Security section).
+ * How HELLOs are authenticated (see docs/security.md).
  *
  * @since 0.1.0
  * @category models
@@ -102,7 +106,7 @@ export type AuthMode = "legacy" | "permissive" | "required"
 export class MeshConfig extends Context.Tag("queen-mesh/MeshConfig")<MeshConfig, MeshConfigShape>() {}
 
 /**
- * The spec's defaults. `serverId` is left empty here; `layer` fills it from {@link defaultServerId}.
+ * The spec's defaults. `serverId` is left empty here; `make` and `layer` fill it from {@link randomServerId}.
  *
  * @since 0.1.0
  * @category defaults
@@ -291,10 +295,11 @@ export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, st
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { MeshConfig } from "queen-mesh"
  *
- * assert.strictEqual(MeshConfig.peerName({ host: "queen-b", port: 6633 }), "queen-b:6633")
- * assert.strictEqual(MeshConfig.peerName({ host: "::1", port: 6633 }), "[::1]:6633")
+ * strictEqual(MeshConfig.peerName({ host: "queen-b", port: 6633 }), "queen-b:6633")
+ * strictEqual(MeshConfig.peerName({ host: "::1", port: 6633 }), "[::1]:6633")
  * ```
  *
  * @since 0.1.0
@@ -331,17 +336,18 @@ export const dedupePeers = (
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Either } from "effect"
  * import { MeshConfig } from "queen-mesh"
  *
- * assert.deepStrictEqual(
+ * deepStrictEqual(
  *   MeshConfig.parsePeers("queen-b, queen-c:7000", 6633),
  *   Either.right([
  *     { host: "queen-b", port: 6633 },
  *     { host: "queen-c", port: 7000 }
  *   ])
  * )
- * assert.strictEqual(Either.isLeft(MeshConfig.parsePeers("queen-b:99999", 6633)), true)
+ * strictEqual(Either.isLeft(MeshConfig.parsePeers("queen-b:99999", 6633)), true)
  * ```
  *
  * @since 0.1.0
@@ -399,19 +405,151 @@ const parsed = <A>(
     Config.withDescription(description)
   )
 
-const millis = (name: string, description: string, fallback: Duration.Duration, min: number, max: number) =>
-  parsed(name, undefined, description, fallback, (raw) =>
-    Either.flatMap(parseMillis(raw, min), (ms) =>
-      ms <= max ? Either.right(Duration.millis(ms)) : Either.left(`expected at most ${max}, got ${ms}`)
-    )
-  )
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
 
-const count = (name: string, description: string, fallback: number, max: number) =>
-  parsed(name, undefined, description, fallback, (raw) =>
-    Either.flatMap(parseCount(raw), (n) =>
-      n <= max ? Either.right(n) : Either.left(`expected at most ${max}, got ${n}`)
-    )
+/** A numeric setting: its variable, its bounds and its unit, declared once for every way in. */
+interface Bound {
+  readonly variable: string
+  readonly alias?: string
+  readonly description: string
+  readonly min: number
+  readonly max: number
+  readonly unit: "ms" | "port" | "count" | "bytes"
+}
+
+type NumericField =
+  | "port"
+  | "heartbeatInterval"
+  | "deadThreshold"
+  | "handshakeTimeout"
+  | "cacheRefreshInterval"
+  | "hotlistFlushWindow"
+  | "sendQueueCapacity"
+  | "maxInbound"
+  | "maxUnauthenticatedPerAddress"
+  | "helloMaxBytes"
+  | "authFailureDelay"
+  | "idleTimeout"
+  | "challengeWait"
+
+/**
+ * The numeric settings' variables and bounds: the environment's readers and {@link validate} both read
+ * them from here.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const bounds: { readonly [K in NumericField]: Bound } = {
+  port: {
+    variable: "QUEEN_MESH_PORT",
+    alias: "QUEEN_UDP_NOTIFY_PORT",
+    description: "mesh listening port, also the port of peers given without one; 0 = ephemeral",
+    min: 0,
+    max: 65_535,
+    unit: "port"
+  },
+  heartbeatInterval: {
+    variable: "QUEEN_SYNC_HEARTBEAT_MS",
+    description: "heartbeat period on every link",
+    min: 1,
+    max: HOUR,
+    unit: "ms"
+  },
+  deadThreshold: {
+    variable: "QUEEN_SYNC_DEAD_THRESHOLD_MS",
+    description: "silence after which a peer counts as dead",
+    min: 1,
+    max: DAY,
+    unit: "ms"
+  },
+  handshakeTimeout: {
+    variable: "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
+    description: "time an accepted connection has to send HELLO",
+    min: 1,
+    max: 10 * 60_000,
+    unit: "ms"
+  },
+  cacheRefreshInterval: {
+    variable: "QUEEN_CACHE_REFRESH_INTERVAL_MS",
+    description: "the host's reconcile period",
+    min: 1,
+    max: DAY,
+    unit: "ms"
+  },
+  hotlistFlushWindow: {
+    variable: "QUEEN_MESH_HOTLIST_FLUSH_MS",
+    description: "window over which hot-list marks are coalesced",
+    min: 1,
+    max: 60_000,
+    unit: "ms"
+  },
+  sendQueueCapacity: {
+    variable: "QUEEN_MESH_SEND_QUEUE",
+    description: "frames each peer's send queue holds before dropping",
+    min: 1,
+    max: 1_000_000,
+    unit: "count"
+  },
+  maxInbound: {
+    variable: "QUEEN_MESH_MAX_INBOUND",
+    description: "concurrent inbound mesh connections",
+    min: 1,
+    max: 65_536,
+    unit: "count"
+  },
+  maxUnauthenticatedPerAddress: {
+    variable: "QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP",
+    description: "inbound connections one address may hold before its HELLO",
+    min: 1,
+    max: 65_536,
+    unit: "count"
+  },
+  helloMaxBytes: {
+    variable: "QUEEN_MESH_HELLO_MAX_BYTES",
+    description: "the first frame's cap in bytes",
+    min: 256,
+    max: 65_536,
+    unit: "bytes"
+  },
+  authFailureDelay: {
+    variable: "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
+    description: "pause before closing a refused connection",
+    min: 0,
+    max: 60_000,
+    unit: "ms"
+  },
+  idleTimeout: {
+    variable: "QUEEN_MESH_IDLE_TIMEOUT_MS",
+    description: "an authenticated inbound link silent this long is closed (default: the dead threshold)",
+    min: 1,
+    max: DAY,
+    unit: "ms"
+  },
+  challengeWait: {
+    variable: "QUEEN_MESH_CHALLENGE_WAIT_MS",
+    description: "how long a permissive dialer waits for a challenge",
+    min: 1,
+    max: 60_000,
+    unit: "ms"
+  }
+}
+
+/** A whole number in the text, its bounds left to {@link validate}: the syntax of a numeric variable. */
+const digits = (raw: string): Either.Either<number, string> => {
+  const text = raw.trim()
+  const n = Number(text)
+  return DIGITS.test(text) && Number.isSafeInteger(n)
+    ? Either.right(n)
+    : Either.left(`expected a whole number, got ${JSON.stringify(raw)}`)
+}
+
+const numeric = <K extends NumericField>(field: K, fallback: MeshConfigShape[K]) => {
+  const bound = bounds[field]
+  return parsed(bound.variable, bound.alias, bound.description, fallback, (raw) =>
+    Either.map(digits(raw), (n) => (bound.unit === "ms" ? Duration.millis(n) : n) as MeshConfigShape[K])
   )
+}
 
 const oneOf = <const A extends string>(
   name: string,
@@ -427,23 +565,11 @@ const oneOf = <const A extends string>(
       : Either.right(found)
   })
 
-const HOUR = 3_600_000
-const DAY = 24 * HOUR
-
 /**
- * The whole configuration as one `Config`, read from whatever `ConfigProvider` is current.
- *
- * @since 0.1.0
- * @category config
+ * The environment as read, before {@link validate}: every variable's syntax checked, its meaning not.
  */
-export const config: Config.Config<MeshConfigShape> = Config.all({
-  port: parsed(
-    "QUEEN_MESH_PORT",
-    "QUEEN_UDP_NOTIFY_PORT",
-    "mesh listening port, also the port of peers given without one",
-    defaults.port,
-    (raw) => parsePort(raw)
-  ),
+const read: Config.Config<MeshConfigShape> = Config.all({
+  port: numeric("port", defaults.port),
   rawPeers: variable("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS"),
   enabled: parsed("QUEEN_SYNC_ENABLED", undefined, "turn the mesh on or off", defaults.enabled, parseBoolean),
   bindHost: Config.string("QUEEN_MESH_BIND_HOST").pipe(
@@ -454,100 +580,32 @@ export const config: Config.Config<MeshConfigShape> = Config.all({
     Config.withDefault(defaults.secret),
     Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
   ),
-  heartbeatInterval: millis(
-    "QUEEN_SYNC_HEARTBEAT_MS",
-    "heartbeat period on every link",
-    defaults.heartbeatInterval,
-    1,
-    HOUR
+  heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
+  deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
+  handshakeTimeout: numeric("handshakeTimeout", defaults.handshakeTimeout),
+  cacheRefreshInterval: numeric("cacheRefreshInterval", defaults.cacheRefreshInterval),
+  hotlistFlushWindow: numeric("hotlistFlushWindow", defaults.hotlistFlushWindow),
+  sendQueueCapacity: numeric("sendQueueCapacity", defaults.sendQueueCapacity),
+  maxInbound: numeric("maxInbound", defaults.maxInbound),
+  maxUnauthenticatedPerAddress: numeric(
+    "maxUnauthenticatedPerAddress",
+    defaults.maxUnauthenticatedPerAddress
   ),
-  deadThreshold: millis(
-    "QUEEN_SYNC_DEAD_THRESHOLD_MS",
-    "silence after which a peer counts as dead",
-    defaults.deadThreshold,
-    1,
-    DAY
-  ),
-  handshakeTimeout: millis(
-    "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
-    "time an accepted connection has to send HELLO",
-    defaults.handshakeTimeout,
-    1,
-    10 * 60_000
-  ),
-  cacheRefreshInterval: millis(
-    "QUEEN_CACHE_REFRESH_INTERVAL_MS",
-    "the host's reconcile period",
-    defaults.cacheRefreshInterval,
-    1,
-    DAY
-  ),
-  hotlistFlushWindow: millis(
-    "QUEEN_MESH_HOTLIST_FLUSH_MS",
-    "window over which hot-list marks are coalesced",
-    defaults.hotlistFlushWindow,
-    1,
-    60_000
-  ),
-  sendQueueCapacity: count(
-    "QUEEN_MESH_SEND_QUEUE",
-    "frames each peer's send queue holds before dropping",
-    defaults.sendQueueCapacity,
-    1_000_000
-  ),
-  maxInbound: count(
-    "QUEEN_MESH_MAX_INBOUND",
-    "concurrent inbound mesh connections",
-    defaults.maxInbound,
-    65_536
-  ),
-  maxUnauthenticatedPerAddress: count(
-    "QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP",
-    "inbound connections one address may hold before its HELLO",
-    defaults.maxUnauthenticatedPerAddress,
-    65_536
-  ),
-  helloMaxBytes: parsed(
-    "QUEEN_MESH_HELLO_MAX_BYTES",
-    undefined,
-    "the first frame's cap in bytes",
-    defaults.helloMaxBytes,
-    (raw) =>
-      Either.flatMap(parseCount(raw), (n) =>
-        n >= 256 && n <= 65_536 ? Either.right(n) : Either.left(`expected 256 to 65536, got ${n}`)
-      )
-  ),
-  authFailureDelay: millis(
-    "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
-    "pause before closing a refused connection",
-    defaults.authFailureDelay,
-    0,
-    60_000
-  ),
+  helloMaxBytes: numeric("helloMaxBytes", defaults.helloMaxBytes),
+  authFailureDelay: numeric("authFailureDelay", defaults.authFailureDelay),
   idleTimeout: parsed(
-    "QUEEN_MESH_IDLE_TIMEOUT_MS",
+    bounds.idleTimeout.variable,
     undefined,
-    "an authenticated inbound link silent this long is closed (default: the dead threshold)",
+    bounds.idleTimeout.description,
     Option.none<Duration.Duration>(),
-    (raw) =>
-      Either.flatMap(parseMillis(raw, 1), (ms) =>
-        ms <= DAY
-          ? Either.right(Option.some(Duration.millis(ms)))
-          : Either.left(`expected at most ${DAY}, got ${ms}`)
-      )
+    (raw) => Either.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
   ),
   auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, [
     "legacy",
     "permissive",
     "required"
   ] as const),
-  challengeWait: millis(
-    "QUEEN_MESH_CHALLENGE_WAIT_MS",
-    "how long a permissive dialer waits for a challenge",
-    defaults.challengeWait,
-    1,
-    60_000
-  ),
+  challengeWait: numeric("challengeWait", defaults.challengeWait),
   clusterLabel: Config.string("QUEEN_MESH_CLUSTER_LABEL").pipe(
     Config.withDefault(defaults.clusterLabel),
     Config.withDescription("cluster label bound into v2 HELLOs")
@@ -564,82 +622,180 @@ export const config: Config.Config<MeshConfigShape> = Config.all({
           ConfigError.InvalidData([name], `${name}: ${why}`)
         )
     })
-    return Either.flatMap(peers, (peers) =>
-      Either.mapLeft(
-        check({
-          ...rest,
-          peers,
-          idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
-          serverId: Option.getOrElse(
-            Option.orElse(serverId, () => hostname),
-            randomServerId
-          )
-        }),
-        ({ names, message }) => ConfigError.InvalidData([...names], message)
+    return Either.map(peers, (peers) => ({
+      ...rest,
+      peers,
+      idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
+      serverId: Option.getOrElse(
+        Option.orElse(serverId, () => hostname),
+        randomServerId
       )
-    )
+    }))
   })
 )
 
 /**
- * The rules between variables: a configuration that would mislead is refused, naming every variable
- * involved.
+ * The whole configuration as one `Config`, read from whatever `ConfigProvider` is current and
+ * validated ({@link validate}): a setting that would mislead is a `ConfigError` naming its variable.
  *
  * @since 0.1.0
- * @category parsers
+ * @category config
  */
-export const check = (
-  config: MeshConfigShape
-): Either.Either<MeshConfigShape, { readonly names: ReadonlyArray<string>; readonly message: string }> => {
+export const config: Config.Config<MeshConfigShape> = read.pipe(
+  Config.mapOrFail((shape) =>
+    Either.mapLeft(validate(shape), (error) => ConfigError.InvalidData([...error.variables], error.message))
+  )
+)
+
+// ---------------------------------------------------------------------------------------------
+// validation
+// ---------------------------------------------------------------------------------------------
+
+/** Where a field comes from in the environment, for an error that names both. */
+const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
+  serverId: "QUEEN_SERVER_ID",
+  enabled: "QUEEN_SYNC_ENABLED",
+  peers: "QUEEN_MESH_PEERS",
+  bindHost: "QUEEN_MESH_BIND_HOST",
+  secret: "QUEEN_SYNC_SECRET",
+  auth: "QUEEN_MESH_AUTH",
+  clusterLabel: "QUEEN_MESH_CLUSTER_LABEL",
+  tls: "QUEEN_MESH_TLS",
+  ...Object.fromEntries(Object.entries(bounds).map(([field, bound]) => [field, bound.variable]))
+} as { readonly [K in keyof MeshConfigShape]: string }
+
+const refuse = (
+  fields: ReadonlyArray<keyof MeshConfigShape>,
+  detail: string
+): Either.Either<never, MeshConfigError> =>
+  Either.left(new MeshConfigError({ fields, variables: fields.map((field) => VARIABLES[field]), detail }))
+
+const numberOf = (value: unknown): number | undefined => {
+  if (typeof value === "number") return value
+  if (Duration.isDuration(value)) return Duration.toMillis(value)
+  return undefined
+}
+
+/**
+ * Every rule a configuration must keep, whichever way it came in (the environment, a `ConfigProvider`,
+ * or code through {@link layer}): each numeric setting within its {@link bounds}, the server id and the
+ * label within what a HELLO can carry, hosts that are hosts, and the rules between settings (a
+ * heartbeat below the dead threshold, an idle timeout of at least a heartbeat, a secret for `required`
+ * and for TLS-PSK). The first rule broken is the error, naming the field and its variable.
+ *
+ * @example
+ * ```ts
+ * import { strictEqual } from "node:assert"
+ * import { Duration, Either } from "effect"
+ * import { MeshConfig } from "queen-mesh"
+ *
+ * const ok = MeshConfig.validate({ ...MeshConfig.defaults, serverId: "queen-a" })
+ * strictEqual(Either.isRight(ok), true)
+ * const bad = MeshConfig.validate({
+ *   ...MeshConfig.defaults,
+ *   serverId: "queen-a",
+ *   heartbeatInterval: Duration.seconds(10)
+ * })
+ * strictEqual(Either.isLeft(bad) && bad.left.fields.join(","), "heartbeatInterval,deadThreshold")
+ * ```
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape, MeshConfigError> => {
+  for (const [name, bound] of Object.entries(bounds) as ReadonlyArray<[NumericField, Bound]>) {
+    const value = numberOf(config[name])
+    const integer = bound.unit !== "ms" || (value !== undefined && Number.isInteger(value))
+    if (
+      value === undefined ||
+      !Number.isFinite(value) ||
+      !integer ||
+      value < bound.min ||
+      value > bound.max
+    ) {
+      const unit = bound.unit === "ms" ? " ms" : bound.unit === "bytes" ? " bytes" : ""
+      return refuse(
+        [name],
+        `expected a whole number from ${bound.min} to ${bound.max}${unit}, got ${String(value ?? config[name])}`
+      )
+    }
+    if (bound.unit !== "ms" && !Number.isInteger(value)) {
+      return refuse([name], `expected a whole number, got ${value}`)
+    }
+  }
+  if (typeof config.enabled !== "boolean") return refuse(["enabled"], "expected true or false")
+  if (!["legacy", "permissive", "required"].includes(config.auth)) {
+    return refuse(["auth"], `expected legacy, permissive or required, got ${JSON.stringify(config.auth)}`)
+  }
+  if (!["off", "psk"].includes(config.tls)) {
+    return refuse(["tls"], `expected off or psk, got ${JSON.stringify(config.tls)}`)
+  }
+  if (typeof config.serverId !== "string" || Rules.serverId(config.serverId) === undefined) {
+    return refuse(
+      ["serverId"],
+      `must be 1 to ${Rules.MAX_SERVER_ID_BYTES} bytes: peers refuse a HELLO with a longer server id`
+    )
+  }
+  if (
+    typeof config.clusterLabel !== "string" ||
+    !Rules.fitsBytes(config.clusterLabel, Rules.MAX_LABEL_BYTES)
+  ) {
+    return refuse(
+      ["clusterLabel"],
+      `must be at most ${Rules.MAX_LABEL_BYTES} bytes: a longer one makes every challenge undecodable`
+    )
+  }
+  if (typeof config.bindHost !== "string" || !isValidHost(config.bindHost)) {
+    return refuse(["bindHost"], `${JSON.stringify(config.bindHost)} is not an IP address or host name`)
+  }
+  if (!Array.isArray(config.peers)) return refuse(["peers"], "expected a list of {host, port}")
+  for (const peer of config.peers) {
+    if (typeof peer?.host !== "string" || !isValidHost(peer.host)) {
+      return refuse(["peers"], `${JSON.stringify(peer?.host)} is not a hostname or IP address`)
+    }
+    if (!Number.isInteger(peer.port) || peer.port < 1 || peer.port > 65_535) {
+      return refuse(["peers"], `peer ${peer.host}: port ${String(peer.port)} is out of range (1-65535)`)
+    }
+  }
   const heartbeat = Duration.toMillis(config.heartbeatInterval)
   const dead = Duration.toMillis(config.deadThreshold)
   if (heartbeat >= dead) {
-    return Either.left({
-      names: ["QUEEN_SYNC_HEARTBEAT_MS", "QUEEN_SYNC_DEAD_THRESHOLD_MS"],
-      message: `QUEEN_SYNC_HEARTBEAT_MS (${heartbeat}) must be below QUEEN_SYNC_DEAD_THRESHOLD_MS (${dead}), or idle peers flap between alive and dead`
-    })
+    return refuse(
+      ["heartbeatInterval", "deadThreshold"],
+      `the heartbeat (${heartbeat} ms) must be below the dead threshold (${dead} ms), or idle peers flap between alive and dead`
+    )
   }
   if (Duration.toMillis(config.idleTimeout) < heartbeat) {
-    return Either.left({
-      names: ["QUEEN_MESH_IDLE_TIMEOUT_MS", "QUEEN_SYNC_HEARTBEAT_MS"],
-      message: `QUEEN_MESH_IDLE_TIMEOUT_MS (${Duration.toMillis(config.idleTimeout)}) must be at least QUEEN_SYNC_HEARTBEAT_MS (${heartbeat})`
-    })
+    return refuse(
+      ["idleTimeout", "heartbeatInterval"],
+      `the idle timeout (${Duration.toMillis(config.idleTimeout)} ms) must be at least the heartbeat (${heartbeat} ms)`
+    )
   }
-  if (Rules.serverId(config.serverId) === undefined) {
-    return Either.left({
-      names: ["QUEEN_SERVER_ID"],
-      message: `QUEEN_SERVER_ID must be 1 to ${Rules.MAX_SERVER_ID_BYTES} bytes: peers refuse a HELLO with a longer server id`
-    })
-  }
-  if (!Rules.fitsBytes(config.clusterLabel, Rules.MAX_LABEL_BYTES)) {
-    return Either.left({
-      names: ["QUEEN_MESH_CLUSTER_LABEL"],
-      message: `QUEEN_MESH_CLUSTER_LABEL must be at most ${Rules.MAX_LABEL_BYTES} bytes: a longer one makes every challenge undecodable`
-    })
-  }
+  if (!Redacted.isRedacted(config.secret)) return refuse(["secret"], "expected a Redacted string")
   const secret = Redacted.value(config.secret)
   if (config.auth === "required" && secret === "") {
-    return Either.left({
-      names: ["QUEEN_MESH_AUTH", "QUEEN_SYNC_SECRET"],
-      message: "QUEEN_MESH_AUTH=required needs QUEEN_SYNC_SECRET: with no secret nothing can be proven"
-    })
+    return refuse(["auth", "secret"], "required needs a secret: with no secret nothing can be proven")
   }
   if (config.tls === "psk" && secret === "") {
-    return Either.left({
-      names: ["QUEEN_MESH_TLS", "QUEEN_SYNC_SECRET"],
-      message: "QUEEN_MESH_TLS=psk needs QUEEN_SYNC_SECRET: the link keys are derived from it"
-    })
+    return refuse(["tls", "secret"], "psk needs a secret: the link keys are derived from it")
   }
   return Either.right(config)
 }
 
 /**
- * Reads the configuration from the current `ConfigProvider`.
+ * Reads the configuration from the current `ConfigProvider`: the process environment unless the host
+ * provides another (`Layer.setConfigProvider`, `Effect.withConfigProvider`). An unreadable value is a
+ * `ConfigError`; a value that breaks a rule is the same `MeshConfigError` code would get.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError> = Layer.effect(MeshConfig, config)
+export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError | MeshConfigError> = Layer.effect(
+  MeshConfig,
+  Effect.flatMap(read, (shape) =>
+    Either.match(validate(shape), { onLeft: Effect.fail, onRight: Effect.succeed })
+  )
+)
 
 /**
  * Reads the configuration from the process environment, whatever `ConfigProvider` is current.
@@ -647,26 +803,45 @@ export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError> = Lay
  * @since 0.1.0
  * @category layers
  */
-export const layerFromEnv: Layer.Layer<MeshConfig, ConfigError.ConfigError> = Layer.effect(
-  MeshConfig,
-  Effect.withConfigProvider(config, ConfigProvider.fromEnv())
-)
+export const layerFromEnv: Layer.Layer<MeshConfig, ConfigError.ConfigError | MeshConfigError> =
+  layerConfig.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromEnv())))
 
 /**
- * A configuration given in code: the spec's defaults overridden by `options`.
+ * A configuration given in code: the spec's defaults overridden by `options`, then validated.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Partial<MeshConfigShape> = {}
+): Effect.Effect<MeshConfigShape, MeshConfigError> =>
+  Effect.suspend(() =>
+    Either.match(validate(merge(options)), { onLeft: Effect.fail, onRight: Effect.succeed })
+  )
+
+/** The defaults under `options`; the idle timeout follows the dead threshold unless given, as in the environment. */
+const merge = (options: Partial<MeshConfigShape>): MeshConfigShape => ({
+  ...defaults,
+  serverId: randomServerId(),
+  ...options,
+  idleTimeout: options.idleTimeout ?? options.deadThreshold ?? defaults.idleTimeout
+})
+
+/**
+ * {@link make}, throwing the `MeshConfigError` (for a test's fixed configuration).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const unsafeMake = (options: Partial<MeshConfigShape> = {}): MeshConfigShape =>
+  Either.getOrThrowWith(validate(merge(options)), (error) => error)
+
+/**
+ * A configuration given in code (see {@link make}); fails to build with a `MeshConfigError` naming the
+ * field, exactly as the environment would.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Partial<MeshConfigShape> = {}): Layer.Layer<MeshConfig> =>
-  Layer.sync(MeshConfig, () => make(options))
-
-/**
- * @since 0.1.0
- * @category constructors
- */
-export const make = (options: Partial<MeshConfigShape> = {}): MeshConfigShape => ({
-  ...defaults,
-  serverId: randomServerId(),
-  ...options
-})
+export const layer = (options: Partial<MeshConfigShape> = {}): Layer.Layer<MeshConfig, MeshConfigError> =>
+  Layer.effect(MeshConfig, make(options))

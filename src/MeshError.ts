@@ -63,12 +63,13 @@ export class FrameTooLargeError extends Data.TaggedError("FrameTooLargeError")<{
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { MeshError } from "queen-mesh"
  *
  * const error = new MeshError.HandshakeError({ reason: "BadMac" })
- * assert.strictEqual(error._tag, "HandshakeError")
- * assert.strictEqual(error.message, MeshError.handshakeReasons.BadMac.message)
- * assert.strictEqual(MeshError.handshakeReasons.BadMac.stat, "bad_mac")
+ * strictEqual(error._tag, "HandshakeError")
+ * strictEqual(error.message, MeshError.handshakeReasons.BadMac.message)
+ * strictEqual(MeshError.handshakeReasons.BadMac.stat, "bad_mac")
  * ```
  *
  * @since 0.1.0
@@ -246,3 +247,20 @@ export class LinkDown extends Data.TaggedError("LinkDown")<{
   readonly established: boolean
   readonly cause: TransportError | "closed by peer" | "no challenge" | `invalid challenge (${string})`
 }> {}
+
+/**
+ * A configuration that would mislead, from any way in (code, the environment, a `ConfigProvider`):
+ * `fields` are the `MeshConfig` fields at fault, `variables` the environment variables that set them.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MeshConfigError extends Data.TaggedError("MeshConfigError")<{
+  readonly fields: ReadonlyArray<string>
+  readonly variables: ReadonlyArray<string>
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `${this.variables.join(", ")} (${this.fields.join(", ")}): ${this.detail}`
+  }
+}

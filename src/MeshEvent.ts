@@ -90,6 +90,7 @@ const EVENT_BUFFER = 4096
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { MeshEvent } from "queen-mesh"
  *
@@ -98,7 +99,7 @@ const EVENT_BUFFER = 4096
  *   const seen: Array<MeshEvent.MeshEvent> = []
  *   yield* events.observe((event) => seen.push(event))
  *   events.emit({ _tag: "PeerUp", serverId: "queen-b" })
- *   assert.deepStrictEqual(seen, [{ _tag: "PeerUp", serverId: "queen-b" }])
+ *   deepStrictEqual(seen, [{ _tag: "PeerUp", serverId: "queen-b" }])
  * })
  *
  * Effect.runPromise(Effect.scoped(program))

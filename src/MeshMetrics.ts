@@ -40,6 +40,7 @@ export const contentType = Prometheus.contentType
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert"
  * import { Effect } from "effect"
  * import { MeshMetrics, MeshTest } from "queen-mesh"
  *
@@ -48,7 +49,7 @@ export const contentType = Prometheus.contentType
  *   const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["metrics-b"] })
  *   yield* a.mesh.syncMetrics
  *   const text = yield* MeshMetrics.renderPrometheus()
- *   assert.ok(text.includes(MeshMetrics.names.peersAlive))
+ *   ok(text.includes(MeshMetrics.names.peersAlive))
  * })
  *
  * Effect.runPromise(Effect.scoped(program))

@@ -217,6 +217,7 @@ export const StatsBody = Schema.Union(ActiveStats, InactiveStats)
 /**
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { MeshTest, type MeshStats } from "queen-mesh"
  *
@@ -226,8 +227,8 @@ export const StatsBody = Schema.Union(ActiveStats, InactiveStats)
  *   const stats: MeshStats.MeshStats = yield* a.mesh.stats
  *   // `enabled` tells an active mesh's stats from an inactive one's.
  *   if (stats.enabled) {
- *     assert.strictEqual(stats.peer_count, 1)
- *     assert.strictEqual(stats.peers[0]?.host, "b")
+ *     strictEqual(stats.peer_count, 1)
+ *     strictEqual(stats.peers[0]?.host, "b")
  *   }
  * })
  *

@@ -25,13 +25,13 @@
  */
 import { Context, Duration, Effect, Layer, Redacted, Schedule, type Scope } from "effect"
 import * as HotList from "./HotList.js"
+import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
 import * as MemoryTransport from "./MemoryTransport.js"
 import * as Mesh from "./Mesh.js"
 import * as MeshConfig from "./MeshConfig.js"
-import type { TransportError } from "./MeshError.js"
+import * as MeshError from "./MeshError.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
-import * as Waker from "./Waker.js"
 
 /**
  * One in-memory network: its transport and its controls (refuse, cut, stop reading, delay).
@@ -50,7 +50,7 @@ export type Network = MemoryTransport.Network
 export interface Node {
   readonly serverId: string
   readonly mesh: Mesh.MeshShape
-  readonly waker: Waker.LocalWakerShape
+  readonly waker: LocalWaker.LocalWakerShape
   readonly cache: QueueConfigCache.MemoryQueueConfigCacheShape
   readonly hotList: HotList.MemoryHotListShape
   readonly flags: MaintenanceFlags.MaintenanceFlagsShape
@@ -62,8 +62,10 @@ export interface Node {
  */
 export interface NodeOptions {
   readonly serverId: string
-  /** The names of the peers to dial (each a node's `serverId` on the same network). */
+  /** The names of the peers to dial (each a node's name on the same network). */
   readonly peers: ReadonlyArray<string>
+  /** The node's name on the network, what its peers dial. Default: its `serverId`. */
+  readonly host?: string
   /** Default `"s3cr3t"`; give nodes different secrets to test refusals. */
   readonly secret?: string
   /** Anything else of the configuration (heartbeat, dead threshold, queue size, ...). */
@@ -94,15 +96,13 @@ export const network: Effect.Effect<Network> = MemoryTransport.makeNetwork
  * @since 0.1.0
  * @category constructors
  */
-export const config = (options: NodeOptions): MeshConfig.MeshConfigShape =>
-  MeshConfig.make({
-    serverId: options.serverId,
-    port: PORT,
-    bindHost: options.serverId,
-    peers: options.peers.map((host) => ({ host, port: PORT })),
-    secret: Redacted.make(options.secret ?? "s3cr3t"),
-    ...options.config
-  })
+export const config = (options: NodeOptions): Partial<MeshConfig.MeshConfigShape> => ({
+  serverId: options.serverId,
+  port: PORT,
+  peers: options.peers.map((host) => ({ host, port: PORT })),
+  secret: Redacted.make(options.secret ?? "s3cr3t"),
+  ...options.config
+})
 
 /**
  * A node on `network`, living in the current scope (close the scope to stop it, as a crash would).
@@ -113,18 +113,18 @@ export const config = (options: NodeOptions): MeshConfig.MeshConfigShape =>
 export const node = (
   network: Network,
   options: NodeOptions
-): Effect.Effect<Node, TransportError, Scope.Scope> =>
+): Effect.Effect<Node, MeshError.TransportError | MeshError.MeshConfigError, Scope.Scope> =>
   Effect.map(
     Layer.build(
       Mesh.layerLocal(options.options).pipe(
-        Layer.provide(MemoryTransport.layer(network)),
-        Layer.provide(Layer.succeed(MeshConfig.MeshConfig, config(options)))
+        Layer.provide(MemoryTransport.layer(network, { host: options.host ?? options.serverId })),
+        Layer.provide(MeshConfig.layer(config(options)))
       )
     ),
     (context) => ({
       serverId: options.serverId,
       mesh: Context.get(context, Mesh.Mesh),
-      waker: Context.get(context, Waker.LocalWaker),
+      waker: Context.get(context, LocalWaker.LocalWaker),
       cache: Context.get(context, QueueConfigCache.MemoryQueueConfigCache),
       hotList: Context.get(context, HotList.MemoryHotList),
       flags: Context.get(context, MaintenanceFlags.MaintenanceFlags)
@@ -142,17 +142,18 @@ export const settle: Effect.Effect<void> = Effect.gen(function* () {
 })
 
 /**
- * An error of the test kit: a condition that never held.
+ * An error of the test kit: a condition that never held (`MeshError.NotReached`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class NotReached extends Error {
-  /**
-   * @since 0.1.0
-   */
-  override readonly name = "NotReached"
-}
+export const NotReached = MeshError.NotReached
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type NotReached = MeshError.NotReached
 
 /**
  * Yields until `check` holds, without moving the clock; fails after `rounds` attempts.
@@ -169,7 +170,7 @@ export const settleUntil = <E, R>(
       if (yield* check) return
       yield* Effect.yieldNow()
     }
-    return yield* Effect.fail(new NotReached("condition not reached while settling"))
+    return yield* Effect.fail(new NotReached({ detail: "condition not reached while settling" }))
   })
 
 /**
@@ -186,17 +187,24 @@ export const eventually = <E, R>(
   check.pipe(
     Effect.repeat({ schedule: Schedule.spaced(Duration.millis(5)), until: (ok) => ok }),
     Effect.asVoid,
-    Effect.timeoutFail({ duration: within, onTimeout: () => new NotReached("condition not reached in time") })
+    Effect.timeoutFail({
+      duration: within,
+      onTimeout: () => new NotReached({ detail: "condition not reached in time" })
+    })
   )
 
 /**
- * Every configured peer of `node` has an established outbound link.
+ * Every configured peer of `node` has an established outbound link (an entry naming the node itself
+ * is not a link).
  *
  * @since 0.1.0
  * @category testing
  */
-export const linked = (node: Node): Effect.Effect<boolean> =>
-  Effect.map(node.mesh.stats, (stats) => stats.enabled && stats.peers.every((peer) => peer.connected))
+export const linked = (node: Pick<Node, "mesh">): Effect.Effect<boolean> =>
+  Effect.map(
+    node.mesh.stats,
+    (stats) => stats.enabled && stats.peers.every((peer) => peer.connected || peer.self)
+  )
 
 /**
  * `node` hears `count` peers alive.
@@ -204,5 +212,5 @@ export const linked = (node: Node): Effect.Effect<boolean> =>
  * @since 0.1.0
  * @category testing
  */
-export const hears = (node: Node, count: number): Effect.Effect<boolean> =>
+export const hears = (node: Pick<Node, "mesh">, count: number): Effect.Effect<boolean> =>
   Effect.map(node.mesh.stats, (stats) => stats.enabled && stats.servers_alive >= count)

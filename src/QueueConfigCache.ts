@@ -102,6 +102,7 @@ const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Effect, Option } from "effect"
  * import { Frame, QueueConfigCache } from "queen-mesh"
  *
@@ -109,10 +110,10 @@ const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
  *   const cache = yield* QueueConfigCache.makeMemory()
  *   const ref = Frame.queueRef({ queue: "orders", tenant: "acme" })
  *   yield* cache.set(ref, { leaseTimeSeconds: 30, encrypted: false })
- *   assert.strictEqual(Option.isSome(yield* cache.get(ref)), true)
+ *   strictEqual(Option.isSome(yield* cache.get(ref)), true)
  *   // What a QUEUE_CONFIG_SET from a peer does: the next read goes to PostgreSQL.
  *   yield* cache.invalidate(ref)
- *   assert.strictEqual(Option.isNone(yield* cache.get(ref)), true)
+ *   strictEqual(Option.isNone(yield* cache.get(ref)), true)
  * })
  *
  * Effect.runPromise(program)

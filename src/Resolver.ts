@@ -95,16 +95,17 @@ export interface RegistryShape extends ResolverShape {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
  * import { Effect, Either } from "effect"
  * import { Resolver } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
  *   const registry = yield* Resolver.makeRegistry()
  *   yield* registry.register("queen-b", { host: "127.0.0.1", port: 40001 })
- *   assert.deepStrictEqual(yield* registry.resolve("queen-b", 6633), { host: "127.0.0.1", port: 40001 })
+ *   deepStrictEqual(yield* registry.resolve("queen-b", 6633), { host: "127.0.0.1", port: 40001 })
  *   yield* registry.unregister("queen-b")
  *   const gone = yield* Effect.either(registry.resolve("queen-b", 6633))
- *   assert.strictEqual(Either.isLeft(gone) && gone.left.reason, "Resolve")
+ *   strictEqual(Either.isLeft(gone) && gone.left.reason, "Resolve")
  * })
  *
  * Effect.runPromise(program)

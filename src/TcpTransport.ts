@@ -34,6 +34,7 @@ export interface TcpOptions {
 /**
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Deferred, Effect } from "effect"
  * import { TcpTransport } from "queen-mesh"
  *
@@ -48,7 +49,7 @@ export interface TcpOptions {
  *   )
  *   const connection = yield* transport.dial("127.0.0.1", port)
  *   yield* connection.write(new TextEncoder().encode("hello"))
- *   assert.strictEqual(yield* Deferred.await(received), "hello")
+ *   strictEqual(yield* Deferred.await(received), "hello")
  * })
  *
  * Effect.runPromise(Effect.scoped(program))

@@ -129,13 +129,14 @@ export const isValidIdentity = (identity: string): boolean =>
  *
  * @example
  * ```ts
+ * import { notDeepStrictEqual, strictEqual } from "node:assert"
  * import { TlsTransport } from "queen-mesh"
  *
  * // Each node's link key is derived from the shared secret and its server id.
  * const key = TlsTransport.derivePsk("s3cr3t", "queen-a")
- * assert.strictEqual(key.length, TlsTransport.PSK_BYTES)
- * assert.notDeepStrictEqual(key, TlsTransport.derivePsk("s3cr3t", "queen-b"))
- * assert.strictEqual(TlsTransport.isValidIdentity("queen-a"), true)
+ * strictEqual(key.length, TlsTransport.PSK_BYTES)
+ * notDeepStrictEqual(key, TlsTransport.derivePsk("s3cr3t", "queen-b"))
+ * strictEqual(TlsTransport.isValidIdentity("queen-a"), true)
  * ```
  *
  * @since 0.1.0

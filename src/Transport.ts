@@ -6,10 +6,11 @@
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Deferred, Effect } from "effect"
  * import { MemoryTransport, Transport } from "queen-mesh"
  *
- * // Any `Transport` listens and dials; here the in-memory one.
+ * // Any `Transport` listens and dials; here the in-memory one, as the node named queen-b.
  * const program = Effect.gen(function* () {
  *   const transport = yield* Transport.Transport
  *   const received = yield* Deferred.make<string>()
@@ -20,21 +21,34 @@
  *   )
  *   const connection = yield* transport.dial("queen-b", port)
  *   yield* connection.write(new TextEncoder().encode("hello"))
- *   assert.strictEqual(yield* Deferred.await(received), "hello")
+ *   strictEqual(yield* Deferred.await(received), "hello")
  * })
  *
  * Effect.runPromise(
  *   Effect.gen(function* () {
  *     const network = yield* MemoryTransport.makeNetwork
- *     yield* Effect.scoped(program).pipe(Effect.provide(MemoryTransport.layer(network)))
+ *     yield* Effect.scoped(program).pipe(Effect.provide(MemoryTransport.layer(network, { host: "queen-b" })))
  *   })
  * )
  * ```
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option, type Scope } from "effect"
-import type { TransportError } from "./MeshError.js"
+import type * as Socket from "@effect/platform/Socket"
+import type * as SocketServer from "@effect/platform/SocketServer"
+import {
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  FiberId,
+  FiberSet,
+  Option,
+  Runtime,
+  type Scope
+} from "effect"
+import { TransportError } from "./MeshError.js"
 
 /**
  * One established connection. The mesh uses each connection one way only (spec "Topology"): it
@@ -120,3 +134,177 @@ export interface TransportShape {
  * @category tags
  */
 export class Transport extends Context.Tag("queen-mesh/Transport")<Transport, TransportShape>() {}
+
+// ---------------------------------------------------------------------------------------------
+// from @effect/platform sockets
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Bytes a connection built by {@link fromSocket} holds for a reader that is still applying an earlier
+ * chunk: a platform socket cannot be paused, so past this the connection fails instead of growing.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SOCKET_BACKLOG_BYTES = 32 * 1024 * 1024
+
+/**
+ * A `Connection` over a platform `Socket`: the socket runs in the current scope, its chunks go to the
+ * reader in order (a chunk whose effect is running holds the next ones back, up to
+ * {@link SOCKET_BACKLOG_BYTES}), and writes go through its writer. Completes once the socket is open.
+ */
+const connectionOfSocket = (
+  socket: Socket.Socket,
+  address: string
+): Effect.Effect<Connection, TransportError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const opened = yield* Deferred.make<void>()
+    const ended = yield* Deferred.make<void, TransportError>()
+    // Chunks in arrival order, until the reader takes them; `deliver` is the reader's pump.
+    const backlog: Array<Uint8Array> = []
+    let backlogBytes = 0
+    let deliver: (() => void) | undefined
+    const onChunk = (chunk: Uint8Array) => {
+      backlog.push(chunk)
+      backlogBytes += chunk.length
+      if (backlogBytes > SOCKET_BACKLOG_BYTES) {
+        Deferred.unsafeDone(
+          ended,
+          Exit.fail(
+            new TransportError({ reason: "Read", address, cause: new Error("the reader is too slow") })
+          )
+        )
+        return
+      }
+      deliver?.()
+    }
+    yield* socket.run(onChunk, { onOpen: Deferred.succeed(opened, undefined) }).pipe(
+      Effect.matchEffect({
+        onFailure: (cause) => Deferred.fail(ended, new TransportError({ reason: "Read", address, cause })),
+        onSuccess: () => Deferred.succeed(ended, undefined)
+      }),
+      Effect.forkScoped
+    )
+    yield* Effect.raceFirst(
+      Deferred.await(opened),
+      Effect.flatMap(Deferred.await(ended), () => new TransportError({ reason: "Dial", address }))
+    )
+    const write = yield* socket.writer
+    const read = <E>(reader: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
+      Effect.suspend(() => {
+        let running: Fiber.RuntimeFiber<void, E> | undefined
+        let failed: Exit.Exit<void, E> | undefined
+        // Completed by the reader's first failure, so the read ends on it without waiting for the socket.
+        const stopped = Deferred.unsafeMake<void, E>(FiberId.none)
+        const stop = (exit: Exit.Exit<void, E>) => {
+          failed = exit
+          Deferred.unsafeDone(stopped, exit)
+        }
+        // Each chunk in order; one whose effect runs holds the next ones back (a platform socket
+        // cannot be paused, hence the backlog's bound).
+        const pump = () => {
+          while (running === undefined && backlog.length > 0 && failed === undefined) {
+            const chunk = backlog.shift()!
+            backlogBytes -= chunk.length
+            let effect: Effect.Effect<void, E> | undefined
+            try {
+              effect = reader(chunk)
+            } catch (defect) {
+              stop(Exit.die(defect))
+              return
+            }
+            if (effect === undefined) continue
+            const fiber = Runtime.runFork(runtime)(effect)
+            running = fiber
+            fiber.addObserver((exit) => {
+              running = undefined
+              if (Exit.isFailure(exit)) stop(exit)
+              pump()
+            })
+          }
+        }
+        deliver = pump
+        pump()
+        // The socket's end, once every chunk it delivered was applied; a reader's failure first.
+        const drained: Effect.Effect<void, E> = Effect.suspend(() => {
+          if (failed !== undefined) return failed
+          if (running !== undefined) return Effect.zipRight(Fiber.await(running), drained)
+          if (backlog.length > 0) return Effect.zipRight(Effect.yieldNow(), drained)
+          return Effect.void
+        })
+        return Effect.raceFirst(Effect.zipRight(Deferred.await(ended), drained), Deferred.await(stopped))
+      })
+    return {
+      remoteAddress: Option.none(),
+      read,
+      write: (bytes: Uint8Array) =>
+        Effect.mapError(write(bytes), (cause) => new TransportError({ reason: "Write", address, cause }))
+    } satisfies Connection
+  })
+
+/**
+ * A `Transport` from `@effect/platform` sockets: `connect` makes the socket to dial `host:port` (it
+ * connects when run, as `NodeSocket.makeNet` does) and `serve` the server to listen with
+ * (`NodeSocketServer.make`). The adapter runs the sockets, keeps chunks in order for the mesh's
+ * reader, and closes everything with the scopes. The remote address is not known through a platform
+ * socket, so the stats show none.
+ *
+ * @example
+ * ```ts
+ * import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
+ * import { Layer } from "effect"
+ * import { Transport } from "queen-mesh"
+ *
+ * const SocketTransport = Layer.succeed(
+ *   Transport.Transport,
+ *   Transport.fromSocket({
+ *     connect: (host, port) => NodeSocket.makeNet({ host, port }),
+ *     serve: ({ host, port }) => NodeSocketServer.make({ host, port })
+ *   })
+ * )
+ * void SocketTransport
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromSocket = <E1, E2>(options: {
+  readonly connect: (host: string, port: number) => Effect.Effect<Socket.Socket, E1>
+  readonly serve: (
+    options: ListenOptions
+  ) => Effect.Effect<SocketServer.SocketServer["Type"], E2, Scope.Scope>
+}): TransportShape => ({
+  dial: (host, port) => {
+    const address = `${host}:${port}`
+    return Effect.flatMap(
+      Effect.mapError(
+        options.connect(host, port),
+        (cause) => new TransportError({ reason: "Dial", address, cause })
+      ),
+      (socket) => connectionOfSocket(socket, address)
+    )
+  },
+  listen: (listen, onConnection) =>
+    Effect.gen(function* () {
+      const address = `${listen.host}:${listen.port}`
+      const server = yield* Effect.mapError(
+        options.serve(listen),
+        (cause) => new TransportError({ reason: "Listen", address, cause })
+      )
+      const connections = yield* FiberSet.make()
+      yield* server
+        .run((socket) =>
+          Effect.scoped(
+            Effect.flatMap(connectionOfSocket(socket, address), onConnection).pipe(
+              Effect.catchAll(() => Effect.void)
+            )
+          ).pipe(FiberSet.run(connections))
+        )
+        .pipe(
+          Effect.catchAllCause((cause) => Effect.logError("mesh socket server stopped", cause)),
+          Effect.forkScoped
+        )
+      return server.address._tag === "TcpAddress" ? server.address.port : listen.port
+    })
+})

@@ -56,13 +56,14 @@ export class Waker extends Context.Tag("queen-mesh/Waker")<Waker, WakerShape>() 
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { Frame, Waker } from "queen-mesh"
  *
  * const woken: Array<string> = []
  * const waker = Waker.sync((item) => woken.push(item.queue))
  * Effect.runSync(waker.wake(Frame.queueItem({ queue: "orders", partition: "p1" })))
- * assert.deepStrictEqual(woken, ["orders"])
+ * deepStrictEqual(woken, ["orders"])
  * ```
  *
  * @since 0.1.0
@@ -78,6 +79,7 @@ export const sync = (wake: (item: QueueItem) => void): WakerShape => ({
  *
  * @example
  * ```ts
+ * import { strictEqual } from "node:assert"
  * import { Effect } from "effect"
  * import { Frame, LocalWaker, Waker } from "queen-mesh"
  *
@@ -88,7 +90,7 @@ export const sync = (wake: (item: QueueItem) => void): WakerShape => ({
  *     seen++
  *   })
  *   yield* counted.wake(Frame.queueItem({ queue: "orders", partition: "p1" }))
- *   assert.strictEqual(seen, 1)
+ *   strictEqual(seen, 1)
  * })
  *
  * Effect.runPromise(Effect.scoped(program))

@@ -4,24 +4,36 @@
  *
  * @example
  * ```ts
- * import { Effect, Layer } from "effect"
- * import { MemoryTransport, Mesh, MeshConfig } from "queen-mesh"
+ * import { strictEqual } from "node:assert"
+ * import { Effect, Fiber, Layer, Option } from "effect"
+ * import { LocalWaker, MemoryTransport, Mesh, MeshConfig, MeshTest } from "queen-mesh"
  *
- * // A host provides a configuration and a transport; `Mesh.layerLocal` adds the shipped host services.
+ * // Two nodes on one in-memory network, each with its own name, configuration and shipped host
+ * // services: a push on queen-a wakes a pop parked on queen-b.
+ * const node = (network: MemoryTransport.Network, name: string, peer: string) =>
+ *   Layer.build(
+ *     Mesh.layerLocal().pipe(
+ *       Layer.provide(MemoryTransport.layer(network, { host: name })),
+ *       Layer.provide(MeshConfig.layer({ serverId: name, peers: [{ host: peer, port: 6633 }] }))
+ *     )
+ *   )
+ *
  * const program = Effect.gen(function* () {
- *   const mesh = yield* Mesh.Mesh
- *   assert.strictEqual(mesh.active, true)
- *   yield* mesh.messageAvailable({ queue: "orders", partition: "p1" })
+ *   const network = yield* MemoryTransport.makeNetwork
+ *   const a = yield* node(network, "queen-a", "queen-b")
+ *   const b = yield* node(network, "queen-b", "queen-a")
+ *   const meshA = yield* Effect.provide(Mesh.Mesh, a)
+ *   const wakerB = yield* Effect.provide(LocalWaker.LocalWaker, b)
+ *   yield* MeshTest.eventually(MeshTest.linked({ mesh: meshA }))
+ *   const pop = yield* Effect.fork(
+ *     wakerB.awaitWake({ queue: "orders", tenant: Option.none() }, { maxWait: "30 seconds" })
+ *   )
+ *   yield* MeshTest.eventually(Effect.map(wakerB.parked, (parked) => parked === 1))
+ *   yield* meshA.messageAvailable({ queue: "orders", partition: "p1" })
+ *   strictEqual(yield* Fiber.join(pop), "woken")
  * })
  *
- * Effect.gen(function* () {
- *   const network = yield* MemoryTransport.makeNetwork
- *   const MeshLive = Mesh.layerLocal().pipe(
- *     Layer.provide(MemoryTransport.layer(network)),
- *     Layer.provide(MeshConfig.layer({ serverId: "queen-a", peers: [{ host: "queen-b", port: 6633 }] }))
- *   )
- *   yield* Effect.provide(program, MeshLive)
- * }).pipe(Effect.runPromise)
+ * Effect.runPromise(Effect.scoped(program))
  * ```
  *
  * @since 0.1.0

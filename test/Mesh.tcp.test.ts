@@ -133,7 +133,7 @@ describe("Mesh over loopback TCP", () => {
     Effect.gen(function* () {
       const portA = yield* freePort
       const portB = yield* freePort
-      const slow = { heartbeatInterval: Duration.hours(1) }
+      const slow = { heartbeatInterval: Duration.hours(1), deadThreshold: Duration.hours(2) }
       const b = yield* tcpNode({ serverId: "node-b", port: portB, peers: [portA], config: slow })
       const a = yield* tcpNode({ serverId: "node-a", port: portA, peers: [portB], config: slow })
       yield* eventually(allConnected(a))

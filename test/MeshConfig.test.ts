@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import {
+  Cause,
   ConfigError,
   ConfigProvider,
   Duration,
@@ -12,8 +13,10 @@ import {
   Exit,
   FastCheck as fc,
   Layer,
+  Option,
   Redacted
 } from "effect"
+import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import { assertEqual } from "./fixtures/equality.js"
 
@@ -263,8 +266,8 @@ describe("MeshConfig", () => {
 
     it("randomServerId and make follow the same shape", () => {
       assert.match(MeshConfig.randomServerId(), /^queen-[0-9a-f]{8}$/)
-      assert.match(MeshConfig.make().serverId, /^queen-[0-9a-f]{8}$/)
-      assert.strictEqual(MeshConfig.make({ serverId: "x" }).serverId, "x")
+      assert.match(MeshConfig.unsafeMake().serverId, /^queen-[0-9a-f]{8}$/)
+      assert.strictEqual(MeshConfig.unsafeMake({ serverId: "x" }).serverId, "x")
     })
   })
 
@@ -499,11 +502,11 @@ describe("MeshConfig", () => {
   describe("isActive", () => {
     it("is enabled and at least one peer", () => {
       const peer = { host: "h", port: 6633 }
-      assert.isTrue(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [peer] })))
-      assert.isTrue(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [peer, peer] })))
-      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: true, peers: [] })))
-      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: false, peers: [peer] })))
-      assert.isFalse(MeshConfig.isActive(MeshConfig.make({ enabled: false, peers: [] })))
+      assert.isTrue(MeshConfig.isActive(MeshConfig.unsafeMake({ enabled: true, peers: [peer] })))
+      assert.isTrue(MeshConfig.isActive(MeshConfig.unsafeMake({ enabled: true, peers: [peer, peer] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.unsafeMake({ enabled: true, peers: [] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.unsafeMake({ enabled: false, peers: [peer] })))
+      assert.isFalse(MeshConfig.isActive(MeshConfig.unsafeMake({ enabled: false, peers: [] })))
     })
 
     it.effect("follows the variables", () =>
@@ -538,7 +541,9 @@ describe("MeshConfig", () => {
           )
         )
         assert.isTrue(Either.isLeft(result))
-        if (Either.isLeft(result)) assertNames(result.left, "QUEEN_MESH_PORT")
+        if (Either.isLeft(result) && result.left._tag !== "MeshConfigError") {
+          assertNames(result.left, "QUEEN_MESH_PORT")
+        } else assert.fail("expected a ConfigError for text that is no number")
       })
     )
 
@@ -670,4 +675,121 @@ describe("MeshConfig: configuration that cannot mislead", () => {
     ])
     assertEqual(duplicates, [{ host: "A", port: 1 }])
   })
+})
+
+describe("MeshConfig: one validation for every way in", () => {
+  /** What `MeshConfig.layer` fails with for these options, failing the test if they build. */
+  const refusedInCode = (options: Partial<MeshConfig.MeshConfigShape>) =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(Layer.build(MeshConfig.layer({ serverId: "queen-a", ...options })))
+      // A typed failure, never a defect: a bad value from code is refused like one from the environment.
+      if (Exit.isSuccess(exit)) return assert.fail(`accepted ${JSON.stringify(options)}`)
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isNone(failure))
+        return assert.fail(`a defect, not a typed error: ${Cause.pretty(exit.cause)}`)
+      assert.strictEqual(failure.value._tag, "MeshConfigError")
+      return failure.value
+    }).pipe(Effect.scoped)
+
+  const cases: ReadonlyArray<
+    readonly [string, Partial<MeshConfig.MeshConfigShape>, ReadonlyArray<string>, Record<string, string>]
+  > = [
+    ["a negative port", { port: -1 }, ["port"], { QUEEN_MESH_PORT: "-1" }],
+    ["a port above 65535", { port: 70_000 }, ["port"], { QUEEN_MESH_PORT: "70000" }],
+    [
+      "a heartbeat above the dead threshold",
+      { heartbeatInterval: Duration.seconds(10), deadThreshold: Duration.seconds(5) },
+      ["heartbeatInterval", "deadThreshold"],
+      { QUEEN_SYNC_HEARTBEAT_MS: "10000", QUEEN_SYNC_DEAD_THRESHOLD_MS: "5000" }
+    ],
+    ["an empty server id", { serverId: "" }, ["serverId"], { QUEEN_SERVER_ID: "x".repeat(300) }],
+    [
+      "required auth without a secret",
+      { auth: "required" },
+      ["auth", "secret"],
+      { QUEEN_MESH_AUTH: "required" }
+    ],
+    ["an empty send queue", { sendQueueCapacity: 0 }, ["sendQueueCapacity"], { QUEEN_MESH_SEND_QUEUE: "0" }],
+    [
+      "a peer host that is no host",
+      { peers: [{ host: "a:b:c", port: 6633 }] },
+      ["peers"],
+      { QUEEN_MESH_PEERS: "a_b..c" }
+    ],
+    [
+      "a HELLO cap below 256 bytes",
+      { helloMaxBytes: 10 },
+      ["helloMaxBytes"],
+      { QUEEN_MESH_HELLO_MAX_BYTES: "10" }
+    ],
+    [
+      "an idle timeout below the heartbeat",
+      { idleTimeout: Duration.millis(10) },
+      ["idleTimeout", "heartbeatInterval"],
+      { QUEEN_MESH_IDLE_TIMEOUT_MS: "10" }
+    ],
+    ["a bind host that is no host", { bindHost: "not a host" }, ["bindHost"], {}]
+  ]
+
+  for (const [what, options, fields, env] of cases) {
+    it.effect(
+      `${what}: a MeshConfigError naming ${fields.join(" and ")}, from code and from the environment`,
+      () =>
+        Effect.gen(function* () {
+          const fromCode = yield* refusedInCode(options)
+          assert.deepStrictEqual(fromCode.fields, fields)
+          for (const field of fields) assert.include(fromCode.message, field)
+          if (Object.keys(env).length === 0) return
+          // The environment names the same variables, through the same rule.
+          const built = yield* Effect.either(
+            Layer.build(MeshConfig.layerConfig).pipe(Effect.scoped, Effect.withConfigProvider(provider(env)))
+          )
+          if (Either.isRight(built)) return assert.fail(`the environment accepted ${JSON.stringify(env)}`)
+          const variables = Object.keys(env)
+          if (built.left._tag === "MeshConfigError") {
+            for (const name of built.left.variables) assert.include(fromCode.variables, name)
+          } else {
+            // Text that is no value at all is the ConfigError of reading it.
+            for (const name of variables) assert.include(String(built.left), name)
+          }
+        })
+    )
+  }
+
+  it.effect("code gets what the environment gets: the same error for the same value", () =>
+    Effect.gen(function* () {
+      const fromCode = yield* refusedInCode({ port: 70_000 })
+      const fromEnv = yield* Effect.flip(
+        Layer.build(MeshConfig.layerConfig).pipe(
+          Effect.scoped,
+          Effect.withConfigProvider(provider({ QUEEN_SERVER_ID: "queen-a", QUEEN_MESH_PORT: "70000" }))
+        )
+      )
+      assert.strictEqual(fromEnv._tag, "MeshConfigError")
+      assert.strictEqual(fromEnv.message, fromCode.message)
+    })
+  )
+
+  it.effect("make and unsafeMake validate; an idle timeout left out follows the dead threshold", () =>
+    Effect.gen(function* () {
+      const made = yield* MeshConfig.make({ serverId: "a", deadThreshold: Duration.seconds(9) })
+      assert.strictEqual(Duration.toMillis(made.idleTimeout), 9000)
+      assert.throws(() => MeshConfig.unsafeMake({ port: -1 }), /QUEEN_MESH_PORT/)
+    })
+  )
+
+  it.effect("Mesh.layerConfig reads the host's ConfigProvider, as a layer or around the effect", () =>
+    Effect.gen(function* () {
+      const env = { QUEEN_SERVER_ID: "from-provider", QUEEN_MESH_PEERS: "127.0.0.1:1", QUEEN_MESH_PORT: "0" }
+      const viaLayer = yield* Effect.flatMap(Mesh.Mesh, (mesh) => Effect.succeed(mesh.serverId)).pipe(
+        Effect.provide(Mesh.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(provider(env))))),
+        Effect.scoped
+      )
+      assert.strictEqual(viaLayer, "from-provider")
+      const viaEffect = yield* Effect.flatMap(Mesh.Mesh, (mesh) =>
+        Effect.succeed({ id: mesh.serverId, active: mesh.active })
+      ).pipe(Effect.provide(Mesh.layerConfig()), Effect.scoped, Effect.withConfigProvider(provider(env)))
+      assert.deepStrictEqual(viaEffect, { id: "from-provider", active: true })
+    })
+  )
 })

@@ -111,42 +111,47 @@ describe("one owner per fact", () => {
     assert.strictEqual(new Set(keys).size, keys.length)
   })
 
-  it.scoped("a node's body is exactly the stats Schema, and the HTTP route, the CLI and the metrics agree", () =>
-    Effect.gen(function* () {
-      const network = yield* MeshTest.network
-      const a = yield* MeshTest.node(network, { serverId: "arch-a", peers: ["arch-b"] })
-      yield* MeshTest.node(network, { serverId: "arch-b", peers: ["arch-a"] })
-      yield* TestClock.adjust("300 millis")
-      yield* MeshTest.settleUntil(MeshTest.linked(a))
-      const stats = active(yield* a.mesh.stats)
+  it.scoped(
+    "a node's body is exactly the stats Schema, and the HTTP route, the CLI and the metrics agree",
+    () =>
+      Effect.gen(function* () {
+        const network = yield* MeshTest.network
+        const a = yield* MeshTest.node(network, { serverId: "arch-a", peers: ["arch-b"] })
+        yield* MeshTest.node(network, { serverId: "arch-b", peers: ["arch-a"] })
+        yield* TestClock.adjust("300 millis")
+        yield* MeshTest.settleUntil(MeshTest.linked(a))
+        const stats = active(yield* a.mesh.stats)
 
-      // The body is the Schema's: no field the Schema does not know, none missing.
-      const json: unknown = JSON.parse(JSON.stringify(stats))
-      const strict = Schema.decodeUnknownEither(MeshStats.StatsBody, { onExcessProperty: "error" })
-      assert.isTrue(Either.isRight(strict(json)), "the served body drifted from MeshStats.StatsBody")
-      // The HTTP route's Schema is the same Schema.
-      assert.strictEqual(HttpRoutes.StatsBody, MeshStats.StatsBody)
+        // The body is the Schema's: no field the Schema does not know, none missing.
+        const json: unknown = JSON.parse(JSON.stringify(stats))
+        const strict = Schema.decodeUnknownEither(MeshStats.StatsBody, { onExcessProperty: "error" })
+        assert.isTrue(Either.isRight(strict(json)), "the served body drifted from MeshStats.StatsBody")
+        // The HTTP route's Schema is the same Schema.
+        assert.strictEqual(HttpRoutes.StatsBody, MeshStats.StatsBody)
 
-      // The CLI reads every field it prints from a real body.
-      const cli = CliStats.decode(JSON.stringify(stats))
-      assert.isTrue(Either.isRight(cli))
-      const body = Either.getOrThrow(cli)
-      for (const row of CliStats.COUNTERS) {
-        for (const [label, get] of row) {
-          if (label === "stdout dropped") continue // the CLI node's own counter, added by it
-          assert.isNumber(get(body), `the CLI prints "${label}", which the body does not have`)
+        // The CLI reads every field it prints from a real body.
+        const cli = CliStats.decode(JSON.stringify(stats))
+        assert.isTrue(Either.isRight(cli))
+        const body = Either.getOrThrow(cli)
+        for (const row of CliStats.COUNTERS) {
+          for (const [label, get] of row) {
+            if (label === "stdout dropped") continue // the CLI node's own counter, added by it
+            assert.isNumber(get(body), `the CLI prints "${label}", which the body does not have`)
+          }
         }
-      }
-      for (const [label, get] of CliStats.PEER_COLUMNS) {
-        assert.isNumber(get(body.peers![0]!), `the CLI prints the peer column "${label}"`)
-      }
+        for (const [label, get] of CliStats.PEER_COLUMNS) {
+          assert.isNumber(get(body.peers![0]!), `the CLI prints the peer column "${label}"`)
+        }
 
-      // The metrics count the same refusals under the same reasons.
-      yield* a.mesh.syncMetrics
-      for (const reason of MeshError.handshakeReasonList) {
-        const series = MeshMetrics.seriesValue(MeshMetrics.names.rejections, { server_id: "arch-a", reason })
-        assert.isTrue(series._tag === "Some", `no ${reason} series`)
-      }
-    })
+        // The metrics count the same refusals under the same reasons.
+        yield* a.mesh.syncMetrics
+        for (const reason of MeshError.handshakeReasonList) {
+          const series = MeshMetrics.seriesValue(MeshMetrics.names.rejections, {
+            server_id: "arch-a",
+            reason
+          })
+          assert.isTrue(series._tag === "Some", `no ${reason} series`)
+        }
+      })
   )
 })

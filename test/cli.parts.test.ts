@@ -448,6 +448,46 @@ describe("bounded stdout", () => {
     ])
   })
 
+  it("shares the budget between sources: a flooding peer cannot crowd another peer's lines out", () => {
+    const stream = new FakeStream()
+    const writer = new BoundedWriter(stream, {
+      maxPending: 64 * 1024,
+      onDropped: () => {},
+      onClosed: () => {}
+    })
+    const flood = `{"event":"wake","from":"flooder","tenant":null,"queue":"q","partition":"${"x".repeat(40)}"}`
+    const good = (i: number) =>
+      `{"event":"wake","from":"good","tenant":null,"queue":"orders","partition":"p${i}"}`
+    let goodWritten = 0
+    // The reader drains a little every turn; the flooder writes far more than it can take.
+    for (let turn = 0; turn < 2_000; turn++) {
+      for (let i = 0; i < 500; i++) writer.writeLine(flood, "flooder")
+      if (turn % 29 === 0 && writer.writeLine(good(turn), "good")) goodWritten++
+      writer.flush()
+      stream.pending = Math.max(0, stream.pending - 8 * 1024)
+    }
+    const goodLines = stream.written
+      .join("")
+      .split("\n")
+      .filter((line) => line.includes('"from":"good"'))
+    assert.strictEqual(goodWritten, 69)
+    assert.strictEqual(goodLines.length, 69)
+    assert.isAbove(writer.droppedBySource.get("flooder") ?? 0, 500_000)
+    assert.strictEqual(writer.droppedBySource.get("good"), undefined)
+    // Memory stays bounded whatever the flood: at most twice the budget pending.
+    assert.isAtMost(stream.pending, 2 * 64 * 1024)
+  })
+
+  it("counts drops per source, at most 64 sources apart", () => {
+    const stream = new FakeStream()
+    stream.pending = 10_000
+    const writer = new BoundedWriter(stream, { maxPending: 100, onDropped: () => {}, onClosed: () => {} })
+    for (let i = 0; i < 100; i++) writer.writeLine("x".repeat(200), `peer-${i}`)
+    assert.strictEqual(writer.dropped, 100)
+    assert.isAtMost(writer.droppedBySource.size, 65)
+    assert.isAbove(writer.droppedBySource.get("_other") ?? 0, 0)
+  })
+
   it("stops writing after a stream error (EPIPE) and never throws", () => {
     const stream = new FakeStream()
     const closed: Array<string> = []

@@ -11,7 +11,7 @@ import * as HotList from "../src/HotList.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
-import type { TransportError } from "../src/MeshError.js"
+import type { MeshConfigError, TransportError } from "../src/MeshError.js"
 import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
@@ -73,7 +73,7 @@ const stepUntil = (check: Effect.Effect<boolean>, step = 100, steps = 600) =>
       yield* MeshTest.settle
     }
     return yield* Effect.fail(
-      new MeshTest.NotReached(`not reached within ${step * steps} ms of virtual time`)
+      new MeshTest.NotReached({ detail: `not reached within ${step * steps} ms of virtual time` })
     )
   })
 
@@ -86,22 +86,23 @@ const pausableNode = (
   net: MeshTest.Network,
   gate: Effect.Latch,
   options: MeshTest.NodeOptions
-): Effect.Effect<MeshTest.Node, TransportError, Scope.Scope> => {
+): Effect.Effect<MeshTest.Node, TransportError | MeshConfigError, Scope.Scope> => {
   const gated = (connection: Connection): Connection => ({
     remoteAddress: connection.remoteAddress,
     read: connection.read,
     write: (bytes) => Effect.zipRight(gate.await, connection.write(bytes))
   })
+  const own = net.transportOf(options.serverId)
   const transport: TransportShape = {
-    dial: (host, port) => Effect.map(net.transport.dial(host, port), gated),
+    dial: (host, port) => Effect.map(own.dial(host, port), gated),
     listen: (listenOptions, onConnection) =>
-      net.transport.listen(listenOptions, (connection) => onConnection(gated(connection)))
+      own.listen(listenOptions, (connection) => onConnection(gated(connection)))
   }
   return Effect.map(
     Layer.build(
       Mesh.layerLocal(options.options).pipe(
         Layer.provide(Layer.succeed(Transport, transport)),
-        Layer.provide(Layer.succeed(MeshConfig.MeshConfig, MeshTest.config(options)))
+        Layer.provide(MeshConfig.layer(MeshTest.config(options)))
       )
     ),
     (context) => ({

@@ -50,7 +50,7 @@ const SECRET = "s3cr3t"
 /** Our heartbeat interval where the test watches heartbeats; quiet links use an hour. */
 const HEARTBEAT_MS = 100
 const DEAD_MS = 1000
-const quiet = { heartbeatInterval: Duration.hours(1) }
+const quiet = { heartbeatInterval: Duration.hours(1), deadThreshold: Duration.hours(2) }
 
 /** Our node on 127.0.0.1, dialling `peers`, living in the current scope. */
 const ourNode = (options: {
@@ -309,7 +309,8 @@ describe("interop: an upstream Queen replica dials us", () => {
       const node = yield* ourNode({
         port,
         peers: [upstream.port],
-        config: { deadThreshold: Duration.millis(600) }
+        // The link stays open while the peer is dead: an idle timeout longer than the threshold.
+        config: { deadThreshold: Duration.millis(600), idleTimeout: Duration.seconds(5) }
       })
       const events = yield* collectEvents(node)
       const link = yield* dialUpstream({ port, serverId: UPSTREAM_ID, secret: SECRET })

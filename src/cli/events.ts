@@ -64,6 +64,15 @@ const itemLine = (event: "wake" | "hotlist_dirty", from: string, item: QueueItem
   },"queue":${safeJsonString(item.queue)},"partition":${safeJsonString(item.partition)}}`
 
 /**
+ * Whom a line speaks for, for stdout's fair share: the peer a frame came from, or `""` for the node's
+ * own lines (a peer up or down).
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const sourceOf = (event: MeshEvent): string => ("from" in event ? event.from : "")
+
+/**
  * `toLine` without the `Option`: the line, or `undefined`.
  *
  * @since 0.1.0

@@ -75,11 +75,17 @@ export interface BoundedWriterOptions {
  */
 export const DEFAULT_MAX_PENDING = 4 * 1024 * 1024
 
+/** Sources counted apart; past this many (server ids come from peers) they share one row. */
+const MAX_SOURCES = 64
+
 /**
- * Writes lines to a stream without ever holding more than `maxPending` bytes for it: a line that would
- * go over is dropped and counted (the mesh's events are hints, and a stalled reader must not grow the
- * node's memory). A stream error (EPIPE, ENOBUFS, anything) stops the writing instead of crashing the
- * process; later lines are counted as dropped.
+ * Writes lines to a stream with a bounded budget of pending bytes (`maxPending`), shared fairly
+ * between the lines' sources (the peer a wake came from; `""` for the node's own lines): once the
+ * budget is spent, a source still under its even share of it gets its line in anyway (up to twice the
+ * budget in all), so one flooding peer cannot crowd another's lines out. Any other line is dropped and
+ * counted for its source: the mesh's events are hints, and a stalled reader must not grow the node's memory. A
+ * stream error (EPIPE, ENOBUFS, anything) stops the writing instead of crashing the process; later
+ * lines are counted as dropped.
  *
  * @since 0.1.0
  * @category output
@@ -92,6 +98,13 @@ export class BoundedWriter {
   private closed = false
   private readonly reportEvery: number
   private readonly now: () => number
+  /** Bytes each source has pending: in this turn's batch, or written and not yet drained. */
+  private readonly pending = new Map<string, number>()
+  private readonly droppedBy = new Map<string, number>()
+  /** What was handed to the stream, in order, by source: drained from the front as the stream drains. */
+  private readonly written: Array<{ source: string; bytes: number }> = []
+  private handed = 0
+  private drained = 0
 
   constructor(
     private readonly stream: WritableLike,
@@ -112,6 +125,11 @@ export class BoundedWriter {
     return this.total
   }
 
+  /** Lines dropped so far, by source (at most 64 sources apart, the rest under `_other`). */
+  get droppedBySource(): ReadonlyMap<string, number> {
+    return this.droppedBy
+  }
+
   /** Whether a stream error stopped the writing. */
   get isClosed(): boolean {
     return this.closed
@@ -119,27 +137,64 @@ export class BoundedWriter {
 
   /** Lines gathered this turn, written together when it ends (one write per turn, not per line). */
   private batch: Array<string> = []
-  private batchBytes = 0
+  private batchBySource = new Map<string, number>()
 
-  /** Writes `line` and a newline; false when it was dropped. */
-  writeLine(line: string): boolean {
+  /** The row a source is counted under in `rows` (at most `MAX_SOURCES` apart). */
+  private static rowOf(rows: ReadonlyMap<string, number>, source: string): string {
+    return rows.has(source) || rows.size < MAX_SOURCES ? source : "_other"
+  }
+
+  /** Moves what the stream has drained off the sources' pending bytes. */
+  private settle(): void {
+    let freed = this.handed - this.stream.writableLength - this.drained
+    while (freed > 0 && this.written.length > 0) {
+      const front = this.written[0]!
+      const taken = Math.min(front.bytes, freed)
+      front.bytes -= taken
+      freed -= taken
+      this.drained += taken
+      const left = (this.pending.get(front.source) ?? taken) - taken
+      if (left <= 0) this.pending.delete(front.source)
+      else this.pending.set(front.source, left)
+      if (front.bytes === 0) this.written.shift()
+    }
+  }
+
+  /** Writes `line` and a newline on behalf of `source`; false when it was dropped. */
+  writeLine(line: string, source = ""): boolean {
+    if (this.closed) return this.drop(source)
+    this.settle()
+    const from = BoundedWriter.rowOf(this.pending, source)
     const size = line.length + 1
-    if (this.closed || this.stream.writableLength + this.batchBytes + size > this.options.maxPending) {
-      this.drop()
-      return false
+    const mine = this.pending.get(from) ?? 0
+    const all = this.stream.writableLength + this.batchBytes
+    if (all + size > this.options.maxPending) {
+      // The budget is spent. Sources with lines pending now, this one included, share it evenly: one
+      // still under its share gets its line in (up to twice the budget in all), the rest wait.
+      const sharing = this.pending.size + (mine === 0 ? 1 : 0)
+      const fair = sharing > 1 && mine + size <= this.options.maxPending / sharing
+      if (!fair || all + size > 2 * this.options.maxPending) return this.drop(source)
     }
     if (this.batch.length === 0) process.nextTick(() => this.flush())
     this.batch.push(line)
     this.batchBytes += size
+    this.batchBySource.set(from, (this.batchBySource.get(from) ?? 0) + size)
+    this.pending.set(from, mine + size)
     return true
   }
+
+  private batchBytes = 0
 
   /** Writes what this turn gathered now (it happens by itself when the turn ends). */
   flush(): void {
     const lines = this.batch
+    const bySource = this.batchBySource
     this.batch = []
+    this.batchBySource = new Map()
     this.batchBytes = 0
     if (this.closed || lines.length === 0) return
+    for (const [source, bytes] of bySource) this.written.push({ source, bytes })
+    for (const { bytes } of this.written.slice(-bySource.size)) this.handed += bytes
     try {
       this.stream.write(`${lines.join("\n")}\n`)
     } catch (error) {
@@ -150,15 +205,20 @@ export class BoundedWriter {
   private close(error: Error): void {
     if (this.closed) return
     this.closed = true
+    this.pending.clear()
+    this.written.length = 0
     this.options.onClosed(error)
   }
 
-  private drop(): void {
+  private drop(source: string): false {
     this.total++
+    const row = BoundedWriter.rowOf(this.droppedBy, source)
+    this.droppedBy.set(row, (this.droppedBy.get(row) ?? 0) + 1)
     // After a close there is nobody to be slow: the close was reported once.
-    if (this.closed) return
+    if (this.closed) return false
     this.unreported++
     this.report()
+    return false
   }
 
   private report(): void {
@@ -195,15 +255,6 @@ export const stdout = new BoundedWriter(process.stdout, {
   onDropped: defaultOnDropped,
   onClosed: () => {}
 })
-
-/**
- * Lines dropped from stdout so far because the reader was slow or gone (the stats body's
- * `stdout_events_dropped`).
- *
- * @since 0.1.0
- * @category output
- */
-export const stdoutDropped = (): number => stdout.dropped
 
 /**
  * Writes one line to stdout through the bounded writer.

@@ -280,26 +280,32 @@ const serve = (
     // Observe now, print once `listening` is out: no event is lost and none comes first. The observer
     // runs synchronously on the receive path, so a wake reaches stdout in the same turn it arrived;
     // until `listening` is printed, lines wait in a bounded list.
-    let early: Array<string> | undefined = []
+    // Each line is written on behalf of the peer it came from, so the stdout budget is shared fairly
+    // between peers: one flooding peer cannot crowd another's wakes out.
+    let early: Array<readonly [line: string, from: string]> | undefined = []
     const quiet = options.quiet
     yield* mesh.observe((event) => {
       const line = Events.lineOf(event, quiet)
       if (line === undefined) return
-      if (early === undefined) Io.stdout.writeLine(line)
-      else if (early.length < 10_000) early.push(line)
+      const from = Events.sourceOf(event)
+      if (early === undefined) Io.stdout.writeLine(line, from)
+      else if (early.length < 10_000) early.push([line, from])
     })
     const ready = {
       open: Effect.sync(() => {
         const waiting = early ?? []
         early = undefined
-        for (const line of waiting) Io.stdout.writeLine(line)
+        for (const [line, from] of waiting) Io.stdout.writeLine(line, from)
       })
     }
     yield* Effect.yieldNow()
 
     const httpPort = yield* HttpRoutes.serve({
       ...http,
-      extraStats: () => ({ stdout_events_dropped: Io.stdoutDropped() })
+      extraStats: () => ({
+        stdout_events_dropped: Io.stdout.dropped,
+        stdout_events_dropped_by_source: Object.fromEntries(Io.stdout.droppedBySource)
+      })
     }).pipe(
       Effect.provide(context),
       Effect.mapError(

@@ -89,7 +89,10 @@ export const StatsBody = Schema.Struct({
   servers: Schema.optional(Schema.Array(ServerBody)),
   rejections: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   inbound: Schema.optional(Schema.Struct(optionalFields(MeshStats.InboundStats.fields))),
-  stdout_events_dropped: Schema.optional(Schema.Number)
+  stdout_events_dropped: Schema.optional(Schema.Number),
+  stdout_events_dropped_by_source: Schema.optional(
+    Schema.Record({ key: Schema.String, value: Schema.Number })
+  )
 })
 
 /**

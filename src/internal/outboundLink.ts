@@ -258,7 +258,7 @@ export class OutboundLink {
       // of reason, then at most once a minute, whether it refuses the connection or closes on our HELLO
       // (the listener says nothing more when it refuses one).
       const message = down.connected
-        ? "mesh link closed right after the handshake; does the peer share the secret?"
+        ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
         : "mesh peer unreachable"
       const key = `${down.connected}:${reason}`
       this.failuresSinceWarning++

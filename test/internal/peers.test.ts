@@ -23,7 +23,7 @@ describe("Peers", () => {
           Effect.provide(
             Layer.mergeAll(
               MemoryTransport.layer(network),
-              Layer.succeed(MeshConfig.MeshConfig, config),
+              MeshConfig.layer(config),
               SelfDials.layer,
               MeshEvent.layer
             )
