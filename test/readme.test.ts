@@ -1,90 +1,178 @@
 /**
- * The README's examples, run as written (bar the environment and the runtime), so the docs keep
- * matching the code.
+ * Every TypeScript example of `README.md` and `docs/*.md`, compiled as a user would compile a copy of it
+ * and run, so the pages keep matching the code. (The examples in the doc comments of `src/`, the
+ * package overview of `src/index.ts` among them, are docgen's: `npm run docs` checks and runs those.)
+ *
+ * A block fenced ` ```ts ` is a whole program: it imports what it uses from `queen-mesh` and ends by
+ * itself. Each is written twice under `.tmp/doc-examples/`: as written, for the type-check, which maps
+ * `queen-mesh` to `src/` with the compiler options of a strict ESM project; and for running, with its
+ * `queen-mesh` imports pointed at `src/` and its `Effect.runPromise` / `NodeRuntime.runMain` routed
+ * through a harness that waits for the program to end and fails with its error. Running in this process
+ * rather than a child keeps the suite fast (a child spends seconds loading Effect). A block that
+ * imports `@effect/vitest` is a test file: its tests are registered here. A block fenced
+ * ` ```ts no-run ` is type-checked only.
  */
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Fiber, Layer, Option, TestClock } from "effect"
-import {
-  Frame,
-  HotList,
-  MaintenanceFlags,
-  Mesh,
-  MeshConfig,
-  MeshTest,
-  QueueConfigCache,
-  TcpTransport,
-  Waker
-} from "../src/index.js"
-import { assertEqual } from "./fixtures/equality.js"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { inspect } from "node:util"
+import { afterEach, assert, describe, it, vi } from "@effect/vitest"
+import { Effect } from "effect"
+import ts from "typescript"
+import { markLines } from "../scripts/docs-api.js"
 
-describe("README", () => {
-  it.scoped("the Effect example wakes its own consumer", () =>
-    Effect.gen(function* () {
-      const mesh = yield* Mesh.Mesh
-      const waker = yield* Waker.LocalWaker
-      const consumer = yield* Effect.fork(
-        waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "5 seconds" })
-      )
-      yield* Effect.yieldNow()
-      yield* mesh.messageAvailable({ queue: "orders", partition: "p-1", tenant: "acme" })
-      assert.strictEqual(yield* Fiber.join(consumer), "woken")
-      assert.isFalse((yield* mesh.stats).enabled)
-    }).pipe(Effect.provide(Mesh.layerTcp().pipe(Layer.provide(MeshConfig.layer({ peers: [] })))))
-  )
+const root = fileURLToPath(new URL("..", import.meta.url))
+const out = Path.join(root, ".tmp", "doc-examples")
 
-  it.scoped("a custom waker composes with the shipped services", () =>
-    Effect.gen(function* () {
-      const woken: Array<string> = []
-      const MyWaker = Layer.succeed(Waker.Waker, {
-        wake: (item) => Effect.sync(() => woken.push(item.queue))
-      })
-      const mesh = Mesh.layer.pipe(
-        Layer.provide(
-          Layer.mergeAll(
-            MyWaker,
-            QueueConfigCache.layerMemory(),
-            HotList.layerMemory(),
-            MaintenanceFlags.layer()
-          )
-        ),
-        Layer.provide(TcpTransport.layer()),
-        Layer.provide(MeshConfig.layer({ peers: [] }))
-      )
-      yield* Effect.flatMap(Mesh.Mesh, (m) => m.messageAvailable({ queue: "orders", partition: "p" })).pipe(
-        Effect.provide(mesh)
-      )
-      assert.deepStrictEqual(woken, ["orders"])
+interface Example {
+  /** `docs/effect.md:42`, the line of the opening fence. */
+  readonly where: string
+  readonly code: string
+  readonly run: boolean
+  /** Registers vitest tests rather than running a program. */
+  readonly kit: boolean
+  readonly checkFile: string
+  readonly runFile: string
+}
+
+const pages = [
+  "README.md",
+  ...Fs.readdirSync(Path.join(root, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .sort()
+    .map((name) => `docs/${name}`)
+]
+
+const examples: Array<Example> = []
+for (const page of pages) {
+  const lines = markLines(Fs.readFileSync(Path.join(root, page), "utf8"))
+  for (let i = 0; i < lines.length; i++) {
+    const fence = /^```(?:ts|typescript)(?:\s+(.*))?$/.exec(lines[i]!.text)
+    if (fence === null) continue
+    let end = i + 1
+    while (end < lines.length && lines[end]!.text !== "```") end++
+    const code = lines
+      .slice(i + 1, end)
+      .map((line) => line.text)
+      .join("\n")
+    const name = `${page.replace(/[/.]/g, "_")}_${i + 1}`
+    examples.push({
+      where: `${page}:${i + 1}`,
+      code: `${code}\n`,
+      run: !(fence[1] ?? "").split(/\s+/).includes("no-run"),
+      kit: code.includes('from "@effect/vitest"'),
+      checkFile: Path.join(out, "check", `${name}.ts`),
+      runFile: Path.join(out, "run", `${name}.ts`)
     })
-  )
+    i = end
+  }
+}
 
-  it("the codec example", () => {
-    const bytes = Frame.encode({
-      _tag: "MessageAvailable",
-      ...Frame.queueItem({ queue: "orders", partition: "p-1" })
-    })
-    assert.strictEqual(Buffer.from(bytes.subarray(0, 5)).toString("hex"), "0000002501")
-    assert.strictEqual(Buffer.from(bytes.subarray(5)).toString(), '{"queue":"orders","partition":"p-1"}')
-    assertEqual(
-      Frame.decodePayload(bytes[4]!, bytes.subarray(5)),
-      Either.right({ _tag: "MessageAvailable", queue: "orders", partition: "p-1", tenant: Option.none() })
-    )
+/** The program as it runs here: `queen-mesh` from `src/`, and its runs handed to the harness. */
+const runnable = (code: string): string =>
+  [
+    "const __docs = (globalThis as any).__docExamples",
+    code
+      .replace(/from "queen-mesh"/g, 'from "../../../src/index.js"')
+      .replace(/from "queen-mesh\/(\w+)"/g, 'from "../../../src/$1.js"')
+      .replace(/\bNodeRuntime\.runMain\b/g, "__docs.runMain")
+      .replace(/\bEffect\.runPromise\b/g, "__docs.runPromise")
+  ].join("\n")
+
+Fs.rmSync(out, { recursive: true, force: true })
+Fs.mkdirSync(Path.join(out, "check"), { recursive: true })
+Fs.mkdirSync(Path.join(out, "run"), { recursive: true })
+for (const example of examples) {
+  Fs.writeFileSync(example.checkFile, example.code)
+  Fs.writeFileSync(example.runFile, runnable(example.code))
+}
+
+/** What an example started: the promises of its programs, waited for by its test. */
+const started: Array<Promise<unknown>> = []
+const track = <A>(promise: Promise<A>): Promise<A> => {
+  // Handled here, so a failure is the test's and never an unhandled rejection.
+  promise.catch(() => {})
+  started.push(promise)
+  return promise
+}
+Object.assign(globalThis, {
+  __docExamples: {
+    runPromise: <A, E>(effect: Effect.Effect<A, E>) => track(Effect.runPromise(effect)),
+    runMain: <A, E>(effect: Effect.Effect<A, E>) => {
+      track(Effect.runPromise(effect))
+    }
+  }
+})
+
+describe("the examples of README.md and docs/*.md", () => {
+  it("are there", () => {
+    assert.isAtLeast(examples.filter((example) => example.where.startsWith("README.md")).length, 1)
   })
 
-  it.scoped("the test kit example: a push on a wakes a pop parked on b", () =>
-    Effect.gen(function* () {
-      const network = yield* MeshTest.network
-      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b", "c"] })
-      const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a", "c"] })
-      yield* MeshTest.node(network, { serverId: "c", peers: ["a", "b"] })
-      // a dialled before b listened: step the clock through a's first backoff.
-      yield* TestClock.adjust("250 millis")
-      yield* MeshTest.settleUntil(MeshTest.linked(a))
-      const pop = yield* Effect.fork(
-        b.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "1 minute" })
-      )
-      yield* MeshTest.settle
-      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: "acme" })
-      assert.strictEqual(yield* Fiber.join(pop), "woken")
+  it("compile as written, with queen-mesh mapped to src/", () => {
+    const program = ts.createProgram(
+      examples.map((example) => example.checkFile),
+      {
+        noEmit: true,
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        noUncheckedIndexedAccess: true,
+        noUnusedLocals: true,
+        target: ts.ScriptTarget.ES2022,
+        lib: ["lib.es2022.d.ts"],
+        module: ts.ModuleKind.ESNext,
+        moduleResolution: ts.ModuleResolutionKind.Bundler,
+        types: ["node"],
+        typeRoots: [Path.join(root, "node_modules", "@types")],
+        skipLibCheck: true,
+        baseUrl: root,
+        paths: { "queen-mesh": ["src/index.ts"], "queen-mesh/*": ["src/*.ts"] }
+      }
+    )
+    const errors = ts
+      .getPreEmitDiagnostics(program)
+      .filter((diagnostic) => diagnostic.file === undefined || diagnostic.file.fileName.startsWith(out))
+      .map((diagnostic) => {
+        const text = ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")
+        if (diagnostic.file === undefined || diagnostic.start === undefined) return text
+        const { line } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
+        const example = examples.find((e) => e.checkFile === diagnostic.file?.fileName)
+        const [page, fence] = (example?.where ?? "?:0").split(":")
+        return `${page}:${Number(fence) + line + 1}: ${text}`
+      })
+    assert.deepStrictEqual(errors, [])
+  }, 120_000)
+
+  describe("run", () => {
+    afterEach(() => {
+      vi.restoreAllMocks()
     })
-  )
+
+    for (const example of examples.filter((e) => e.run && !e.kit)) {
+      it(`${example.where} runs to its end`, async () => {
+        started.length = 0
+        // The examples print what they show; keep it for a failure's message only.
+        const printed: Array<string> = []
+        const keep = (...args: Array<unknown>) => {
+          printed.push(args.map((arg) => (typeof arg === "string" ? arg : inspect(arg))).join(" "))
+        }
+        vi.spyOn(console, "log").mockImplementation(keep)
+        // OpenTelemetry's console exporters print with `dir`.
+        vi.spyOn(console, "dir").mockImplementation(keep)
+        try {
+          await import(pathToFileURL(example.runFile).href)
+          await Promise.all(started)
+        } catch (error) {
+          throw new Error(`${example.where} failed: ${String(error)}\nit printed:\n${printed.join("\n")}`)
+        }
+      }, 20_000)
+    }
+  })
 })
+
+// An example that is a test file registers its tests as this file is collected.
+for (const example of examples.filter((e) => e.run && e.kit)) {
+  describe(example.where, async () => {
+    await import(pathToFileURL(example.runFile).href)
+  })
+}
