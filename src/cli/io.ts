@@ -137,7 +137,9 @@ export class BoundedWriter {
 
   /** Lines gathered this turn, written together when it ends (one write per turn, not per line). */
   private batch: Array<string> = []
-  private batchBySource = new Map<string, number>()
+  private batchBytes = 0
+  /** The batch's bytes by source, as runs: consecutive lines of one source (the common case) are one run. */
+  private runs: Array<{ readonly source: string; bytes: number }> = []
 
   /** The row a source is counted under in `rows` (at most `MAX_SOURCES` apart). */
   private static rowOf(rows: ReadonlyMap<string, number>, source: string): string {
@@ -160,41 +162,56 @@ export class BoundedWriter {
     }
   }
 
+  /**
+   * Whether `source` may have another line of `size` bytes once the budget is spent: while several
+   * sources have lines pending, one still under its even share of the budget may.
+   */
+  private underShare(source: string, size: number): boolean {
+    this.settle()
+    const sources = new Set(this.pending.keys())
+    let mine = this.pending.get(BoundedWriter.rowOf(this.pending, source)) ?? 0
+    for (const run of this.runs) {
+      sources.add(BoundedWriter.rowOf(this.pending, run.source))
+      if (run.source === source) mine += run.bytes
+    }
+    sources.add(BoundedWriter.rowOf(this.pending, source))
+    return sources.size > 1 && mine + size <= this.options.maxPending / sources.size
+  }
+
   /** Writes `line` and a newline on behalf of `source`; false when it was dropped. */
   writeLine(line: string, source = ""): boolean {
     if (this.closed) return this.drop(source)
-    this.settle()
-    const from = BoundedWriter.rowOf(this.pending, source)
     const size = line.length + 1
-    const mine = this.pending.get(from) ?? 0
-    const all = this.stream.writableLength + this.batchBytes
-    if (all + size > this.options.maxPending) {
-      // The budget is spent. Sources with lines pending now, this one included, share it evenly: one
-      // still under its share gets its line in (up to twice the budget in all), the rest wait.
-      const sharing = this.pending.size + (mine === 0 ? 1 : 0)
-      const fair = sharing > 1 && mine + size <= this.options.maxPending / sharing
-      if (!fair || all + size > 2 * this.options.maxPending) return this.drop(source)
+    const all = this.stream.writableLength + this.batchBytes + size
+    if (
+      all > this.options.maxPending &&
+      (all > 2 * this.options.maxPending || !this.underShare(source, size))
+    ) {
+      return this.drop(source)
     }
     if (this.batch.length === 0) process.nextTick(() => this.flush())
     this.batch.push(line)
     this.batchBytes += size
-    this.batchBySource.set(from, (this.batchBySource.get(from) ?? 0) + size)
-    this.pending.set(from, mine + size)
+    const last = this.runs[this.runs.length - 1]
+    if (last !== undefined && last.source === source) last.bytes += size
+    else this.runs.push({ source, bytes: size })
     return true
   }
-
-  private batchBytes = 0
 
   /** Writes what this turn gathered now (it happens by itself when the turn ends). */
   flush(): void {
     const lines = this.batch
-    const bySource = this.batchBySource
+    const runs = this.runs
     this.batch = []
-    this.batchBySource = new Map()
+    this.runs = []
     this.batchBytes = 0
     if (this.closed || lines.length === 0) return
-    for (const [source, bytes] of bySource) this.written.push({ source, bytes })
-    for (const { bytes } of this.written.slice(-bySource.size)) this.handed += bytes
+    for (const run of runs) {
+      const row = BoundedWriter.rowOf(this.pending, run.source)
+      this.written.push({ source: row, bytes: run.bytes })
+      this.pending.set(row, (this.pending.get(row) ?? 0) + run.bytes)
+      this.handed += run.bytes
+    }
     try {
       this.stream.write(`${lines.join("\n")}\n`)
     } catch (error) {
