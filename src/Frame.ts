@@ -32,8 +32,9 @@ import { FrameDecodeError, FrameTooLargeError } from "./MeshError.js"
 export const MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 /**
- * The cap of every frame that carries one item, a flag, a heartbeat or a HELLO: a few KiB is generous
- * (three names of at most {@link MAX_NAME_BYTES} each, plus JSON). Only the batch frames may be larger.
+ * The cap of every frame that carries one item, a flag, a heartbeat or a HELLO: generous even for four
+ * names of {@link MAX_NAME_CHARS} characters each JSON-escaped to twelve bytes a character. Only the
+ * batch frames may be larger.
  *
  * @since 0.1.0
  * @category constants
@@ -57,8 +58,17 @@ export const UNKNOWN_FRAME_LENGTH = 64 * 1024
 export const LENGTH_PREFIX_BYTES = 4
 
 /**
- * The longest queue name, partition or tenant accepted, in UTF-8 bytes. Longer ones are refused and
- * counted (`frames_invalid`, or `items_invalid` inside a batch).
+ * The longest queue name, partition, tenant or consumer group accepted, in characters (code points),
+ * any script: upstream stores them as `VARCHAR(255)`. Longer ones are refused and counted
+ * (`frames_invalid`, or `items_invalid` inside a batch).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_NAME_CHARS = Rules.MAX_NAME_CHARS
+
+/**
+ * The most UTF-8 bytes a name of {@link MAX_NAME_CHARS} characters can take (four per character).
  *
  * @since 0.1.0
  * @category constants
@@ -110,33 +120,25 @@ export const MAX_CHALLENGE_PAYLOAD_BYTES = 4096
 // payload schemas
 // ---------------------------------------------------------------------------------------------
 
-const TenantString = Schema.String.pipe(
-  Schema.filter((s) => Rules.fitsBytes(s, Rules.MAX_NAME_BYTES), {
-    message: () => `tenant is longer than ${Rules.MAX_NAME_BYTES} bytes`
-  })
-)
-
 /**
  * The tenant of a queue-carrying item. Absent, `null` and `""` all decode to `Option.none()`: an
  * absent tenant means a peer that predates tenant scoping and must fan out to every tenant, so it is
- * never turned into the default tenant (spec "The frame set"). A UUID is kept lowercased, since
- * upstream compares UUID tenants case-insensitively; any other string is kept as given. Encoding omits
- * an absent tenant.
+ * never turned into the default tenant (spec "The frame set"). So does a tenant that is not a string or
+ * is over {@link MAX_NAME_CHARS} characters, as upstream reads it: the hint still reaches every tenant,
+ * never none. A UUID is kept lowercased, since upstream compares UUID tenants case-insensitively; any
+ * other string is kept as given (the mesh's `tenants` setting then decides). Encoding omits an absent
+ * tenant.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const Tenant = Schema.optionalToRequired(
-  Schema.NullOr(TenantString),
-  Schema.OptionFromSelf(Schema.String),
-  {
-    decode: (given) => Option.flatMap(given, (tenant) => Rules.tenant(tenant) ?? Option.none()),
-    encode: (tenant) => tenant
-  }
-)
+export const Tenant = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
+  decode: (given) => Rules.wireTenant(Option.getOrUndefined(given)),
+  encode: (tenant) => tenant
+})
 
 /**
- * A queue name: non-empty, at most {@link MAX_NAME_BYTES}. A queue-carrying item without one reaches
+ * A queue name: non-empty, at most {@link MAX_NAME_CHARS} characters. A queue-carrying item without one reaches
  * no handler.
  *
  * @since 0.1.0
@@ -149,7 +151,7 @@ export const QueueName = Schema.String.pipe(
 )
 
 /**
- * A partition: at most {@link MAX_NAME_BYTES}; missing or `null` is `""`, as upstream takes it.
+ * A partition: at most {@link MAX_NAME_CHARS} characters; missing or `null` is `""`, as upstream takes it.
  *
  * @since 0.1.0
  * @category schemas
@@ -157,7 +159,7 @@ export const QueueName = Schema.String.pipe(
 export const Partition = Schema.optionalWith(
   Schema.String.pipe(
     Schema.filter((s) => Rules.partition(s) !== undefined, {
-      message: () => `partition is longer than ${Rules.MAX_NAME_BYTES} bytes`
+      message: () => `partition is longer than ${Rules.MAX_NAME_CHARS} characters`
     })
   ),
   { nullable: true, default: () => "" }
@@ -203,7 +205,57 @@ export const QueueRef = Schema.Struct({ queue: QueueName, tenant: Tenant })
  */
 export interface QueueRef extends Model.QueueRef {}
 
-const decodeItemOption = Schema.decodeUnknownOption(QueueItem)
+/**
+ * The consumer group of a hot-list item: present and non-empty, the mark is for that group's ring only
+ * (a seek or a group-delete repair); absent, empty, not a string or over-long, it is for every ring of
+ * the queue (the safe over-mark), as upstream reads it. Encoding omits an absent group.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Group = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
+  decode: (given) => Rules.group(Option.getOrUndefined(given)),
+  encode: (group) => group
+})
+
+/**
+ * `{queue, partition, tenant, group?}`: the item of `HOTLIST_DIRTY_BATCH`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HotItem = Schema.Struct({ queue: QueueName, partition: Partition, tenant: Tenant, group: Group })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface HotItem extends Model.HotItem {}
+
+/** `{items: [...]}` of `item`, lenient per item: the valid items kept, the others counted in `skipped`. */
+const itemsOf = <A, I>(item: Schema.Schema<A, I>, wire: (item: A) => object) => {
+  const decodeOption = Schema.decodeUnknownOption(item)
+  return Schema.transform(
+    Schema.Struct({ items: Schema.Array(Schema.Unknown) }),
+    Schema.Struct({
+      items: Schema.Array(Schema.typeSchema(item)),
+      skipped: Schema.optionalWith(Schema.Number, { exact: true })
+    }),
+    {
+      strict: true,
+      decode: ({ items }) => {
+        const valid: Array<A> = []
+        for (const one of items) {
+          const decoded = decodeOption(one)
+          if (Option.isSome(decoded)) valid.push(decoded.value)
+        }
+        const skipped = items.length - valid.length
+        return skipped === 0 ? { items: valid } : { items: valid, skipped }
+      },
+      encode: ({ items }) => ({ items: items.map(wire) })
+    }
+  )
+}
 
 /**
  * `{items: [...]}`, lenient per item: the valid items are kept, the others counted in `skipped`
@@ -212,26 +264,15 @@ const decodeItemOption = Schema.decodeUnknownOption(QueueItem)
  * @since 0.1.0
  * @category schemas
  */
-export const Items = Schema.transform(
-  Schema.Struct({ items: Schema.Array(Schema.Unknown) }),
-  Schema.Struct({
-    items: Schema.Array(Schema.typeSchema(QueueItem)),
-    skipped: Schema.optionalWith(Schema.Number, { exact: true })
-  }),
-  {
-    strict: true,
-    decode: ({ items }) => {
-      const valid: Array<QueueItem> = []
-      for (const item of items) {
-        const decoded = decodeItemOption(item)
-        if (Option.isSome(decoded)) valid.push(decoded.value)
-      }
-      const skipped = items.length - valid.length
-      return skipped === 0 ? { items: valid } : { items: valid, skipped }
-    },
-    encode: ({ items }) => ({ items: items.map((item) => Quick.wireItem(item)) })
-  }
-)
+export const Items = itemsOf(QueueItem, Quick.wireItem)
+
+/**
+ * The items of `HOTLIST_DIRTY_BATCH`, lenient per item as {@link Items} is.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HotItems = itemsOf(HotItem, Quick.wireHotItem)
 
 const checkedText = (problem: (text: string) => string | undefined) =>
   Schema.String.pipe(Schema.filter((text) => problem(text) ?? true))
@@ -262,11 +303,20 @@ const HelloV2Wire = {
  * @category schemas
  */
 export const HelloPayload = Schema.transformOrFail(
-  Schema.Struct({ server_id: Schema.String, nonce: Schema.String, mac: Schema.String, ...HelloV2Wire }),
   Schema.Struct({
     server_id: Schema.String,
     nonce: Schema.String,
     mac: Schema.String,
+    ...HelloV2Wire,
+    http_addr: Schema.optional(Schema.Unknown),
+    eph_epoch: Schema.optional(Schema.Unknown)
+  }),
+  Schema.Struct({
+    server_id: Schema.String,
+    nonce: Schema.String,
+    mac: Schema.String,
+    http_addr: Schema.OptionFromSelf(Schema.String),
+    eph_epoch: Schema.OptionFromSelf(Schema.String),
     v2: Schema.OptionFromSelf(
       Schema.Struct({
         challenge: Schema.String,
@@ -280,7 +330,15 @@ export const HelloPayload = Schema.transformOrFail(
     strict: true,
     decode: (wire, _, ast) => {
       const { qm2_challenge, qm2_receiver, qm2_label, qm2_mac } = wire
-      const base = { server_id: wire.server_id, nonce: wire.nonce, mac: wire.mac }
+      // Upstream's HELLO v2 fields: read as strings, anything else as absent (the peer is then not
+      // ephemeral-capable, nothing worse).
+      const base = {
+        server_id: wire.server_id,
+        nonce: wire.nonce,
+        mac: wire.mac,
+        http_addr: typeof wire.http_addr === "string" ? Option.some(wire.http_addr) : Option.none(),
+        eph_epoch: typeof wire.eph_epoch === "string" ? Option.some(wire.eph_epoch) : Option.none()
+      }
       if (
         qm2_challenge === undefined &&
         qm2_receiver === undefined &&
@@ -306,19 +364,24 @@ export const HelloPayload = Schema.transformOrFail(
   }
 )
 
-const helloWire = (hello: Omit<Model.Hello, "_tag">) =>
-  Option.match(hello.v2, {
-    onNone: () => ({ server_id: hello.server_id, nonce: hello.nonce, mac: hello.mac }),
+const helloWire = (hello: Omit<Model.Hello, "_tag">) => {
+  const legacy = { server_id: hello.server_id, nonce: hello.nonce, mac: hello.mac }
+  const upstream = {
+    ...(Option.isSome(hello.http_addr) ? { http_addr: hello.http_addr.value } : {}),
+    ...(Option.isSome(hello.eph_epoch) ? { eph_epoch: hello.eph_epoch.value } : {})
+  }
+  return Option.match(hello.v2, {
+    onNone: () => ({ ...legacy, ...upstream }),
     onSome: (v2) => ({
-      server_id: hello.server_id,
-      nonce: hello.nonce,
-      mac: hello.mac,
+      ...legacy,
+      ...upstream,
       qm2_challenge: v2.challenge,
       qm2_receiver: v2.receiver,
       qm2_label: v2.label,
       qm2_mac: v2.mac
     })
   })
+}
 
 /**
  * The CHALLENGE payload (tag 60, a queen-mesh extension): `{server_id, nonce, label?}`, what a v2
@@ -347,6 +410,41 @@ const HeartbeatPayload = Schema.Struct({
 })
 
 const Enabled = Schema.Struct({ enabled: Schema.Boolean })
+
+/**
+ * The operations of `EPH_ADMIN`: upstream's ephemeral-queue admin verbs.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphOp = Schema.Literal("reset", "delete", "config_set")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EphOp = typeof EphOp.Type
+
+/**
+ * The tenant of `EPH_ADMIN`: a UUID, kept lowercased, and never absent. Upstream drops the frame
+ * otherwise: a destructive verb is never broadened to every tenant holding the queue name.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphTenant = Schema.transform(
+  Schema.String.pipe(Schema.filter((s) => Rules.isUuid(s), { message: () => "tenant must be a UUID" })),
+  Schema.String,
+  { strict: true, decode: (tenant) => tenant.toLowerCase(), encode: (tenant) => tenant }
+)
+
+/**
+ * The `EPH_ADMIN` payload (tag 20): `{op, tenant, queue}`, the queue its bare name.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphAdminPayload = Schema.Struct({ op: EphOp, tenant: EphTenant, queue: QueueName })
 
 // ---------------------------------------------------------------------------------------------
 // frames
@@ -387,7 +485,7 @@ export const Challenge = ChallengePayload.pipe(Schema.attachPropertySignature("_
  * @since 0.1.0
  * @category schemas
  */
-export const HotlistDirtyBatch = Items.pipe(Schema.attachPropertySignature("_tag", "HotlistDirtyBatch"))
+export const HotlistDirtyBatch = HotItems.pipe(Schema.attachPropertySignature("_tag", "HotlistDirtyBatch"))
 /**
  * @since 0.1.0
  * @category schemas
@@ -413,9 +511,20 @@ export const PopMaintenanceModeSet = Enabled.pipe(
 
 /**
  * @since 0.1.0
+ * @category schemas
+ */
+export const EphAdmin = EphAdminPayload.pipe(Schema.attachPropertySignature("_tag", "EphAdmin"))
+
+/**
+ * @since 0.1.0
  * @category models
  */
 export type Challenge = typeof Challenge.Type
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EphAdmin = typeof EphAdmin.Type
 /**
  * @since 0.1.0
  * @category models
@@ -536,7 +645,15 @@ const table = {
     schema: HotlistDirtyBatch,
     maxLength: MAX_FRAME_LENGTH,
     quick: Quick.hotlistDirtyBatch,
-    payload: Quick.wireItems
+    payload: Quick.wireHotItems
+  }),
+  EphAdmin: row({
+    name: "EPH_ADMIN",
+    tag: 20,
+    schema: EphAdmin,
+    maxLength: SMALL_FRAME_LENGTH,
+    quick: Quick.ephAdmin,
+    payload: (frame: EphAdmin) => ({ op: frame.op, tenant: frame.tenant, queue: frame.queue })
   }),
   QueueConfigSet: row({
     name: "QUEUE_CONFIG_SET",
@@ -590,7 +707,8 @@ type AnyRow = Table[keyof Table]
 /**
  * The frame set, by in-memory tag: the one table from which {@link Tag}, the {@link Frame} union,
  * {@link tagOf}, the per-tag caps and the decoders are derived. Tags 1-5, 10, 11, 40 and 41 are the
- * spec's; 60 (`CHALLENGE`) is queen-mesh's v2 handshake, a tag upstream does not use.
+ * spec's; 20 (`EPH_ADMIN`) is upstream's later ephemeral-queue admin frame; 60 (`CHALLENGE`) is
+ * queen-mesh's v2 handshake, a tag upstream does not use.
  *
  * @since 0.1.0
  * @category tags
@@ -624,6 +742,7 @@ export const Tag: { readonly [K in keyof Table as Table[K]["name"]]: Table[K]["t
   HEARTBEAT: table.Heartbeat.tag,
   HELLO: table.Hello.tag,
   HOTLIST_DIRTY_BATCH: table.HotlistDirtyBatch.tag,
+  EPH_ADMIN: table.EphAdmin.tag,
   QUEUE_CONFIG_SET: table.QueueConfigSet.tag,
   QUEUE_CONFIG_DELETE: table.QueueConfigDelete.tag,
   MAINTENANCE_MODE_SET: table.MaintenanceModeSet.tag,
@@ -651,6 +770,7 @@ export const Frame = Schema.Union(
   table.Heartbeat.schema,
   table.Hello.schema,
   table.HotlistDirtyBatch.schema,
+  table.EphAdmin.schema,
   table.QueueConfigSet.schema,
   table.QueueConfigDelete.schema,
   table.MaintenanceModeSet.schema,
@@ -763,21 +883,92 @@ export const queueRef = (input: QueueRefInput): QueueRef => ({
 })
 
 /**
- * An item as a caller gave it, checked by the same rules the wire applies: the item, or why not.
+ * Input for a hot-list item: a queue item, and the consumer group whose ring it marks (left out,
+ * `null` or `""`: every ring of the queue).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const validItem = (input: QueueItemInput): Either.Either<QueueItem, string> => {
+export interface HotItemInput extends QueueItemInput {
+  readonly group?: Option.Option<string> | string | null | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const hotItem = (input: HotItemInput): HotItem => ({
+  ...queueItem(input),
+  group: groupInput(input.group)
+})
+
+const groupInput = (group: HotItemInput["group"]): Option.Option<string> => {
+  const given = typeof group === "object" && group !== null ? Option.getOrUndefined(group) : group
+  return given === undefined || given === null || given === "" ? Option.none() : Option.some(given)
+}
+
+/**
+ * Which tenants a caller may name: `"any"` string, or (`"uuid"`, upstream's rule) a UUID only, since
+ * upstream reads any other tenant as absent and wakes every tenant holding the queue name.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export type TenantRule = "uuid" | "any"
+
+const tenantProblem = (input: QueueRefInput, tenants: TenantRule): string | Option.Option<string> => {
+  const tenant = Rules.tenantInput(input.tenant)
+  if (tenant === undefined) return Rules.describeName("tenant", input.tenant)
+  if (tenants === "uuid" && Option.isSome(tenant) && !Rules.isUuid(tenant.value)) {
+    return `tenant ${JSON.stringify(tenant.value)} is not a UUID (the mesh's tenants setting is "uuid": upstream reads any other tenant as absent and would wake every tenant's queue of that name)`
+  }
+  return tenant
+}
+
+/**
+ * An item as a caller gave it, checked by the same rules the wire applies: the item, or why not.
+ * With `tenants: "uuid"` a tenant must be a UUID.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const validItem = (
+  input: QueueItemInput,
+  tenants: TenantRule = "any"
+): Either.Either<QueueItem, string> => {
   const queue = Rules.queueName(input.queue)
   if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
   if (typeof input.partition !== "string" || Rules.partition(input.partition) === undefined) {
     return Either.left(Rules.describeName("partition", input.partition))
   }
-  const tenant = Rules.tenantInput(input.tenant)
-  if (tenant === undefined) return Either.left(Rules.describeName("tenant", input.tenant))
+  const tenant = tenantProblem(input, tenants)
+  if (typeof tenant === "string") return Either.left(tenant)
   return Either.right({ queue, partition: input.partition, tenant })
 }
+
+/**
+ * A hot-list item as a caller gave it, checked by the wire's rules: an empty group is absent, a group
+ * that is not a string or is over-long is refused.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const validHotItem = (
+  input: HotItemInput,
+  tenants: TenantRule = "any"
+): Either.Either<HotItem, string> =>
+  Either.flatMap(validItem(input, tenants), (item) => {
+    const given =
+      typeof input.group === "object" && input.group !== null
+        ? Option.getOrUndefined(input.group)
+        : input.group
+    if (given === undefined || given === null || given === "")
+      return Either.right({ ...item, group: Option.none() })
+    if (typeof given !== "string" || !Rules.fitsName(given)) {
+      return Either.left(Rules.describeName("group", given))
+    }
+    return Either.right({ ...item, group: Option.some(given) })
+  })
 
 /**
  * A queue reference as a caller gave it, checked by the wire's rules.
@@ -785,12 +976,36 @@ export const validItem = (input: QueueItemInput): Either.Either<QueueItem, strin
  * @since 0.1.0
  * @category constructors
  */
-export const validRef = (input: QueueRefInput): Either.Either<QueueRef, string> => {
+export const validRef = (
+  input: QueueRefInput,
+  tenants: TenantRule = "any"
+): Either.Either<QueueRef, string> => {
   const queue = Rules.queueName(input.queue)
   if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
-  const tenant = Rules.tenantInput(input.tenant)
-  if (tenant === undefined) return Either.left(Rules.describeName("tenant", input.tenant))
+  const tenant = tenantProblem(input, tenants)
+  if (typeof tenant === "string") return Either.left(tenant)
   return Either.right({ queue, tenant })
+}
+
+/**
+ * An `EPH_ADMIN` verb as a caller gave it, checked by upstream's rules: a known op, a queue name, and
+ * a tenant that is a UUID (always: a destructive verb is never broadened to every tenant).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const validEphAdmin = (input: {
+  readonly op: string
+  readonly tenant: string
+  readonly queue: string
+}): Either.Either<EphAdmin, string> => {
+  const frame = Quick.ephAdmin(input)
+  if (frame !== undefined) return Either.right(frame)
+  if (input.op !== "reset" && input.op !== "delete" && input.op !== "config_set") {
+    return Either.left(`op must be reset, delete or config_set, got ${JSON.stringify(input.op)}`)
+  }
+  if (Rules.queueName(input.queue) === undefined) return Either.left(Rules.describeName("queue", input.queue))
+  return Either.left(`tenant must be a UUID, got ${JSON.stringify(input.tenant)}`)
 }
 
 /**

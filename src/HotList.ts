@@ -4,17 +4,29 @@
  * hot-list's own periodic reseed.
  *
  * The shipped `MemoryHotList` is bounded by items (`maxPending`, default 100,000) and by UTF-8 bytes of
- * queue, tenant and partition (`maxPendingBytes`, default 8 MiB); a mark past a bound is dropped, as is
- * one naming anything over `MAX_NAME_BYTES` (256 bytes, the wire's limit), and both are counted in
- * `dropped`. A UUID tenant is kept lowercased, so it is the same item in any case.
+ * queue, tenant, partition and group (`maxPendingBytes`, default 8 MiB); a mark past a bound is dropped, as is
+ * one naming anything over `MAX_NAME_CHARS` (255 characters, the wire's limit), and both are counted in
+ * `dropped`. A UUID tenant is kept lowercased, so it is the same item in any case. A mark scoped to a
+ * consumer group (`group` present: a seek or a group-delete repair on the sender) is a different item
+ * from the unscoped mark of the same partition, which stands for every ring of the queue.
  *
  * @since 0.1.0
  */
 import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
-import type { QueueItem } from "./Frame.js"
+import type { HotItem, QueueItem } from "./Frame.js"
 import { loop } from "./internal/loop.js"
 import * as rules from "./internal/rules.js"
 import * as SyncTwin from "./internal/syncTwin.js"
+
+/**
+ * A mark as the hot-list takes it: a queue item, scoped to one consumer group's ring when `group` is
+ * present and `Some`. The mesh always passes `HotItem`s (its `group` an `Option`); an item built
+ * without a group, as `Frame.queueItem` builds it, marks every ring.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mark = QueueItem & { readonly group?: Option.Option<string> }
 
 /**
  * What the mesh calls for every received `HOTLIST_DIRTY_BATCH`.
@@ -23,14 +35,17 @@ import * as SyncTwin from "./internal/syncTwin.js"
  * @category models
  */
 export interface HotListShape {
-  /** Mark `items` pending. Idempotent and commutative. */
-  readonly markDirty: (items: ReadonlyArray<QueueItem>) => Effect.Effect<void>
+  /**
+   * Mark `items` pending. Idempotent and commutative. An item whose `group` is present marks only that
+   * consumer group's ring; absent, every ring of the queue.
+   */
+  readonly markDirty: (items: ReadonlyArray<Mark>) => Effect.Effect<void>
   /**
    * @deprecated Build the hot-list with {@link sync} instead: a field of its own is copied by a spread
    * and would bypass a wrapper that replaces `markDirty` alone. Still honoured when `markDirty` has no
    * twin.
    */
-  readonly unsafeMarkDirty?: (items: ReadonlyArray<QueueItem>) => void
+  readonly unsafeMarkDirty?: (items: ReadonlyArray<Mark>) => void
 }
 
 /**
@@ -39,11 +54,8 @@ export interface HotListShape {
  * @since 0.1.0
  * @category constructors
  */
-export const sync = (markDirty: (items: ReadonlyArray<QueueItem>) => void): HotListShape => ({
-  markDirty: SyncTwin.register(
-    (items: ReadonlyArray<QueueItem>) => Effect.sync(() => markDirty(items)),
-    markDirty
-  )
+export const sync = (markDirty: (items: ReadonlyArray<Mark>) => void): HotListShape => ({
+  markDirty: SyncTwin.register((items: ReadonlyArray<Mark>) => Effect.sync(() => markDirty(items)), markDirty)
 })
 
 /**
@@ -52,7 +64,7 @@ export const sync = (markDirty: (items: ReadonlyArray<QueueItem>) => void): HotL
  * @since 0.1.0
  * @category models
  */
-export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<QueueItem>) => void) | undefined =>
+export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<Mark>) => void) | undefined =>
   SyncTwin.twinOf(hotList.markDirty) ?? hotList.unsafeMarkDirty
 
 /**
@@ -71,9 +83,9 @@ export class HotList extends Context.Tag("queen-mesh/HotList")<HotList, HotListS
  */
 export interface MemoryHotListShape extends HotListShape {
   /** The pending items, without clearing them. */
-  readonly pending: Effect.Effect<ReadonlyArray<QueueItem>>
+  readonly pending: Effect.Effect<ReadonlyArray<HotItem>>
   /** Takes and clears the pending items. */
-  readonly take: Effect.Effect<ReadonlyArray<QueueItem>>
+  readonly take: Effect.Effect<ReadonlyArray<HotItem>>
   /** Bumped by every mark that added at least one new pending item. */
   readonly epoch: Effect.Effect<number>
   /** How many marks were dropped, past a bound or for an over-long name, since the hot-list started. */
@@ -104,32 +116,43 @@ export class MemoryHotList extends Context.Tag("queen-mesh/MemoryHotList")<
   MemoryHotListShape
 >() {}
 
+const NO_GROUP: Option.Option<string> = Option.none()
+
+/** The group of an item, none for a plain queue item (or a caller's item built without one). */
+const groupOf = (item: Mark): Option.Option<string> =>
+  item.group !== undefined && Option.isOption(item.group) ? item.group : NO_GROUP
+
 /**
- * A stable key for a `{tenant, queue, partition}` item; absent tenants never collide with named ones,
- * and the names are length-prefixed so no choice of characters makes two items share a key.
+ * A stable key for a `{tenant, queue, partition, group?}` item; absent tenants never collide with
+ * named ones, a scoped mark never with an unscoped one, and the names are length-prefixed so no choice
+ * of characters makes two items share a key.
  *
  * @since 0.1.0
  * @category keys
  */
-export const itemKey = (item: QueueItem): string =>
-  Option.isSome(item.tenant)
+export const itemKey = (item: Mark): string => {
+  const key = Option.isSome(item.tenant)
     ? `t${item.tenant.value.length}:${item.tenant.value}${item.queue.length}:${item.queue}${item.partition}`
     : `-${item.queue.length}:${item.queue}${item.partition}`
+  const group = groupOf(item)
+  return Option.isSome(group) ? `g${group.value.length}:${group.value}${key}` : key
+}
 
 const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
-/** `item` with its tenant normalised (a UUID lowercased), or `undefined` when a name is over-long. */
-const normalItem = (item: QueueItem): QueueItem | undefined => {
-  if (
-    !rules.fitsBytes(item.queue, rules.MAX_NAME_BYTES) ||
-    !rules.fitsBytes(item.partition, rules.MAX_NAME_BYTES)
-  ) {
-    return undefined
-  }
-  if (Option.isNone(item.tenant)) return item
+/**
+ * `item` with its tenant normalised (a UUID lowercased) and its group read as the wire reads it (an
+ * empty or over-long one is absent), or `undefined` when a name is over-long.
+ */
+const normalItem = (item: Mark): HotItem | undefined => {
+  if (!rules.fitsName(item.queue) || !rules.fitsName(item.partition)) return undefined
+  const given = groupOf(item)
+  const group = Option.isSome(given) ? rules.group(given.value) : NO_GROUP
+  if (Option.isNone(item.tenant))
+    return { queue: item.queue, partition: item.partition, tenant: item.tenant, group }
   const tenant = rules.tenant(item.tenant.value)
   if (tenant === undefined) return undefined
-  return Option.isSome(tenant) && tenant.value === item.tenant.value ? item : { ...item, tenant }
+  return { queue: item.queue, partition: item.partition, tenant, group }
 }
 
 /**
@@ -143,7 +166,7 @@ const normalItem = (item: QueueItem): QueueItem | undefined => {
  *
  * const program = Effect.gen(function* () {
  *   const hotList = yield* HotList.makeMemory()
- *   const item = Frame.queueItem({ queue: "orders", partition: "p1" })
+ *   const item = Frame.hotItem({ queue: "orders", partition: "p1" })
  *   // Marking is idempotent: the same item twice is one pending item.
  *   yield* hotList.markDirty([item])
  *   yield* hotList.markDirty([item])
@@ -161,11 +184,11 @@ export const makeMemory = (options: MemoryHotListOptions = {}) =>
   Effect.sync((): MemoryHotListShape => {
     const maxPending = options.maxPending ?? 100_000
     const maxPendingBytes = options.maxPendingBytes ?? 8 * 1024 * 1024
-    const pending = new Map<string, QueueItem>()
+    const pending = new Map<string, HotItem>()
     let pendingBytes = 0
     let epoch = 0
     let dropped = 0
-    const unsafeMarkDirty = (items: ReadonlyArray<QueueItem>): void => {
+    const unsafeMarkDirty = (items: ReadonlyArray<Mark>): void => {
       let added = false
       for (const given of items) {
         const item = normalItem(given)
@@ -178,7 +201,8 @@ export const makeMemory = (options: MemoryHotListOptions = {}) =>
         const cost =
           byteLength(item.queue) +
           byteLength(item.partition) +
-          (Option.isSome(item.tenant) ? byteLength(item.tenant.value) : 0)
+          (Option.isSome(item.tenant) ? byteLength(item.tenant.value) : 0) +
+          (Option.isSome(item.group) ? byteLength(item.group.value) : 0)
         if (pending.size >= maxPending || pendingBytes + cost > maxPendingBytes) {
           dropped++
           continue
@@ -226,8 +250,11 @@ export const layerMemory = (options: MemoryHotListOptions = {}): Layer.Layer<Mem
  * @category models
  */
 export interface Coalescer {
-  /** Adds `item` to the window's distinct marks; it goes out with them when the window ends. */
-  readonly mark: (item: QueueItem) => Effect.Effect<void>
+  /**
+   * Adds `item` to the window's distinct marks; it goes out with them when the window ends. A scoped
+   * and an unscoped mark of the same partition are two marks.
+   */
+  readonly mark: (item: Mark) => Effect.Effect<void>
 }
 
 /**
@@ -248,10 +275,10 @@ export const FLUSH_AT = 10_000
  */
 export const makeCoalescer = (options: {
   readonly window: Duration.DurationInput
-  readonly send: (items: ReadonlyArray<QueueItem>) => Effect.Effect<void>
+  readonly send: (items: ReadonlyArray<HotItem>) => Effect.Effect<void>
 }): Effect.Effect<Coalescer, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const pending = new Map<string, QueueItem>()
+    const pending = new Map<string, HotItem>()
     const marked = yield* Effect.makeLatch(false)
     const flush = Effect.suspend(() => {
       marked.unsafeClose()
@@ -266,7 +293,12 @@ export const makeCoalescer = (options: {
     return {
       mark: (item) =>
         Effect.suspend(() => {
-          pending.set(itemKey(item), item)
+          pending.set(itemKey(item), {
+            queue: item.queue,
+            partition: item.partition,
+            tenant: item.tenant,
+            group: groupOf(item)
+          })
           marked.unsafeOpen()
           return pending.size >= FLUSH_AT ? flush : Effect.void
         })

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import type { Option } from "effect"
+import { Option } from "effect"
 
 /**
  * A configured peer entry: where the node dials.
@@ -56,8 +56,8 @@ export interface Link {
 }
 
 /**
- * What inbound liveness knows of a server: heard within the dead threshold or not, and how its last
- * connection authenticated.
+ * What inbound liveness knows of a server: heard within the dead threshold or not, how its last
+ * connection authenticated, and what its last HELLO advertised of upstream's HELLO v2.
  *
  * @since 0.1.0
  * @category models
@@ -68,6 +68,56 @@ export interface Heard {
   readonly lastSeenMsAgo: number
   /** The handshake version its connection authenticated with (2: the challenge-response HELLO). */
   readonly authVersion: 1 | 2
+  /** The `http_addr` of its last HELLO: where it takes ephemeral traffic. */
+  readonly httpAddr: Option.Option<string>
+  /** The `eph_epoch` of its last HELLO, as sent: its boot incarnation, a u64 in hex. */
+  readonly ephEpoch: Option.Option<string>
+  /** Its last HELLO carried both, and the epoch parsed: upstream counts it as ephemeral-capable. */
+  readonly ephemeralCapable: boolean
+}
+
+/**
+ * One entry of upstream's ephemeral member list: a server alive and ephemeral-capable.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EphemeralMember {
+  readonly serverId: string
+  readonly httpAddr: string
+  /** The epoch in lowercase hex without leading zeros, as upstream prints it. */
+  readonly epoch: string
+}
+
+/**
+ * Upstream's `eph_members`: the servers heard within the dead threshold whose last HELLO made them
+ * ephemeral-capable, this node excluded, sorted by server id. Its length is the stats body's
+ * `eph_members`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ephemeralMembers = (members: ReadonlyArray<Member>): ReadonlyArray<EphemeralMember> => {
+  const out: Array<EphemeralMember> = []
+  for (const member of members) {
+    if (member.self || Option.isNone(member.serverId) || Option.isNone(member.heard)) continue
+    const heard = member.heard.value
+    if (!heard.alive || !heard.ephemeralCapable) continue
+    if (Option.isNone(heard.httpAddr) || Option.isNone(heard.ephEpoch)) continue
+    out.push({
+      serverId: member.serverId.value,
+      httpAddr: heard.httpAddr.value,
+      epoch: normalEpoch(heard.ephEpoch.value)
+    })
+  }
+  // Upstream sorts Rust strings, by their UTF-8 bytes (not by UTF-16 code units, as `<` does).
+  return out.sort((a, b) => Buffer.compare(Buffer.from(a.serverId, "utf8"), Buffer.from(b.serverId, "utf8")))
+}
+
+/** `+00ABC` as upstream prints the u64 it parsed: `abc`. */
+const normalEpoch = (epoch: string): string => {
+  const digits = epoch.replace(/^\+/, "").replace(/^0+/, "").toLowerCase()
+  return digits === "" ? "0" : digits
 }
 
 /**

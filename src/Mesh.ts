@@ -28,6 +28,7 @@ import {
 import * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
 import * as Dispatch from "./internal/dispatch.js"
+import * as EphCounts from "./internal/ephCounts.js"
 import * as Listener from "./internal/listener.js"
 import * as Liveness from "./internal/liveness.js"
 import { membersOf } from "./internal/membership.js"
@@ -110,11 +111,22 @@ export interface MeshShape {
   ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /**
    * A partition turned dirty. Coalesced: the distinct items marked within a flush window go out as one
-   * `HOTLIST_DIRTY_BATCH` (tag 5).
+   * `HOTLIST_DIRTY_BATCH` (tag 5). With `group`, the mark is for that consumer group's ring only (a
+   * seek or a group-delete repair); a scoped and an unscoped mark of one partition are two hints.
    */
   readonly hotlistDirty: (
-    item: Frame.QueueItemInput
+    item: Frame.HotItemInput
   ) => Effect.Effect<void, InvalidInputError | MeshClosedError>
+  /**
+   * An ephemeral-queue admin verb ran here: every peer applies it too (`EPH_ADMIN`, tag 20). The
+   * tenant must be a UUID and the op one of `reset`, `delete`, `config_set`, as upstream requires.
+   * Not applied locally: the caller already did.
+   */
+  readonly ephemeralAdmin: (command: {
+    readonly op: Frame.EphOp
+    readonly tenant: string
+    readonly queue: string
+  }) => Effect.Effect<void, InvalidInputError | MeshClosedError>
   /** A queue was configured: peers drop their cached settings for it (tag 10). */
   readonly queueConfigSet: (
     ref: Frame.QueueRefInput
@@ -198,6 +210,7 @@ export const make: Effect.Effect<
   | Listener.Listener
   | Peers.Peers
   | MeshMetrics.MeshMetrics
+  | EphCounts.EphCounts
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
   const waker = yield* Waker.Waker
@@ -207,6 +220,8 @@ export const make: Effect.Effect<
   const listener = yield* Listener.Listener
   const peers = yield* Peers.Peers
   const metrics = yield* MeshMetrics.MeshMetrics
+  const ephCounts = yield* EphCounts.EphCounts
+  const tenants = config.tenants
   const startedAt = yield* Clock.currentTimeMillis
   const active = Option.isSome(listener.port)
   const wakeNow = Waker.syncWakeOf(waker)
@@ -224,14 +239,18 @@ export const make: Effect.Effect<
         return Effect.void
       }
       // Only a batch can outgrow the cap: send it in halves.
-      if (
-        (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
-        frame.items.length > 1
-      ) {
+      if (frame._tag === "MessageAvailableBatch" && frame.items.length > 1) {
         const half = Math.ceil(frame.items.length / 2)
         return Effect.zipRight(
-          broadcast({ ...frame, items: frame.items.slice(0, half) }),
-          broadcast({ ...frame, items: frame.items.slice(half) })
+          broadcast({ _tag: frame._tag, items: frame.items.slice(0, half) }),
+          broadcast({ _tag: frame._tag, items: frame.items.slice(half) })
+        )
+      }
+      if (frame._tag === "HotlistDirtyBatch" && frame.items.length > 1) {
+        const half = Math.ceil(frame.items.length / 2)
+        return Effect.zipRight(
+          broadcast({ _tag: frame._tag, items: frame.items.slice(0, half) }),
+          broadcast({ _tag: frame._tag, items: frame.items.slice(half) })
         )
       }
       return Effect.logWarning("dropped a frame larger than the 16 MiB cap").pipe(
@@ -299,6 +318,7 @@ export const make: Effect.Effect<
       tls: config.tls,
       members: yield* members,
       counters: yield* listener.counts,
+      ephAdmin: { sent: { ...ephCounts.sent }, received: { ...ephCounts.received } },
       maintenance: maintenance_mode,
       popMaintenance: pop_maintenance_mode
     })
@@ -307,7 +327,7 @@ export const make: Effect.Effect<
   // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
   const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
     if (closed) throw closedError("messageAvailable")
-    const item = Frame.validItem(input)
+    const item = Frame.validItem(input, tenants)
     if (Either.isLeft(item)) throw invalid(item.left)
     // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
     if (peers.size > 0) peers.broadcast(Frame.encodeMessageAvailable(item.right))
@@ -319,7 +339,7 @@ export const make: Effect.Effect<
   // step, the cheapest a fiber can run (a `suspend` costs about half as much again, per call).
   const messageAvailable: MeshShape["messageAvailable"] = (input) => {
     if (closed) return Effect.fail(closedError("messageAvailable"))
-    const item = Frame.validItem(input)
+    const item = Frame.validItem(input, tenants)
     if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
     const valid = item.right
     if (wakeNow === undefined) {
@@ -338,7 +358,7 @@ export const make: Effect.Effect<
       if (inputs.length === 0) return Effect.void
       const items: Array<Frame.QueueItem> = []
       for (const input of inputs) {
-        const item = Frame.validItem(input)
+        const item = Frame.validItem(input, tenants)
         if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
         items.push(item.right)
       }
@@ -351,9 +371,18 @@ export const make: Effect.Effect<
   const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
     Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
       if (closed) return Effect.fail(closedError("hotlistDirty"))
-      const item = Frame.validItem(input)
+      const item = Frame.validHotItem(input, tenants)
       if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
       return hotMarks === undefined ? Effect.void : hotMarks.mark(item.right)
+    })
+
+  const ephemeralAdmin: MeshShape["ephemeralAdmin"] = (input) =>
+    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
+      if (closed) return Effect.fail(closedError("ephemeralAdmin"))
+      const frame = Frame.validEphAdmin(input)
+      if (Either.isLeft(frame)) return Effect.fail(invalid(frame.left))
+      ephCounts.sent[frame.right.op]++
+      return broadcast(frame.right)
     })
 
   const queueConfig =
@@ -362,7 +391,7 @@ export const make: Effect.Effect<
       Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
         if (closed)
           return Effect.fail(closedError(tag === "QueueConfigSet" ? "queueConfigSet" : "queueConfigDelete"))
-        const ref = Frame.validRef(input)
+        const ref = Frame.validRef(input, tenants)
         return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
       })
 
@@ -388,6 +417,7 @@ export const make: Effect.Effect<
     unsafeMessageAvailable,
     messageAvailableBatch,
     hotlistDirty,
+    ephemeralAdmin,
     queueConfigSet: queueConfig("QueueConfigSet"),
     queueConfigDelete: queueConfig("QueueConfigDelete"),
     setMaintenance: setFlag("setMaintenance", flags.maintenance, "MaintenanceModeSet"),
@@ -435,7 +465,7 @@ const layerRuntime = (options: MeshOptions) =>
     Layer.provideMerge(Peers.layer(options.peers)),
     Layer.provideMerge(Listener.layer),
     Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
-    Layer.provideMerge(Layer.merge(MeshEventModule.layer, SelfDials.layer))
+    Layer.provideMerge(Layer.mergeAll(MeshEventModule.layer, SelfDials.layer, EphCounts.layer))
   )
 
 /**

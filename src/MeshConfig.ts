@@ -11,6 +11,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { isIP } from "node:net"
+import { hostname } from "node:os"
 import {
   Config,
   ConfigError,
@@ -50,8 +51,30 @@ export interface MeshConfigShape {
   readonly peers: ReadonlyArray<Peer>
   /** `QUEEN_MESH_PORT` / `QUEEN_UDP_NOTIFY_PORT`: the listening port, also the default peer port. 0 = ephemeral. */
   readonly port: number
-  /** `QUEEN_MESH_BIND_HOST`: the address the listener binds. */
+  /**
+   * `QUEEN_MESH_BIND_ADDR`, else `QUEEN_BIND_ADDR` (upstream's names; `QUEEN_MESH_BIND_HOST` is read
+   * too, deprecated): the address the listener binds, an IP address or host name without a port.
+   */
   readonly bindHost: string
+  /**
+   * `QUEEN_MESH_ADVERTISE_HOST`: the host of the `http_addr` this node advertises in its HELLO (upstream's
+   * HELLO v2). Default: the OS host name, else `HOSTNAME`, else `127.0.0.1`. `""` (from code) advertises
+   * nothing, and upstream replicas then never count this node as ephemeral-capable.
+   */
+  readonly advertiseHost: string
+  /** `PORT`: the broker's HTTP port, the port of the advertised `http_addr`. Default 6632. */
+  readonly httpPort: number
+  /**
+   * This process's boot incarnation, a u64 in lowercase hex advertised as `eph_epoch`: drawn once per
+   * process ({@link processEpoch}); a host that has its own gives it here.
+   */
+  readonly ephEpoch: string
+  /**
+   * `QUEEN_MESH_TENANTS`: `uuid` (the default, upstream's rule: the API refuses a tenant that is not a
+   * UUID, and one received is read as absent) or `any` (any string, for clusters of queen-mesh nodes
+   * only; an upstream replica would read such a tenant as absent and wake every tenant's queue).
+   */
+  readonly tenants: TenantRule
   /** `QUEEN_SYNC_SECRET`: empty means open mode. */
   readonly secret: Redacted.Redacted<string>
   /** `QUEEN_SYNC_HEARTBEAT_MS`. */
@@ -90,6 +113,14 @@ export interface MeshConfigShape {
 }
 
 /**
+ * Which tenant names the mesh accepts (see {@link MeshConfigShape.tenants}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TenantRule = "uuid" | "any"
+
+/**
  * How HELLOs are authenticated (see docs/security.md).
  *
  * @since 0.1.0
@@ -105,6 +136,72 @@ export type AuthMode = "legacy" | "permissive" | "required"
  */
 export class MeshConfig extends Context.Tag("queen-mesh/MeshConfig")<MeshConfig, MeshConfigShape>() {}
 
+/** `host:port` or `[v6]:port`: an address given with a port where only the address belongs. */
+const hasPort = (text: string): boolean =>
+  /^\[[^\]]*\]:\d+$/.test(text) || (/^[^:]*:\d+$/.test(text) && isIP(text) === 0)
+
+const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i
+
+/**
+ * Whether `host` is a hostname (dot-separated labels of letters, digits, `-` and `_`, at most 253
+ * characters) or an IP literal.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const isValidHost = (host: string): boolean => {
+  if (isIP(host) !== 0) return true
+  if (host.length === 0 || host.length > 253) return false
+  const labels = host.endsWith(".") ? host.slice(0, -1).split(".") : host.split(".")
+  // A name of digits and dots only is an IPv4 address or nothing.
+  if (labels.every((label) => /^\d+$/.test(label))) return false
+  return labels.every((label) => LABEL.test(label))
+}
+
+/**
+ * This process's boot incarnation: 64 random bits in lowercase hex without leading zeros, as upstream
+ * prints its epoch. Drawn once when the module loads.
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const processEpoch: string = randomBytes(8).readBigUInt64BE().toString(16)
+
+/**
+ * Upstream's default advertise host: the OS host name, else `HOSTNAME`, else `127.0.0.1`.
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export function defaultAdvertiseHost(hostnameVariable: string | undefined): string {
+  let own = ""
+  try {
+    own = hostname()
+  } catch {
+    own = ""
+  }
+  for (const candidate of [own, hostnameVariable ?? ""]) {
+    if (candidate !== "" && isValidHost(candidate)) return candidate
+  }
+  return "127.0.0.1"
+}
+
+/**
+ * The `http_addr` this node advertises in its HELLO, `http://host:port` (an IPv6 literal in brackets),
+ * or none when the advertise host is `""`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const httpAddress = (
+  config: Pick<MeshConfigShape, "advertiseHost" | "httpPort">
+): Option.Option<string> =>
+  config.advertiseHost === ""
+    ? Option.none()
+    : Option.some(
+        `http://${config.advertiseHost.includes(":") ? `[${config.advertiseHost}]` : config.advertiseHost}:${config.httpPort}`
+      )
+
 /**
  * The spec's defaults. `serverId` is left empty here; `make` and `layer` fill it from {@link randomServerId}.
  *
@@ -117,6 +214,10 @@ export const defaults: MeshConfigShape = {
   peers: [],
   port: 6633,
   bindHost: "0.0.0.0",
+  advertiseHost: defaultAdvertiseHost(undefined),
+  httpPort: 6632,
+  ephEpoch: processEpoch,
+  tenants: "uuid",
   secret: Redacted.make(""),
   heartbeatInterval: Duration.millis(1000),
   deadThreshold: Duration.millis(5000),
@@ -216,24 +317,6 @@ export const parseBoolean = (raw: string): Either.Either<boolean, string> => {
   if (TRUE.has(text)) return Either.right(true)
   if (FALSE.has(text)) return Either.right(false)
   return Either.left(`expected true/false/1/0/yes/no/on/off, got ${JSON.stringify(raw)}`)
-}
-
-const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i
-
-/**
- * Whether `host` is a hostname (dot-separated labels of letters, digits, `-` and `_`, at most 253
- * characters) or an IP literal.
- *
- * @since 0.1.0
- * @category parsers
- */
-export const isValidHost = (host: string): boolean => {
-  if (isIP(host) !== 0) return true
-  if (host.length === 0 || host.length > 253) return false
-  const labels = host.endsWith(".") ? host.slice(0, -1).split(".") : host.split(".")
-  // A name of digits and dots only is an IPv4 address or nothing.
-  if (labels.every((label) => /^\d+$/.test(label))) return false
-  return labels.every((label) => LABEL.test(label))
 }
 
 /**
@@ -432,6 +515,7 @@ type NumericField =
   | "authFailureDelay"
   | "idleTimeout"
   | "challengeWait"
+  | "httpPort"
 
 /**
  * The numeric settings' variables and bounds: the environment's readers and {@link validate} both read
@@ -532,6 +616,13 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
     min: 1,
     max: 60_000,
     unit: "ms"
+  },
+  httpPort: {
+    variable: "PORT",
+    description: "the broker's HTTP port, advertised in the HELLO's http_addr",
+    min: 1,
+    max: 65_535,
+    unit: "port"
   }
 }
 
@@ -565,17 +656,55 @@ const oneOf = <const A extends string>(
       : Either.right(found)
   })
 
+/** A variable exactly as set: an empty value is `Some("")`, not unset. */
+const exact = (name: string) =>
+  Config.option(Config.string(name)).pipe(Config.map(Option.map((value) => ({ name, value }))))
+
 /**
- * The environment as read, before {@link validate}: every variable's syntax checked, its meaning not.
+ * The bind address, read as upstream reads it: `QUEEN_MESH_BIND_ADDR`, else `QUEEN_BIND_ADDR`, else
+ * `0.0.0.0`; a variable set to an empty value is an error, not a fallback. `QUEEN_MESH_BIND_HOST`, our
+ * former name, still counts (after `QUEEN_MESH_BIND_ADDR`, before the broker-wide `QUEEN_BIND_ADDR`) and
+ * is reported as deprecated. A value with a port is refused by {@link validate}.
  */
-const read: Config.Config<MeshConfigShape> = Config.all({
+const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: boolean }> = Config.all([
+  exact("QUEEN_MESH_BIND_ADDR"),
+  exact("QUEEN_MESH_BIND_HOST"),
+  exact("QUEEN_BIND_ADDR")
+]).pipe(
+  Config.mapOrFail((given) => {
+    const used = Option.firstSomeOf(given)
+    if (Option.isNone(used)) return Either.right({ value: defaults.bindHost, deprecated: false })
+    const { name, value } = used.value
+    if (value.trim() === "") {
+      return Either.left(
+        ConfigError.InvalidData([name], `${name}: set but empty; leave it unset for ${defaults.bindHost}`)
+      )
+    }
+    return Either.right({ value: value.trim(), deprecated: name === "QUEEN_MESH_BIND_HOST" })
+  }),
+  Config.withDescription("address the mesh listener binds")
+)
+
+/**
+ * The environment as read, before {@link validate}: every variable's syntax checked, its meaning not;
+ * and the deprecated names it used.
+ */
+const readNoted: Config.Config<{
+  readonly shape: MeshConfigShape
+  readonly deprecated: ReadonlyArray<string>
+}> = Config.all({
   port: numeric("port", defaults.port),
   rawPeers: variable("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS"),
   enabled: parsed("QUEEN_SYNC_ENABLED", undefined, "turn the mesh on or off", defaults.enabled, parseBoolean),
-  bindHost: Config.string("QUEEN_MESH_BIND_HOST").pipe(
-    Config.withDefault(defaults.bindHost),
-    Config.withDescription("address the mesh listener binds")
+  bind: bindAddress,
+  advertise: variable("QUEEN_MESH_ADVERTISE_HOST").pipe(
+    Config.withDescription("host of the http_addr advertised in the HELLO")
   ),
+  httpPort: numeric("httpPort", defaults.httpPort),
+  tenants: oneOf("QUEEN_MESH_TENANTS", "which tenants the mesh accepts", defaults.tenants, [
+    "uuid",
+    "any"
+  ] as const),
   secret: Config.redacted("QUEEN_SYNC_SECRET").pipe(
     Config.withDefault(defaults.secret),
     Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
@@ -614,7 +743,7 @@ const read: Config.Config<MeshConfigShape> = Config.all({
   serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
-  Config.mapOrFail(({ rawPeers, serverId, hostname, idleTimeout, ...rest }) => {
+  Config.mapOrFail(({ rawPeers, serverId, hostname, idleTimeout, bind, advertise, ...rest }) => {
     const peers = Option.match(rawPeers, {
       onNone: () => Either.right<ReadonlyArray<Peer>>([]),
       onSome: ({ name, value }) =>
@@ -623,15 +752,37 @@ const read: Config.Config<MeshConfigShape> = Config.all({
         )
     })
     return Either.map(peers, (peers) => ({
-      ...rest,
-      peers,
-      idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
-      serverId: Option.getOrElse(
-        Option.orElse(serverId, () => hostname),
-        randomServerId
-      )
+      shape: {
+        ...rest,
+        peers,
+        bindHost: bind.value,
+        advertiseHost: Option.match(advertise, {
+          onNone: () => defaultAdvertiseHost(Option.getOrUndefined(hostname)),
+          onSome: ({ value }) => value.trim()
+        }),
+        ephEpoch: processEpoch,
+        idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
+        serverId: Option.getOrElse(
+          Option.orElse(serverId, () => hostname),
+          randomServerId
+        )
+      },
+      deprecated: bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
     }))
   })
+)
+
+const read: Config.Config<MeshConfigShape> = Config.map(readNoted, ({ shape }) => shape)
+
+/**
+ * The deprecated variables the current `ConfigProvider` sets, each with its replacement, for a host
+ * that reads {@link config} itself and wants to warn as {@link layerConfig} does.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const deprecated: Config.Config<ReadonlyArray<string>> = Config.map(bindAddress, (bind) =>
+  bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
 )
 
 /**
@@ -656,7 +807,10 @@ const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
   serverId: "QUEEN_SERVER_ID",
   enabled: "QUEEN_SYNC_ENABLED",
   peers: "QUEEN_MESH_PEERS",
-  bindHost: "QUEEN_MESH_BIND_HOST",
+  bindHost: "QUEEN_MESH_BIND_ADDR",
+  advertiseHost: "QUEEN_MESH_ADVERTISE_HOST",
+  ephEpoch: "ephEpoch (code only)",
+  tenants: "QUEEN_MESH_TENANTS",
   secret: "QUEEN_SYNC_SECRET",
   auth: "QUEEN_MESH_AUTH",
   clusterLabel: "QUEEN_MESH_CLUSTER_LABEL",
@@ -746,7 +900,32 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
     )
   }
   if (typeof config.bindHost !== "string" || !isValidHost(config.bindHost)) {
-    return refuse(["bindHost"], `${JSON.stringify(config.bindHost)} is not an IP address or host name`)
+    return refuse(
+      ["bindHost"],
+      typeof config.bindHost === "string" && hasPort(config.bindHost)
+        ? `${JSON.stringify(config.bindHost)} has a port: give the address alone (the port is QUEEN_MESH_PORT)`
+        : `${JSON.stringify(config.bindHost)} is not an IP address or host name`
+    )
+  }
+  if (
+    typeof config.advertiseHost !== "string" ||
+    (config.advertiseHost !== "" && !isValidHost(config.advertiseHost))
+  ) {
+    return refuse(
+      ["advertiseHost"],
+      typeof config.advertiseHost === "string" && hasPort(config.advertiseHost)
+        ? `${JSON.stringify(config.advertiseHost)} has a port: give the host alone (the port is PORT)`
+        : `${JSON.stringify(config.advertiseHost)} is not an IP address or host name`
+    )
+  }
+  if (typeof config.ephEpoch !== "string" || !/^[0-9a-fA-F]{1,16}$/.test(config.ephEpoch)) {
+    return refuse(
+      ["ephEpoch"],
+      `expected a u64 as 1 to 16 hex digits, got ${JSON.stringify(config.ephEpoch)}`
+    )
+  }
+  if (config.tenants !== "uuid" && config.tenants !== "any") {
+    return refuse(["tenants"], `expected uuid or any, got ${JSON.stringify(config.tenants)}`)
   }
   if (!Array.isArray(config.peers)) return refuse(["peers"], "expected a list of {host, port}")
   for (const peer of config.peers) {
@@ -792,9 +971,15 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
  */
 export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError | MeshConfigError> = Layer.effect(
   MeshConfig,
-  Effect.flatMap(read, (shape) =>
-    Either.match(validate(shape), { onLeft: Effect.fail, onRight: Effect.succeed })
-  )
+  Effect.gen(function* () {
+    const { shape, deprecated } = yield* readNoted
+    for (const name of deprecated) {
+      yield* Effect.logWarning("deprecated configuration variable").pipe(
+        Effect.annotateLogs({ module: "MeshConfig", variable: name })
+      )
+    }
+    return yield* Either.match(validate(shape), { onLeft: Effect.fail, onRight: Effect.succeed })
+  })
 )
 
 /**

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
-import type { QueueItem, QueueRef } from "./Frame.js"
+import type { EphOp, HotItem, QueueItem, QueueRef } from "./Frame.js"
 
 /**
  * One observation of the mesh, tagged by kind.
@@ -20,7 +20,8 @@ import type { QueueItem, QueueRef } from "./Frame.js"
  */
 export type MeshEvent =
   | { readonly _tag: "Wake"; readonly from: string; readonly item: QueueItem }
-  | { readonly _tag: "HotlistDirty"; readonly from: string; readonly item: QueueItem }
+  /** A hot-list mark; `item.group` present scopes it to one consumer group's ring. */
+  | { readonly _tag: "HotlistDirty"; readonly from: string; readonly item: HotItem }
   | {
       readonly _tag: "QueueConfigInvalidated"
       readonly from: string
@@ -28,6 +29,14 @@ export type MeshEvent =
       readonly ref: QueueRef
     }
   | { readonly _tag: "Maintenance"; readonly from: string; readonly enabled: boolean }
+  /** An ephemeral-queue admin verb (`EPH_ADMIN`), applied to the host's `EphemeralAdmin`. */
+  | {
+      readonly _tag: "EphAdmin"
+      readonly from: string
+      readonly op: EphOp
+      readonly tenant: string
+      readonly queue: string
+    }
   | { readonly _tag: "PopMaintenance"; readonly from: string; readonly enabled: boolean }
   | { readonly _tag: "PeerUp"; readonly serverId: string }
   | { readonly _tag: "PeerDown"; readonly serverId: string }

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Option, Schema } from "effect"
-import type * as Membership from "./Membership.js"
+import * as Membership from "./Membership.js"
 import { type HandshakeError, handshakeReasonList, handshakeReasons } from "./MeshError.js"
 
 /**
@@ -97,6 +97,24 @@ export const RejectionStats = Schema.Struct(rejectionFields)
 export interface RejectionStats extends Schema.Schema.Type<typeof RejectionStats> {}
 
 /**
+ * `EPH_ADMIN` verbs counted per operation.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphAdminCounts = Schema.Struct({
+  reset: Schema.Number,
+  delete: Schema.Number,
+  config_set: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface EphAdminCounts extends Schema.Schema.Type<typeof EphAdminCounts> {}
+
+/**
  * The listener's connections.
  *
  * @since 0.1.0
@@ -153,8 +171,22 @@ export const ActiveStats = Schema.Struct({
   messages_sent: Schema.Number,
   /** Every frame read after a HELLO: frames_dispatched + frames_invalid + frames_unknown + frames_oversized. */
   messages_received: Schema.Number,
-  /** Frames handed to the mesh that no peer got: dropped_full + dropped_down + discarded over all peers. */
+  /**
+   * Upstream's meaning: frames dropped because a peer's send queue was full (Σ `dropped_full`). Frames
+   * lost to a link that was down are in `messages_dropped_down` and `messages_discarded`.
+   */
   messages_dropped: Schema.Number,
+  /** Frames handed to a link that was down (Σ `dropped_down`). */
+  messages_dropped_down: Schema.Number,
+  /** Frames queued when their link broke, discarded then (Σ `discarded`). */
+  messages_discarded: Schema.Number,
+  /**
+   * Upstream's: servers alive (a frame within the dead threshold) whose last HELLO made them
+   * ephemeral-capable, this node excluded (see `Membership.ephemeralMembers`).
+   */
+  eph_members: Schema.Number,
+  /** `EPH_ADMIN` verbs broadcast by this node and received from peers, per operation. */
+  eph_admin: Schema.Struct({ sent: EphAdminCounts, received: EphAdminCounts }),
   /** Refused inbound connections, every reason (see `rejections`). */
   handshake_failures: Schema.Number,
   /** Upstream's name for the same count. */
@@ -277,6 +309,7 @@ export interface Parts {
   readonly tls: ActiveStats["tls"]
   readonly members: ReadonlyArray<Membership.Member>
   readonly counters: Counters
+  readonly ephAdmin: { readonly sent: EphAdminCounts; readonly received: EphAdminCounts }
   readonly maintenance: boolean
   readonly popMaintenance: boolean
 }
@@ -315,13 +348,17 @@ export const make = (parts: Parts): ActiveStats => {
   const peers: Array<PeerStats> = []
   const servers: Array<ServerStats> = []
   let sent = 0
-  let dropped = 0
+  let droppedFull = 0
+  let droppedDown = 0
+  let discarded = 0
   for (const member of parts.members) {
     if (Option.isSome(member.address)) peers.push(peerOf(member, member.address.value))
     if (Option.isSome(member.link)) {
       const link = member.link.value
       sent += link.written
-      dropped += link.droppedFull + link.droppedDown + link.discarded
+      droppedFull += link.droppedFull
+      droppedDown += link.droppedDown
+      discarded += link.discarded
     }
     if (Option.isSome(member.heard) && Option.isSome(member.serverId)) {
       servers.push({
@@ -357,7 +394,11 @@ export const make = (parts: Parts): ActiveStats => {
     servers,
     messages_sent: sent,
     messages_received: counters.framesRead,
-    messages_dropped: dropped,
+    messages_dropped: droppedFull,
+    messages_dropped_down: droppedDown,
+    messages_discarded: discarded,
+    eph_members: Membership.ephemeralMembers(parts.members).length,
+    eph_admin: parts.ephAdmin,
     handshake_failures: failures,
     signature_failures: failures,
     sequence_rejections: 0,

@@ -8,8 +8,8 @@
  * lowercased, so a UUID in any case is the same tenant. It is bounded by entries (`maxEntries`, default
  * 100,000) and by UTF-8 bytes of queue and tenant (`maxBytes`, default 8 MiB): a `set` past a bound
  * evicts the oldest entries (by last `set`), since a cache should keep what was read last and an
- * evicted entry costs one PostgreSQL read. A `set` naming anything over `MAX_NAME_BYTES` (256 bytes,
- * the wire's limit) is refused, and `get` of such a name finds nothing. Evictions and refusals are
+ * evicted entry costs one PostgreSQL read. A `set` naming anything over `MAX_NAME_CHARS` (255
+ * characters, the wire's limit) is refused, and `get` of such a name finds nothing. Evictions and refusals are
  * counted in `dropped`.
  *
  * @since 0.1.0
@@ -142,7 +142,7 @@ export const makeMemory = (options: MemoryQueueConfigCacheOptions = {}) =>
 
     /** The tenant `ref` names, absent as the default; `undefined` when a name is over-long. */
     const tenantOf = (ref: QueueRef): string | undefined => {
-      if (!rules.fitsBytes(ref.queue, rules.MAX_NAME_BYTES)) return undefined
+      if (!rules.fitsName(ref.queue)) return undefined
       const tenant = rules.tenantInput(ref.tenant)
       if (tenant === undefined) return undefined
       return Option.isSome(tenant) ? tenant.value : defaultTenant

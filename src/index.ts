@@ -43,6 +43,11 @@
  * @since 0.1.0
  * @category modules
  */
+export * as EphemeralAdmin from "./EphemeralAdmin.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Frame from "./Frame.js"
 /**
  * @since 0.1.0

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Schema } from "effect"
+import { Either, FastCheck as fc, Option, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Quick from "../src/internal/quick.js"
 import { assertEqual } from "./fixtures/equality.js"
@@ -42,6 +42,7 @@ const quick: {
   QueueConfigDelete: Quick.queueConfigDelete,
   MaintenanceModeSet: Quick.maintenanceModeSet,
   PopMaintenanceModeSet: Quick.popMaintenanceModeSet,
+  EphAdmin: Quick.ephAdmin,
   Challenge: null
 }
 const checked = Object.entries(Frame.frames).flatMap(([name, row]) => {
@@ -77,7 +78,14 @@ describe("Frame quick decoders", () => {
       { _tag: "MessageAvailable", ...item },
       { _tag: "MessageAvailableBatch", items: [item, Frame.queueItem({ queue: "r", partition: "" })] },
       Frame.heartbeat("id"),
-      { _tag: "HotlistDirtyBatch", items: [item] },
+      { _tag: "HotlistDirtyBatch", items: [{ ...item, group: Option.none() }] },
+      { _tag: "HotlistDirtyBatch", items: [{ ...item, group: Option.some("g") }] },
+      {
+        _tag: "EphAdmin",
+        op: "config_set",
+        tenant: "7f9c24e8-3b12-4fef-91e0-66ca3c8b3a4f",
+        queue: "q"
+      },
       { _tag: "QueueConfigSet", ...Frame.queueRef({ queue: "q" }) },
       { _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: "t" }) },
       { _tag: "MaintenanceModeSet", enabled: true },

@@ -47,6 +47,7 @@ const expectedTag: { readonly [K in Frame.Frame["_tag"]]: number } = {
   QueueConfigDelete: 11,
   MaintenanceModeSet: 40,
   PopMaintenanceModeSet: 41,
+  EphAdmin: 20,
   Challenge: 60
 }
 
@@ -76,6 +77,8 @@ const viaSchema = (frame: Frame.Frame): { readonly encoded: unknown; readonly de
       return roundTrip(Frame.MaintenanceModeSet, frame)
     case "PopMaintenanceModeSet":
       return roundTrip(Frame.PopMaintenanceModeSet, frame)
+    case "EphAdmin":
+      return roundTrip(Frame.EphAdmin, frame)
     case "Challenge":
       return roundTrip(Frame.Challenge, frame)
   }
@@ -97,6 +100,7 @@ describe("Frame", () => {
         HEARTBEAT: 3,
         HELLO: 4,
         HOTLIST_DIRTY_BATCH: 5,
+        EPH_ADMIN: 20,
         QUEUE_CONFIG_SET: 10,
         QUEUE_CONFIG_DELETE: 11,
         MAINTENANCE_MODE_SET: 40,
@@ -144,6 +148,8 @@ describe("Frame", () => {
         server_id: "x".repeat(0x10000),
         nonce: "",
         mac: "",
+        http_addr: Option.none(),
+        eph_epoch: Option.none(),
         v2: Option.none()
       })
       const length =
@@ -167,7 +173,18 @@ describe("Frame", () => {
 
     it("encodes the remaining frames as the spec's payloads", () => {
       assert.strictEqual(
-        jsonOf(Frame.encode({ _tag: "Hello", server_id: "a", nonce: "n", mac: "m", v2: Option.none() }), 4),
+        jsonOf(
+          Frame.encode({
+            _tag: "Hello",
+            server_id: "a",
+            nonce: "n",
+            mac: "m",
+            http_addr: Option.none(),
+            eph_epoch: Option.none(),
+            v2: Option.none()
+          }),
+          4
+        ),
         '{"server_id":"a","nonce":"n","mac":"m"}'
       )
       assert.strictEqual(
@@ -236,7 +253,7 @@ describe("Frame", () => {
         })
         assertEqual(decoded(5, `{"items":[{"queue":"q","partition":"p"${field}}]}`), {
           _tag: "HotlistDirtyBatch",
-          items: [{ queue: "q", partition: "p", tenant }]
+          items: [{ queue: "q", partition: "p", tenant, group: Option.none() }]
         })
         assertEqual(decoded(10, `{"queue":"q"${field}}`), {
           _tag: "QueueConfigSet",
@@ -259,17 +276,12 @@ describe("Frame", () => {
       })
     })
 
-    it("rejects a tenant that is not a string or null", () => {
-      assertDecodeError(decodeJson(1, '{"queue":"q","partition":"p","tenant":5}'), 1)
-      assertDecodeError(decodeJson(10, '{"queue":"q","tenant":{}}'), 10)
-    })
-
     it("encoder omits an absent tenant: the JSON has no tenant key", () => {
       const none = Frame.queueItem({ queue: "q", partition: "p" })
       const frames: ReadonlyArray<Frame.Frame> = [
         { _tag: "MessageAvailable", ...none },
         { _tag: "MessageAvailableBatch", items: [none, none] },
-        { _tag: "HotlistDirtyBatch", items: [none] },
+        { _tag: "HotlistDirtyBatch", items: [{ ...none, group: Option.none() }] },
         { _tag: "QueueConfigSet", ...Frame.queueRef({ queue: "q" }) },
         { _tag: "QueueConfigDelete", ...Frame.queueRef({ queue: "q", tenant: Option.none() }) }
       ]
@@ -326,18 +338,158 @@ describe("Frame", () => {
     })
   })
 
+  describe("upstream's current wire", () => {
+    const TENANT = "7f9c24e8-3b12-4fef-91e0-66ca3c8b3a4f"
+
+    it("EPH_ADMIN (tag 20): {op, tenant, queue}, a UUID tenant lowercased, any of the three ops", () => {
+      for (const op of ["reset", "delete", "config_set"] as const) {
+        assertEqual(decoded(20, `{"op":"${op}","tenant":"${TENANT.toUpperCase()}","queue":"tmp"}`), {
+          _tag: "EphAdmin",
+          op,
+          tenant: TENANT,
+          queue: "tmp"
+        })
+      }
+      assert.strictEqual(
+        jsonOf(Frame.encode({ _tag: "EphAdmin", op: "delete", tenant: TENANT, queue: "tmp" }), 20),
+        `{"op":"delete","tenant":"${TENANT}","queue":"tmp"}`
+      )
+    })
+
+    it("EPH_ADMIN refuses what upstream drops: no op or queue, an empty one, a tenant absent or not a UUID", () => {
+      const refused = [
+        `{"tenant":"${TENANT}","queue":"tmp"}`,
+        `{"op":"","tenant":"${TENANT}","queue":"tmp"}`,
+        `{"op":"reset","tenant":"${TENANT}"}`,
+        `{"op":"reset","tenant":"${TENANT}","queue":""}`,
+        '{"op":"reset","queue":"tmp"}',
+        '{"op":"reset","tenant":null,"queue":"tmp"}',
+        '{"op":"reset","tenant":"","queue":"tmp"}',
+        '{"op":"reset","tenant":"acme","queue":"tmp"}',
+        `{"op":"drop","tenant":"${TENANT}","queue":"tmp"}`,
+        `{"op":"reset","tenant":"${TENANT}","queue":"${"q".repeat(Frame.MAX_NAME_CHARS + 1)}"}`,
+        "[]"
+      ]
+      for (const json of refused) assertDecodeError(decodeJson(20, json), 20)
+      assert.isTrue(Either.isLeft(Frame.validEphAdmin({ op: "reset", tenant: "acme", queue: "tmp" })))
+      assert.isTrue(Either.isRight(Frame.validEphAdmin({ op: "reset", tenant: TENANT, queue: "tmp" })))
+    })
+
+    it("a hot-list item's group: present and non-empty scopes it; absent, empty or not a string does not", () => {
+      const group = (field: string) => {
+        const frame = decoded(5, `{"items":[{"queue":"q","partition":"p"${field}}]}`)
+        if (frame._tag !== "HotlistDirtyBatch") return assert.fail(`decoded as ${frame._tag}`)
+        return Option.getOrNull(frame.items[0]!.group)
+      }
+      assert.strictEqual(group(',"group":"billing"'), "billing")
+      assert.strictEqual(group(""), null)
+      assert.strictEqual(group(',"group":""'), null)
+      assert.strictEqual(group(',"group":null'), null)
+      assert.strictEqual(group(',"group":7'), null)
+      assert.strictEqual(group(',"group":{"name":"x"}'), null)
+      // Encoding writes the group only when the mark is scoped, as upstream does.
+      const item = Frame.queueItem({ queue: "q", partition: "p" })
+      assert.strictEqual(
+        jsonOf(
+          Frame.encode({
+            _tag: "HotlistDirtyBatch",
+            items: [
+              { ...item, group: Option.some("billing") },
+              { ...item, group: Option.none() }
+            ]
+          }),
+          5
+        ),
+        '{"items":[{"queue":"q","partition":"p","group":"billing"},{"queue":"q","partition":"p"}]}'
+      )
+    })
+
+    it("names are 255 characters of any script: 255 emoji (1,020 bytes) pass, 256 do not", () => {
+      for (const unit of ["q", "漢", "😀"]) {
+        const name = unit.repeat(Frame.MAX_NAME_CHARS)
+        assertEqual(decoded(1, JSON.stringify({ queue: name, partition: name })), {
+          _tag: "MessageAvailable",
+          queue: name,
+          partition: name,
+          tenant: Option.none()
+        })
+        assert.isTrue(Either.isRight(Frame.validItem({ queue: name, partition: name })))
+        const over = unit.repeat(Frame.MAX_NAME_CHARS + 1)
+        assertDecodeError(decodeJson(1, JSON.stringify({ queue: over, partition: "p" })), 1)
+        assertDecodeError(decodeJson(1, JSON.stringify({ queue: "q", partition: over })), 1)
+        assert.isTrue(Either.isLeft(Frame.validItem({ queue: over, partition: "p" })))
+        assert.isTrue(Either.isLeft(Frame.validHotItem({ queue: "q", partition: "p", group: over })))
+      }
+      assert.strictEqual(Buffer.byteLength("😀".repeat(Frame.MAX_NAME_CHARS)), Frame.MAX_NAME_BYTES)
+      // The biggest single-item frame fits its cap: every name at 255 characters, each escaped to 12 bytes.
+      const worst = "\ud83d\ude00".repeat(Frame.MAX_NAME_CHARS)
+      const json = `{"queue":"${worst}","partition":"${worst}","tenant":"${worst}"}`
+      assert.isAtMost(1 + json.length, Frame.SMALL_FRAME_LENGTH)
+      assert.strictEqual(Either.isRight(decodeJson(1, json)), true)
+    })
+
+    it("tenants: uuid refuses a name at the API, any accepts it; a UUID in any case is one tenant", () => {
+      const named = { queue: "q", partition: "p", tenant: "acme" }
+      const refused = Frame.validItem(named, "uuid")
+      if (Either.isRight(refused)) return assert.fail("expected a refusal")
+      assert.include(refused.left, '"acme" is not a UUID')
+      assert.isTrue(Either.isRight(Frame.validItem(named, "any")))
+      assert.isTrue(Either.isLeft(Frame.validRef({ queue: "q", tenant: "acme" }, "uuid")))
+      assertEqual(
+        Frame.validItem({ queue: "q", partition: "p", tenant: TENANT.toUpperCase() }, "uuid"),
+        Either.right(Frame.queueItem({ queue: "q", partition: "p", tenant: TENANT }))
+      )
+      assert.isTrue(Either.isRight(Frame.validItem({ queue: "q", partition: "p" }, "uuid")))
+    })
+
+    it("HELLO v2 fields: strings are kept, anything else is absent, and they are written back as given", () => {
+      const hello = decoded(
+        4,
+        '{"server_id":"s","nonce":"n","mac":"m","http_addr":"http://queen-b:6632","eph_epoch":"1f"}'
+      )
+      if (hello._tag !== "Hello") return assert.fail(`decoded as ${hello._tag}`)
+      assertEqual([hello.http_addr, hello.eph_epoch], [Option.some("http://queen-b:6632"), Option.some("1f")])
+      const odd = decoded(4, '{"server_id":"s","nonce":"n","mac":"m","http_addr":7,"eph_epoch":null}')
+      if (odd._tag !== "Hello") return assert.fail(`decoded as ${odd._tag}`)
+      assertEqual([odd.http_addr, odd.eph_epoch], [Option.none(), Option.none()])
+      assert.strictEqual(
+        jsonOf(Frame.encode(hello), 4),
+        '{"server_id":"s","nonce":"n","mac":"m","http_addr":"http://queen-b:6632","eph_epoch":"1f"}'
+      )
+    })
+  })
+
   describe("queue names", () => {
     const badItems = [
       '{"queue":"","partition":"p","tenant":"t"}',
       '{"partition":"p","tenant":"t"}',
       '{"queue":null,"partition":"p"}',
       '{"queue":7,"partition":"p"}',
-      `{"queue":"${"q".repeat(Frame.MAX_NAME_BYTES + 1)}","partition":"p"}`,
-      `{"queue":"q","partition":"p","tenant":"${"t".repeat(Frame.MAX_NAME_BYTES + 1)}"}`
+      `{"queue":"${"q".repeat(Frame.MAX_NAME_CHARS + 1)}","partition":"p"}`,
+      `{"queue":"${"😀".repeat(Frame.MAX_NAME_CHARS + 1)}","partition":"p"}`,
+      `{"queue":"q","partition":"${"漢".repeat(Frame.MAX_NAME_CHARS + 1)}"}`
     ]
 
     it("tag 1: an item with an empty, missing or over-long name is a FrameDecodeError", () => {
       for (const item of badItems) assertDecodeError(decodeJson(1, item), 1)
+    })
+
+    it("a tenant that is not a string or is over-long is absent, as upstream reads it: the hint reaches every tenant", () => {
+      for (const tenant of ["7", "{}", "[]", "true", `"${"t".repeat(Frame.MAX_NAME_CHARS + 1)}"`]) {
+        assertEqual(decoded(1, `{"queue":"q","partition":"p","tenant":${tenant}}`), {
+          _tag: "MessageAvailable",
+          queue: "q",
+          partition: "p",
+          tenant: Option.none()
+        })
+        assertEqual(decoded(10, `{"queue":"q","tenant":${tenant}}`), {
+          _tag: "QueueConfigSet",
+          queue: "q",
+          tenant: Option.none()
+        })
+        const batch = decoded(2, `{"items":[{"queue":"q","tenant":${tenant}}]}`)
+        assert.isTrue(batch._tag === "MessageAvailableBatch" && batch.skipped === undefined)
+      }
     })
 
     for (const tag of [2, 5]) {
@@ -436,6 +588,8 @@ describe("Frame", () => {
         server_id: "s",
         nonce: "n",
         mac: "m",
+        http_addr: Option.none(),
+        eph_epoch: Option.none(),
         v2: Option.none()
       })
       assertEqual(decoded(10, '{"queue":"q","by":"admin"}'), {
@@ -582,9 +736,12 @@ describe("Frame", () => {
     })
 
     it("a 100,000-item batch stays under the cap and decodes back", () => {
-      const frame: Frame.Frame = {
+      const frame: Frame.HotlistDirtyBatch = {
         _tag: "HotlistDirtyBatch",
-        items: items(100_000, (i) => `queue-${i % 97}`)
+        items: items(100_000, (i) => `queue-${i % 97}`).map((item, i) => ({
+          ...item,
+          group: i % 3 === 0 ? Option.some(`group-${i % 5}`) : Option.none()
+        }))
       }
       const bytes = Either.getOrThrow(Frame.encodeEither(frame))
       assert.isAtMost(bytes.length - 4, Frame.MAX_FRAME_LENGTH)
@@ -605,6 +762,8 @@ describe("Frame", () => {
         server_id: "s".repeat(padding),
         nonce: "",
         mac: "",
+        http_addr: Option.none(),
+        eph_epoch: Option.none(),
         v2: Option.none()
       })
       const overhead = 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(hello(0))))

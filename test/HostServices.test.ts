@@ -2,13 +2,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, SubscriptionRef } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as HotList from "../src/HotList.js"
-import { DEFAULT_TENANT, MAX_NAME_BYTES } from "../src/internal/rules.js"
+import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/rules.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
 
 const settings = { leaseTimeSeconds: 30, encrypted: true }
 const UPPER_UUID = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
-const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_BYTES, "x")
+const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_CHARS, "x")
 
 describe("QueueConfigCache (memory)", () => {
   it.effect("invalidating a named tenant drops only that entry", () =>
@@ -88,7 +88,7 @@ describe("QueueConfigCache (memory)", () => {
           yield* cache.set(Frame.queueRef({ queue: long("q", i), tenant: long("t", i) }), settings)
         }
         const size = yield* cache.size
-        assert.isAtMost(size * 2 * MAX_NAME_BYTES, 8 * 1024 * 1024)
+        assert.isAtMost(size * 2 * MAX_NAME_CHARS, 8 * 1024 * 1024)
         assert.isAbove(size, 16_000)
         assert.strictEqual(yield* cache.dropped, sent - size)
         const newest = Frame.queueRef({ queue: long("q", sent - 1), tenant: long("t", sent - 1) })
@@ -97,7 +97,7 @@ describe("QueueConfigCache (memory)", () => {
           Option.isNone(yield* cache.get(Frame.queueRef({ queue: long("q", 0), tenant: long("t", 0) })))
         )
 
-        const tooLong = "t".repeat(MAX_NAME_BYTES + 1)
+        const tooLong = "t".repeat(MAX_NAME_CHARS + 1)
         yield* cache.set(Frame.queueRef({ queue: "q", tenant: tooLong }), settings)
         yield* cache.set(Frame.queueRef({ queue: tooLong }), settings)
         assert.isTrue(Option.isNone(yield* cache.get(Frame.queueRef({ queue: "q", tenant: tooLong }))))
@@ -145,7 +145,7 @@ describe("HotList (memory)", () => {
         Frame.queueItem({ queue: "q", partition: "1", tenant: UPPER_UUID.toLowerCase() })
       ])
       assert.deepStrictEqual(yield* hot.take, [
-        Frame.queueItem({ queue: "q", partition: "1", tenant: UPPER_UUID.toLowerCase() })
+        Frame.hotItem({ queue: "q", partition: "1", tenant: UPPER_UUID.toLowerCase() })
       ])
       assert.strictEqual(yield* hot.epoch, 1)
     })
@@ -170,7 +170,7 @@ describe("HotList (memory)", () => {
       assert.isAbove(pending.length, 10_000)
       assert.strictEqual(yield* hot.dropped, sent - pending.length)
 
-      const tooLong = "p".repeat(MAX_NAME_BYTES + 1)
+      const tooLong = "p".repeat(MAX_NAME_CHARS + 1)
       yield* hot.markDirty([
         Frame.queueItem({ queue: "q", partition: tooLong }),
         Frame.queueItem({ queue: tooLong, partition: "p" }),
@@ -194,6 +194,56 @@ describe("MaintenanceFlags", () => {
       assert.isFalse(yield* SubscriptionRef.get(flags.popMaintenance))
       yield* SubscriptionRef.set(flags.popMaintenance, true)
       assert.isTrue(yield* SubscriptionRef.get(flags.popMaintenance))
+    })
+  )
+})
+
+describe("host services at the widest names (255 characters of 4 bytes each)", () => {
+  /** 255 code points, 1,000 bytes and more: the widest name the wire accepts, distinct per `i`. */
+  const widest = (prefix: string, i: number) => {
+    const head = `${prefix}${i}`
+    return head + "😀".repeat(MAX_NAME_CHARS - head.length)
+  }
+
+  it.effect("the hot-list's byte bound holds, the group counted too", () =>
+    Effect.gen(function* () {
+      const hot = yield* HotList.makeMemory()
+      const sent = 4_000
+      for (let i = 0; i < sent; i++) {
+        HotList.syncMarkOf(hot)!([
+          Frame.hotItem({
+            queue: widest("q", i),
+            partition: widest("p", i),
+            tenant: widest("t", i),
+            group: widest("g", i)
+          })
+        ])
+      }
+      const pending = yield* hot.pending
+      let bytes = 0
+      for (const item of pending) {
+        bytes += Buffer.byteLength(item.queue) + Buffer.byteLength(item.partition)
+        bytes += Option.isSome(item.tenant) ? Buffer.byteLength(item.tenant.value) : 0
+        bytes += Option.isSome(item.group) ? Buffer.byteLength(item.group.value) : 0
+      }
+      assert.isAtMost(bytes, 8 * 1024 * 1024)
+      assert.isAbove(pending.length, 1_500)
+      assert.strictEqual(yield* hot.dropped, sent - pending.length)
+      assert.isAbove(Buffer.byteLength(widest("q", 0)), 1_000)
+    })
+  )
+
+  it.effect("the cache's byte bound holds", () =>
+    Effect.gen(function* () {
+      const cache = yield* QueueConfigCache.makeMemory()
+      const sent = 8_000
+      for (let i = 0; i < sent; i++) {
+        yield* cache.set(Frame.queueRef({ queue: widest("q", i), tenant: widest("t", i) }), settings)
+      }
+      const size = yield* cache.size
+      assert.isAtMost(size * 2 * 1_000, 8 * 1024 * 1024)
+      assert.isAbove(size, 3_000)
+      assert.strictEqual(yield* cache.dropped, sent - size)
     })
   )
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
-import { DEFAULT_TENANT, MAX_NAME_BYTES } from "../src/internal/rules.js"
+import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/rules.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Waker from "../src/Waker.js"
 import { settle, settleUntil } from "./fixtures/memory.js"
@@ -154,7 +154,7 @@ describe("LocalWaker", () => {
   it.scoped("partition hints stay within their byte bound, and over-long names are refused", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ maxHintKeys: 1_000_000 })
-      const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_BYTES, "x")
+      const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_CHARS, "x")
       const sent = 20_000
       for (let i = 0; i < sent; i++) {
         Waker.syncWakeOf(waker)!(
@@ -178,7 +178,7 @@ describe("LocalWaker", () => {
       yield* waker.wake(Frame.queueItem({ queue: "q", partition: "p", tenant: "t" }))
       assert.deepStrictEqual(yield* waker.takePartitionHints({ queue: "q", tenant: Option.some("t") }), ["p"])
 
-      const tooLong = "q".repeat(MAX_NAME_BYTES + 1)
+      const tooLong = "q".repeat(MAX_NAME_CHARS + 1)
       const before = yield* waker.dropped
       yield* waker.wake(Frame.queueItem({ queue: tooLong, partition: "p" }))
       const pop = yield* Effect.fork(

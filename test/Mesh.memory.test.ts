@@ -2,6 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
 import { active, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const TENANT_T = "7e7e7e7e-0000-4000-8000-000000000001"
+
 describe("Mesh over the in-memory transport (TestClock)", () => {
   it.scoped("dial retries wait 250, 500, 1000, 2000, 4000, 5000, 5000 ms and reset after a connect", () =>
     Effect.gen(function* () {
@@ -178,7 +181,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
       const a = yield* memoryNode(transportLayer, { serverId: "a", port: 7041, peers: [7042] })
       yield* settle
       for (let i = 0; i < 500; i++) {
-        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i), tenant: "t" })
+        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i), tenant: TENANT_T })
         if (i % 50 === 0) yield* settle
       }
       yield* a.mesh.messageAvailableBatch([

@@ -17,6 +17,9 @@ import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js
 import { freePort } from "./fixtures/cluster.js"
 import { active } from "./fixtures/memory.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+
 interface Logged {
   readonly level: string
   readonly message: string
@@ -132,10 +135,10 @@ describe("a peer list that names the node itself", () => {
       yield* MeshTest.node(network, { serverId: "c", peers: names })
       yield* advance(1_000)
       const pop = yield* Effect.fork(
-        b.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "1 minute" })
+        b.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "1 minute" })
       )
       yield* MeshTest.settle
-      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: "acme" })
+      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: ACME })
       assert.strictEqual(yield* Fiber.join(pop), "woken")
       const stats = yield* statsOf(a)
       const self = stats.peers.find((peer) => peer.self)!
@@ -242,7 +245,7 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
         {
           QUEEN_SERVER_ID: `queen-${i}`,
           QUEEN_MESH_PORT: String(port),
-          QUEEN_MESH_BIND_HOST: address,
+          QUEEN_MESH_BIND_ADDR: address,
           QUEEN_MESH_PEERS: peersOf(port),
           QUEEN_SYNC_SECRET: "s3cr3t",
           QUEEN_MESH_HTTP_PORT: "0",

@@ -2,6 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Option, Scope, SubscriptionRef } from "effect"
 import { allConnected, eventually, freePort, hearsFrom, type Node, tcpNode } from "./fixtures/cluster.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const TENANT_T = "7e7e7e7e-0000-4000-8000-000000000001"
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+
 const cluster = (secrets: readonly [string, string, string] = ["s3cr3t", "s3cr3t", "s3cr3t"]) =>
   Effect.gen(function* () {
     const ports = [yield* freePort, yield* freePort, yield* freePort] as const
@@ -44,19 +48,19 @@ describe("Mesh over loopback TCP", () => {
       const [a, b, c] = nodes as [Node, Node, Node]
       for (const node of nodes) yield* eventually(allConnected(node))
       const parkB = yield* Effect.fork(
-        b.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "60 seconds" })
+        b.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "60 seconds" })
       )
       const parkC = yield* Effect.fork(
-        c.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "60 seconds" })
+        c.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "60 seconds" })
       )
       yield* eventually(
         Effect.map(Effect.all([b.waker.parked, c.waker.parked]), ([x, y]) => x === 1 && y === 1)
       )
-      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: "acme" })
+      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: ACME })
       assert.strictEqual(yield* Fiber.join(parkB), "woken")
       assert.strictEqual(yield* Fiber.join(parkC), "woken")
       assert.deepStrictEqual(
-        yield* b.waker.takePartitionHints({ queue: "orders", tenant: Option.some("acme") }),
+        yield* b.waker.takePartitionHints({ queue: "orders", tenant: Option.some(ACME) }),
         ["p0"]
       )
     })
@@ -139,7 +143,7 @@ describe("Mesh over loopback TCP", () => {
       yield* eventually(allConnected(a))
       yield* eventually(hearsFrom(b, 1))
       for (let i = 0; i < 5000; i++) {
-        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i % 7), tenant: "t" })
+        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i % 7), tenant: TENANT_T })
         // Paced below the 1024-frame queue, so that nothing is dropped.
         if (i % 500 === 499)
           yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.peers[0]!.queued === 0))

@@ -1,10 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Stream, TestClock } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Scope, Stream, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as Membership from "../src/Membership.js"
 import * as Mesh from "../src/Mesh.js"
 import type { MeshEvent } from "../src/MeshEvent.js"
 import * as Waker from "../src/Waker.js"
 import { active, memoryConfig, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
+
+/** Tenants are UUIDs, as upstream reads them (the default `tenants: "uuid"`). */
+const TENANT_T = "7e7e7e7e-0000-4000-8000-000000000001"
+const TENANT_U = "0b0b0b0b-0000-4000-8000-000000000002"
 
 /** Two connected memory nodes, A (7201) and B (7202). */
 const pair = Effect.gen(function* () {
@@ -79,8 +84,9 @@ describe("Mesh", () => {
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const before = active(yield* b.mesh.stats).messages_received
-      for (let i = 0; i < 1000; i++) yield* a.mesh.hotlistDirty({ queue: "q", partition: "hot", tenant: "t" })
-      yield* a.mesh.hotlistDirty({ queue: "q", partition: "warm", tenant: "t" })
+      for (let i = 0; i < 1000; i++)
+        yield* a.mesh.hotlistDirty({ queue: "q", partition: "hot", tenant: TENANT_T })
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "warm", tenant: TENANT_T })
       yield* a.mesh.hotlistDirty({ queue: "q", partition: "hot" })
       yield* settle
       assert.strictEqual(active(yield* b.mesh.stats).messages_received, before)
@@ -90,8 +96,8 @@ describe("Mesh", () => {
       assert.sameDeepMembers(
         pending.map((i) => [i.queue, i.partition, Option.getOrNull(i.tenant)]),
         [
-          ["q", "hot", "t"],
-          ["q", "warm", "t"],
+          ["q", "hot", TENANT_T],
+          ["q", "warm", TENANT_T],
           ["q", "hot", null]
         ]
       )
@@ -106,21 +112,21 @@ describe("Mesh", () => {
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const seen = yield* record(b.mesh.events)
-      yield* b.cache.set(Frame.queueRef({ queue: "cfg", tenant: "t" }), {
+      yield* b.cache.set(Frame.queueRef({ queue: "cfg", tenant: TENANT_T }), {
         leaseTimeSeconds: 5,
         encrypted: false
       })
-      yield* b.cache.set(Frame.queueRef({ queue: "gone", tenant: "t" }), {
+      yield* b.cache.set(Frame.queueRef({ queue: "gone", tenant: TENANT_T }), {
         leaseTimeSeconds: 5,
         encrypted: false
       })
-      yield* a.mesh.messageAvailable({ queue: "q", partition: "0", tenant: "t" })
+      yield* a.mesh.messageAvailable({ queue: "q", partition: "0", tenant: TENANT_T })
       yield* a.mesh.messageAvailableBatch([
         { queue: "q", partition: "1" },
-        { queue: "r", partition: "2", tenant: "u" }
+        { queue: "r", partition: "2", tenant: TENANT_U }
       ])
       yield* a.mesh.messageAvailableBatch([])
-      yield* a.mesh.queueConfigSet({ queue: "cfg", tenant: "t" })
+      yield* a.mesh.queueConfigSet({ queue: "cfg", tenant: TENANT_T })
       yield* a.mesh.queueConfigDelete({ queue: "gone" })
       yield* a.mesh.setMaintenance(true)
       yield* a.mesh.setPopMaintenance(true)
@@ -136,9 +142,9 @@ describe("Mesh", () => {
             : e._tag
       )
       assert.deepStrictEqual(tags, [
-        "wake:a:q/0/t",
+        `wake:a:q/0/${TENANT_T}`,
         "wake:a:q/1/-",
-        "wake:a:r/2/u",
+        `wake:a:r/2/${TENANT_U}`,
         "cfg:set:cfg",
         "cfg:delete:gone",
         "Maintenance",
@@ -212,5 +218,171 @@ describe("Mesh", () => {
       yield* settleUntil(Effect.map(b.stats, (s) => active(s).messages_received === 3))
       assert.deepStrictEqual(woken, ["q/1", "q/2", "r/3", "q/4"])
     })
+  )
+})
+
+describe("Mesh: upstream's current wire", () => {
+  it.scoped("a scoped and an unscoped mark of one partition are two hints; the group reaches the peer", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* pair
+      const seen = yield* record(b.mesh.events)
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p", group: "billing" })
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p", group: "billing" })
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p" })
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p", group: "" })
+      yield* a.mesh.hotlistDirty({ queue: "q", partition: "p", group: Option.some("audit") })
+      yield* TestClock.adjust("20 millis")
+      yield* settleUntil(Effect.map(b.hotList.pending, (pending) => pending.length === 3))
+      assert.sameMembers(
+        (yield* b.hotList.pending).map((item) => Option.getOrElse(item.group, () => "*")),
+        ["billing", "*", "audit"]
+      )
+      yield* settleUntil(Effect.map(Ref.get(seen), (all) => all.length === 3))
+      const groups = (yield* Ref.get(seen)).map((e) =>
+        e._tag === "HotlistDirty" ? Option.getOrElse(e.item.group, () => "*") : e._tag
+      )
+      assert.sameMembers(groups, ["billing", "*", "audit"])
+      const refused = yield* Effect.flip(
+        a.mesh.hotlistDirty({ queue: "q", partition: "p", group: "g".repeat(256) })
+      )
+      assert.include(refused.message, "group is longer than 255 characters")
+    })
+  )
+
+  it.scoped("ephemeralAdmin reaches every peer's EphemeralAdmin and is counted per op on both sides", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* pair
+      const seen = yield* record(b.mesh.events)
+      const tenant = TENANT_T.toUpperCase()
+      yield* a.mesh.ephemeralAdmin({ op: "reset", tenant, queue: "tmp" })
+      yield* a.mesh.ephemeralAdmin({ op: "config_set", tenant, queue: "tmp" })
+      yield* settleUntil(Effect.map(b.mesh.stats, (s) => active(s).eph_admin.received.config_set === 1))
+      assert.deepStrictEqual(active(yield* a.mesh.stats).eph_admin.sent, {
+        reset: 1,
+        delete: 0,
+        config_set: 1
+      })
+      assert.deepStrictEqual(active(yield* b.mesh.stats).eph_admin.received, {
+        reset: 1,
+        delete: 0,
+        config_set: 1
+      })
+      yield* settleUntil(Effect.map(Ref.get(seen), (all) => all.length === 2))
+      assert.deepStrictEqual(yield* Ref.get(seen), [
+        { _tag: "EphAdmin", from: "a", op: "reset", tenant: TENANT_T, queue: "tmp" },
+        { _tag: "EphAdmin", from: "a", op: "config_set", tenant: TENANT_T, queue: "tmp" }
+      ])
+      // Upstream's rules at the API: a UUID tenant, a known op, a queue.
+      for (const bad of [
+        { op: "reset", tenant: "acme", queue: "tmp" },
+        { op: "reset", tenant: "", queue: "tmp" },
+        { op: "reset", tenant: TENANT_T, queue: "" },
+        { op: "drop", tenant: TENANT_T, queue: "tmp" }
+      ] as const) {
+        // The op is typed; a caller from JavaScript can still pass anything.
+        const input: { op: Frame.EphOp; tenant: string; queue: string } = JSON.parse(JSON.stringify(bad))
+        assert.strictEqual((yield* Effect.flip(a.mesh.ephemeralAdmin(input)))._tag, "InvalidInputError")
+      }
+    })
+  )
+
+  it.scoped("tenants: uuid refuses a named tenant at the API; any sends it as before", () =>
+    Effect.gen(function* () {
+      const { a } = yield* pair
+      const refused = yield* Effect.flip(
+        a.mesh.messageAvailable({ queue: "q", partition: "p", tenant: "acme" })
+      )
+      assert.strictEqual(refused._tag, "InvalidInputError")
+      assert.include(refused.message, '"acme"')
+      assert.throws(() => a.mesh.unsafeMessageAvailable({ queue: "q", partition: "p", tenant: "acme" }))
+      assert.strictEqual(
+        (yield* Effect.flip(a.mesh.queueConfigSet({ queue: "q", tenant: "acme" })))._tag,
+        "InvalidInputError"
+      )
+      assert.strictEqual(
+        (yield* Effect.flip(a.mesh.hotlistDirty({ queue: "q", partition: "p", tenant: "acme" })))._tag,
+        "InvalidInputError"
+      )
+
+      const { transportLayer } = yield* memoryNetwork
+      const d = yield* memoryNode(transportLayer, {
+        serverId: "d",
+        port: 7402,
+        peers: [7401],
+        config: { tenants: "any" }
+      })
+      const c = yield* memoryNode(transportLayer, {
+        serverId: "c",
+        port: 7401,
+        peers: [7402],
+        config: { tenants: "any" }
+      })
+      yield* settleUntil(Effect.map(c.mesh.stats, (s) => active(s).peers.every((p) => p.connected)))
+      const pop = yield* Effect.fork(
+        d.waker.awaitWake({ queue: "q", tenant: Option.some("acme") }, { maxWait: "1 hour" })
+      )
+      yield* settleUntil(Effect.map(d.waker.parked, (n) => n === 1))
+      yield* c.mesh.messageAvailable({ queue: "q", partition: "p", tenant: "acme" })
+      assert.strictEqual(yield* Fiber.join(pop), "woken")
+    })
+  )
+
+  it.scoped(
+    "HELLO v2: each node advertises http_addr and its epoch; eph_members counts the alive, capable peers",
+    () =>
+      Effect.gen(function* () {
+        const { transportLayer } = yield* memoryNetwork
+        const config = (host: string, epoch: string) => ({
+          advertiseHost: host,
+          httpPort: 6632,
+          ephEpoch: epoch
+        })
+        const scopeB = yield* Scope.make()
+        const b = yield* Scope.extend(
+          memoryNode(transportLayer, {
+            serverId: "b",
+            port: 7502,
+            peers: [7501, 7503],
+            config: config("queen-b", "b0b")
+          }),
+          scopeB
+        )
+        const c = yield* memoryNode(transportLayer, {
+          serverId: "c",
+          port: 7503,
+          peers: [7501, 7502],
+          config: config("", "c0c")
+        })
+        const a = yield* memoryNode(transportLayer, {
+          serverId: "a",
+          port: 7501,
+          peers: [7502, 7503],
+          config: config("queen-a", "a0a")
+        })
+        // b and c dialled a before it listened: their next dial comes after the first backoff.
+        yield* TestClock.adjust("1 second")
+        yield* settleUntil(Effect.map(a.mesh.stats, (s) => active(s).servers_alive === 2))
+        yield* settleUntil(Effect.map(b.mesh.stats, (s) => active(s).servers_alive === 2))
+        yield* settleUntil(Effect.map(c.mesh.stats, (s) => active(s).servers_alive === 2))
+        // c advertises nothing, so nobody counts it; a and b count each other.
+        assert.strictEqual(active(yield* a.mesh.stats).eph_members, 1)
+        assert.strictEqual(active(yield* b.mesh.stats).eph_members, 1)
+        assert.strictEqual(active(yield* c.mesh.stats).eph_members, 2)
+        assert.deepStrictEqual(Membership.ephemeralMembers(yield* c.mesh.members), [
+          { serverId: "a", httpAddr: "http://queen-a:6632", epoch: "a0a" },
+          { serverId: "b", httpAddr: "http://queen-b:6632", epoch: "b0b" }
+        ])
+        const heardB = (yield* a.mesh.members).find(
+          (m) => Option.getOrNull(m.serverId) === "b" && Option.isSome(m.heard)
+        )
+        assert.isTrue(
+          heardB !== undefined && Option.isSome(heardB.heard) && heardB.heard.value.ephemeralCapable
+        )
+        // A peer that goes silent past the dead threshold is not counted.
+        yield* Scope.close(scopeB, Exit.void)
+        yield* TestClock.adjust("6 seconds")
+        yield* settleUntil(Effect.map(c.mesh.stats, (s) => active(s).servers_alive === 1))
+        assert.strictEqual(active(yield* c.mesh.stats).eph_members, 1)
+      })
   )
 })

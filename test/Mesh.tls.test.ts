@@ -7,6 +7,9 @@ import { Effect, Fiber, Option } from "effect"
 import { eventually, freePort, tcpNode } from "./fixtures/cluster.js"
 import { active } from "./fixtures/memory.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+
 describe("Mesh over TLS-PSK", () => {
   it.scopedLive("two nodes exchange wakes over TLS; another secret is refused and counted", () =>
     Effect.gen(function* () {
@@ -17,10 +20,10 @@ describe("Mesh over TLS-PSK", () => {
       yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.peers.every((p) => p.connected)))
       yield* eventually(Effect.map(b.mesh.stats, (s) => s.enabled && s.servers_alive === 1))
       const pop = yield* Effect.fork(
-        b.waker.awaitWake({ queue: "orders", tenant: Option.some("acme") }, { maxWait: "30 seconds" })
+        b.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "30 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))
-      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: "acme" })
+      yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: ACME })
       assert.strictEqual(yield* Fiber.join(pop), "woken")
       assert.strictEqual(active(yield* b.mesh.stats).tls, "psk")
 

@@ -2,6 +2,7 @@
  * The mesh's configuration (spec "Enabling it"): defaults, legacy aliases, the tolerant peer list, and
  * a `ConfigError` naming the variable for anything else that is malformed.
  */
+import { hostname } from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
@@ -12,7 +13,9 @@ import {
   Either,
   Exit,
   FastCheck as fc,
+  HashMap,
   Layer,
+  Logger,
   Option,
   Redacted
 } from "effect"
@@ -88,7 +91,7 @@ describe("MeshConfig", () => {
         const config = yield* loaded({
           QUEEN_MESH_PORT: "7000",
           QUEEN_MESH_PEERS: "a,b:7001",
-          QUEEN_MESH_BIND_HOST: "127.0.0.1",
+          QUEEN_MESH_BIND_ADDR: "127.0.0.1",
           QUEEN_SYNC_SECRET: "s3cr3t",
           QUEEN_SYNC_ENABLED: "false",
           QUEEN_SYNC_HEARTBEAT_MS: "250",
@@ -790,6 +793,119 @@ describe("MeshConfig: one validation for every way in", () => {
         Effect.succeed({ id: mesh.serverId, active: mesh.active })
       ).pipe(Effect.provide(Mesh.layerConfig()), Effect.scoped, Effect.withConfigProvider(provider(env)))
       assert.deepStrictEqual(viaEffect, { id: "from-provider", active: true })
+    })
+  )
+})
+
+describe("MeshConfig: upstream's configuration names", () => {
+  it.effect("QUEEN_MESH_BIND_ADDR, else QUEEN_BIND_ADDR, else 0.0.0.0", () =>
+    Effect.gen(function* () {
+      assert.strictEqual((yield* loaded({})).bindHost, "0.0.0.0")
+      assert.strictEqual((yield* loaded({ QUEEN_BIND_ADDR: "10.0.0.5" })).bindHost, "10.0.0.5")
+      assert.strictEqual(
+        (yield* loaded({ QUEEN_MESH_BIND_ADDR: "127.0.0.1", QUEEN_BIND_ADDR: "10.0.0.5" })).bindHost,
+        "127.0.0.1"
+      )
+      assert.strictEqual((yield* loaded({ QUEEN_MESH_BIND_ADDR: "::" })).bindHost, "::")
+    })
+  )
+
+  it.effect("a bind address set but empty, or with a port, is an error naming its variable", () =>
+    Effect.gen(function* () {
+      for (const name of ["QUEEN_MESH_BIND_ADDR", "QUEEN_BIND_ADDR"]) {
+        const empty = yield* rejected({ [name]: "" })
+        assertNames(empty, name)
+        assert.include(String(empty), "empty")
+      }
+      for (const value of ["0.0.0.0:6633", "[::1]:6633", "queen-a:80"]) {
+        const error = yield* rejected({ QUEEN_MESH_BIND_ADDR: value })
+        assertNames(error, "QUEEN_MESH_BIND_ADDR")
+        assert.include(String(error), "has a port")
+      }
+    })
+  )
+
+  it.effect("QUEEN_MESH_BIND_HOST still counts, before QUEEN_BIND_ADDR, and is reported deprecated", () =>
+    Effect.gen(function* () {
+      const env = { QUEEN_MESH_BIND_HOST: "127.0.0.2", QUEEN_BIND_ADDR: "10.0.0.5" }
+      assert.strictEqual((yield* loaded(env)).bindHost, "127.0.0.2")
+      assert.deepStrictEqual(yield* Effect.withConfigProvider(MeshConfig.deprecated, provider(env)), [
+        "QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"
+      ])
+      assert.deepStrictEqual(
+        yield* Effect.withConfigProvider(MeshConfig.deprecated, provider({ QUEEN_MESH_BIND_ADDR: "::" })),
+        []
+      )
+      assert.strictEqual(
+        (yield* loaded({ QUEEN_MESH_BIND_ADDR: "127.0.0.1", QUEEN_MESH_BIND_HOST: "127.0.0.2" })).bindHost,
+        "127.0.0.1"
+      )
+      // layerConfig logs the warning itself.
+      const logged: Array<string> = []
+      const logger = Logger.make(({ message, annotations }) => {
+        logged.push(
+          `${String(message)} ${String(HashMap.get(annotations, "variable").pipe(Option.getOrElse(() => "")))}`
+        )
+      })
+      yield* Effect.provide(
+        MeshConfig.MeshConfig,
+        MeshConfig.layerConfig.pipe(Layer.provide(Layer.setConfigProvider(provider(env))))
+      ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      assert.deepStrictEqual(logged, [
+        "deprecated configuration variable QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"
+      ])
+    })
+  )
+
+  it.effect("http_addr: QUEEN_MESH_ADVERTISE_HOST and PORT, by default the host name and 6632", () =>
+    Effect.gen(function* () {
+      const defaults = yield* loaded({})
+      assert.strictEqual(defaults.httpPort, 6632)
+      assert.strictEqual(defaults.advertiseHost, MeshConfig.defaultAdvertiseHost(undefined))
+      assert.isTrue(MeshConfig.isValidHost(defaults.advertiseHost))
+      const set = yield* loaded({ QUEEN_MESH_ADVERTISE_HOST: "queen-b.queen", PORT: "8080" })
+      assertEqual(MeshConfig.httpAddress(set), Option.some("http://queen-b.queen:8080"))
+      assertEqual(
+        MeshConfig.httpAddress({ advertiseHost: "fd00::1", httpPort: 6632 }),
+        Option.some("http://[fd00::1]:6632")
+      )
+      assertEqual(MeshConfig.httpAddress({ advertiseHost: "", httpPort: 6632 }), Option.none())
+      assertNames(yield* rejected({ PORT: "http" }), "PORT")
+      assertNames(yield* rejected({ PORT: "0" }), "PORT")
+      const withPort = yield* rejected({ QUEEN_MESH_ADVERTISE_HOST: "queen-b:6632" })
+      assertNames(withPort, "QUEEN_MESH_ADVERTISE_HOST")
+      assertNames(yield* rejected({ QUEEN_MESH_ADVERTISE_HOST: "not a host" }), "QUEEN_MESH_ADVERTISE_HOST")
+    })
+  )
+
+  it("the default advertise host is the OS host name, else HOSTNAME, else 127.0.0.1", () => {
+    const own = MeshConfig.defaultAdvertiseHost("from-env")
+    assert.isTrue(own === hostname() || (!MeshConfig.isValidHost(hostname()) && own === "from-env"))
+  })
+
+  it("the boot epoch is a u64 in lowercase hex without padding, one per process", () => {
+    assert.match(MeshConfig.processEpoch, /^[0-9a-f]{1,16}$/)
+    assert.isFalse(MeshConfig.processEpoch.length > 1 && MeshConfig.processEpoch.startsWith("0"))
+    assert.strictEqual(MeshConfig.defaults.ephEpoch, MeshConfig.processEpoch)
+    assert.isTrue(
+      Either.isLeft(MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "xyz" }))
+    )
+    assert.isTrue(
+      Either.isLeft(MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "1".repeat(17) }))
+    )
+  })
+
+  it.effect("QUEEN_MESH_TENANTS: uuid by default, any on request, nothing else", () =>
+    Effect.gen(function* () {
+      assert.strictEqual((yield* loaded({})).tenants, "uuid")
+      assert.strictEqual((yield* loaded({ QUEEN_MESH_TENANTS: "ANY" })).tenants, "any")
+      assertNames(yield* rejected({ QUEEN_MESH_TENANTS: "names" }), "QUEEN_MESH_TENANTS")
+      const error = MeshConfig.validate({
+        ...MeshConfig.defaults,
+        serverId: "a",
+        tenants: "names" as MeshConfig.TenantRule
+      })
+      assert.isTrue(Either.isLeft(error) && error.left.variables.includes("QUEEN_MESH_TENANTS"))
     })
   )
 })

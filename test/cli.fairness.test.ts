@@ -20,7 +20,7 @@ describe("queen-mesh node: stdout fairness", () => {
       const node = yield* spawnCli(["node"], {
         QUEEN_SERVER_ID: "fair-node",
         QUEEN_MESH_PORT: String(port),
-        QUEEN_MESH_BIND_HOST: "127.0.0.1",
+        QUEEN_MESH_BIND_ADDR: "127.0.0.1",
         QUEEN_MESH_PEERS: "127.0.0.1:1",
         QUEEN_SYNC_SECRET: SECRET,
         QUEEN_MESH_HTTP_PORT: "0",

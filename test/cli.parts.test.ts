@@ -16,7 +16,7 @@ import { BoundedWriter, columnsOf, useColor } from "../src/cli/io.js"
 import { LineSplitter } from "../src/cli/lines.js"
 import * as Log from "../src/cli/log.js"
 import * as Stats from "../src/cli/stats.js"
-import { MAX_NAME_BYTES } from "../src/Frame.js"
+import { MAX_NAME_CHARS } from "../src/Frame.js"
 import { upstreamActive, upstreamInactive } from "./fixtures/cli.js"
 
 const ANSI = "\x1b["
@@ -109,7 +109,11 @@ describe("help", () => {
       "QUEEN_UDP_PEERS",
       "QUEEN_MESH_PORT",
       "QUEEN_UDP_NOTIFY_PORT",
-      "QUEEN_MESH_BIND_HOST",
+      "QUEEN_MESH_BIND_ADDR",
+      "QUEEN_BIND_ADDR",
+      "QUEEN_MESH_ADVERTISE_HOST",
+      "PORT",
+      "QUEEN_MESH_TENANTS",
       "QUEEN_SYNC_ENABLED",
       "QUEEN_SYNC_SECRET",
       "QUEEN_SYNC_HEARTBEAT_MS",
@@ -290,8 +294,32 @@ describe("stdin commands", () => {
       "queue_config_set: tenant must be a string or null"
     )
     assert.strictEqual(
-      reason(`{"op":"hotlist_dirty","queue":"${"q".repeat(MAX_NAME_BYTES + 1)}","partition":"p"}`),
-      `hotlist_dirty: queue is longer than ${MAX_NAME_BYTES} bytes`
+      reason(`{"op":"hotlist_dirty","queue":"${"q".repeat(MAX_NAME_CHARS + 1)}","partition":"p"}`),
+      `hotlist_dirty: queue is longer than ${MAX_NAME_CHARS} characters`
+    )
+    assert.strictEqual(
+      reason(`{"op":"hotlist_dirty","queue":"q","partition":"${"漢".repeat(MAX_NAME_CHARS)}","group":7}`),
+      "hotlist_dirty: group must be a string or null"
+    )
+    assert.strictEqual(
+      reason(
+        `{"op":"hotlist_dirty","queue":"q","partition":"p","group":"${"名".repeat(MAX_NAME_CHARS + 1)}"}`
+      ),
+      `hotlist_dirty: group is longer than ${MAX_NAME_CHARS} characters`
+    )
+    assert.strictEqual(
+      reason(`{"op":"queue_config_set","queue":"q","tenant":"${"t".repeat(MAX_NAME_CHARS + 1)}"}`),
+      `queue_config_set: tenant is longer than ${MAX_NAME_CHARS} characters`
+    )
+    assert.strictEqual(
+      reason(
+        '{"op":"eph_admin","action":"drop","tenant":"7f9c24e8-3b12-4fef-91e0-66ca3c8b3a4f","queue":"q"}'
+      ),
+      "eph_admin: action must be reset, delete or config_set"
+    )
+    assert.strictEqual(
+      reason('{"op":"eph_admin","action":"reset","tenant":"acme","queue":"q"}'),
+      "eph_admin: tenant must be a UUID"
     )
   })
 
@@ -307,10 +335,12 @@ describe("stdin commands", () => {
   const nameLike = fc.oneof(
     fc.string({ maxLength: 6 }),
     fc.constant(""),
-    fc.constant("q".repeat(MAX_NAME_BYTES)),
-    fc.constant("q".repeat(MAX_NAME_BYTES + 1)),
-    fc.constant("é".repeat(MAX_NAME_BYTES / 2)),
-    fc.constant("é".repeat(MAX_NAME_BYTES / 2 + 1)),
+    fc.constant("q".repeat(MAX_NAME_CHARS)),
+    fc.constant("q".repeat(MAX_NAME_CHARS + 1)),
+    fc.constant("é".repeat(MAX_NAME_CHARS)),
+    fc.constant("é".repeat(MAX_NAME_CHARS + 1)),
+    fc.constant("😀".repeat(MAX_NAME_CHARS)),
+    fc.constant("😀".repeat(MAX_NAME_CHARS + 1)),
     fc.constant("\u001b[2J\u007f\u009b"),
     fc.constant(null),
     fc.integer(),
@@ -345,15 +375,25 @@ describe("stdin commands", () => {
 
   it.prop(
     "writes wake and hot-list lines exactly as safeJson would, controls, DEL and C1 escaped",
-    [text, fc.option(text, { nil: undefined }), text, text, fc.boolean()],
-    ([from, tenant, queue, partition, hot]) => {
+    [
+      text,
+      fc.option(text, { nil: undefined }),
+      text,
+      text,
+      fc.boolean(),
+      fc.option(text, { nil: undefined })
+    ],
+    ([from, tenant, queue, partition, hot, group]) => {
       const item = { queue, partition, tenant: Option.fromNullable(tenant) }
       const event = hot ? ("hotlist_dirty" as const) : ("wake" as const)
       const line = Events.lineOf(
-        hot ? { _tag: "HotlistDirty", from, item } : { _tag: "Wake", from, item },
+        hot
+          ? { _tag: "HotlistDirty", from, item: { ...item, group: Option.fromNullable(group) } }
+          : { _tag: "Wake", from, item },
         false
       )
-      assert.strictEqual(line, safeJson({ event, from, tenant: tenant ?? null, queue, partition }))
+      const scoped = hot && group !== undefined ? { group } : {}
+      assert.strictEqual(line, safeJson({ event, from, tenant: tenant ?? null, queue, partition, ...scoped }))
       assert.strictEqual(safeJsonString(from), safeJson(from))
     }
   )

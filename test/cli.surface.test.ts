@@ -326,7 +326,7 @@ describe("a stalled stdout reader", () => {
           QUEEN_SERVER_ID: id,
           QUEEN_MESH_PORT: String(port),
           QUEEN_MESH_HTTP_PORT: "0",
-          QUEEN_MESH_BIND_HOST: "127.0.0.1",
+          QUEEN_MESH_BIND_ADDR: "127.0.0.1",
           QUEEN_MESH_PEERS: `127.0.0.1:${peer}`,
           QUEEN_SYNC_SECRET: "stall",
           QUEEN_SYNC_HEARTBEAT_MS: "60000",

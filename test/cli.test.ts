@@ -8,6 +8,10 @@ import * as HttpRoutes from "../src/HttpRoutes.js"
 import { type CliProcess, ensureBuilt, isListening, Listening, runCli, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
 
+/** Tenants are UUIDs (the default `tenants: "uuid"`). */
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+const GLOBEX = "910be000-0000-4000-8000-0000000910be"
+
 const decodeJson = Schema.decodeUnknownSync(Schema.parseJson())
 /** The body without what moves between two requests: how long ago each peer was heard, the uptime. */
 const sinceless = (body: string) => body.replace(/"(last_seen_ms_ago|uptime_ms)":\d+/g, '"$1":0')
@@ -39,7 +43,7 @@ const nodeEnv = (options: {
   QUEEN_SERVER_ID: options.id,
   QUEEN_MESH_PORT: String(options.port),
   QUEEN_MESH_HTTP_PORT: String(options.http),
-  QUEEN_MESH_BIND_HOST: "127.0.0.1",
+  QUEEN_MESH_BIND_ADDR: "127.0.0.1",
   QUEEN_MESH_HTTP_HOST: "127.0.0.1",
   QUEEN_MESH_PEERS: (options.peers ?? []).map((port) => `127.0.0.1:${port}`).join(","),
   QUEEN_SYNC_SECRET: "cli-test-secret",
@@ -53,8 +57,8 @@ const exchange = (from: CliProcess, fromId: string, to: CliProcess, queue: strin
   Effect.gen(function* () {
     const sends: Array<[Record<string, unknown>, ReadonlyArray<Record<string, unknown>>]> = [
       [
-        { op: "message_available", queue, partition: "p0", tenant: "acme" },
-        [{ event: "wake", from: fromId, tenant: "acme", queue, partition: "p0" }]
+        { op: "message_available", queue, partition: "p0", tenant: ACME },
+        [{ event: "wake", from: fromId, tenant: ACME, queue, partition: "p0" }]
       ],
       [
         { op: "message_available", queue, partition: "p1" },
@@ -64,22 +68,22 @@ const exchange = (from: CliProcess, fromId: string, to: CliProcess, queue: strin
         {
           op: "message_available_batch",
           items: [
-            { queue, partition: "b0", tenant: "globex" },
+            { queue, partition: "b0", tenant: GLOBEX },
             { queue, partition: "b1", tenant: null }
           ]
         },
         [
-          { event: "wake", from: fromId, tenant: "globex", queue, partition: "b0" },
+          { event: "wake", from: fromId, tenant: GLOBEX, queue, partition: "b0" },
           { event: "wake", from: fromId, tenant: null, queue, partition: "b1" }
         ]
       ],
       [
-        { op: "hotlist_dirty", queue, partition: "h0", tenant: "acme" },
-        [{ event: "hotlist_dirty", from: fromId, tenant: "acme", queue, partition: "h0" }]
+        { op: "hotlist_dirty", queue, partition: "h0", tenant: ACME },
+        [{ event: "hotlist_dirty", from: fromId, tenant: ACME, queue, partition: "h0" }]
       ],
       [
-        { op: "queue_config_set", queue, tenant: "acme" },
-        [{ event: "queue_config_invalidated", from: fromId, op: "set", tenant: "acme", queue }]
+        { op: "queue_config_set", queue, tenant: ACME },
+        [{ event: "queue_config_invalidated", from: fromId, op: "set", tenant: ACME, queue }]
       ],
       [
         { op: "queue_config_delete", queue },

@@ -40,6 +40,9 @@ import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js
 import { freePort, type Node, nodeFromContext } from "./fixtures/cluster.js"
 import * as FaultProxy from "./fixtures/faultProxy.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+
 // ---------------------------------------------------------------------------------------------
 // memory
 // ---------------------------------------------------------------------------------------------
@@ -495,12 +498,12 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       const writesBefore = proxy(0, 1).counters().writesUp
       // A named tenant: hints are recorded whether or not a pop is parked (for an absent tenant, only
       // for the tenants with pops parked).
-      const target = { queue: "sliced", tenant: Option.some("acme") }
+      const target = { queue: "sliced", tenant: Option.some(ACME) }
       const pop = yield* Effect.fork(b.waker.awaitWake(target, { maxWait: "20 seconds" }))
       yield* MeshTest.eventually(Effect.map(b.waker.parked, (n) => n >= 1))
       const N = 300
       for (let i = 0; i < N; i++) {
-        yield* a.mesh.messageAvailable({ queue: "sliced", partition: `p${i}`, tenant: "acme" })
+        yield* a.mesh.messageAvailable({ queue: "sliced", partition: `p${i}`, tenant: ACME })
       }
       assert.strictEqual(yield* Fiber.join(pop), "woken")
       const seen = new Set<string>()
@@ -593,7 +596,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       const cli = yield* spawnCli(["node"], {
         QUEEN_SERVER_ID: "cli-taken",
         QUEEN_MESH_PORT: String(port),
-        QUEEN_MESH_BIND_HOST: HOST,
+        QUEEN_MESH_BIND_ADDR: HOST,
         QUEEN_MESH_PEERS: `${HOST}:${peer}`,
         QUEEN_MESH_HTTP_PORT: "0",
         QUEEN_MESH_LOG_LEVEL: "none",
@@ -676,7 +679,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       const child = yield* spawnCli(["node"], {
         QUEEN_SERVER_ID: "node-B",
         QUEEN_MESH_PORT: "0",
-        QUEEN_MESH_BIND_HOST: HOST,
+        QUEEN_MESH_BIND_ADDR: HOST,
         QUEEN_MESH_PEERS: `${HOST}:${portOf(a)},${HOST}:${portOf(c)}`,
         QUEEN_MESH_HTTP_PORT: "0",
         QUEEN_MESH_LOG_LEVEL: "none",

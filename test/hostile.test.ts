@@ -54,7 +54,7 @@ describe("hostile input against queen-mesh node", () => {
         QUEEN_SERVER_ID: "target",
         QUEEN_MESH_PORT: String(port),
         QUEEN_MESH_HTTP_PORT: String(http),
-        QUEEN_MESH_BIND_HOST: "127.0.0.1",
+        QUEEN_MESH_BIND_ADDR: "127.0.0.1",
         QUEEN_MESH_HTTP_HOST: "127.0.0.1",
         // A peer nobody listens on: the mesh is active, its dialer just keeps retrying.
         QUEEN_MESH_PEERS: `127.0.0.1:${yield* freePort}`,

@@ -11,6 +11,9 @@ import { type CliProcess, ensureBuilt, isListening, spawnCli } from "./fixtures/
 import { eventually, freePort } from "./fixtures/cluster.js"
 import { parse } from "./fixtures/prometheus.js"
 
+/** A tenant is a UUID (the default `tenants: "uuid"`). */
+const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
+
 const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
 
 const get = (url: string) =>
@@ -34,7 +37,7 @@ const start = (
       QUEEN_SERVER_ID: id,
       QUEEN_MESH_PORT: String(port),
       QUEEN_MESH_HTTP_PORT: String(http),
-      QUEEN_MESH_BIND_HOST: "127.0.0.1",
+      QUEEN_MESH_BIND_ADDR: "127.0.0.1",
       QUEEN_MESH_HTTP_HOST: "127.0.0.1",
       QUEEN_MESH_PEERS: peers.map((p) => `127.0.0.1:${p}`).join(","),
       QUEEN_SYNC_SECRET: "metrics-secret",
@@ -64,7 +67,7 @@ describe("operator endpoints of queen-mesh node", () => {
       yield* b.waitForLine((line) => line.includes('"peer_up"'), Duration.seconds(20))
       for (let i = 0; i < 20; i++) {
         yield* a.send(
-          JSON.stringify({ op: "message_available", queue: "orders", partition: `p${i}`, tenant: "acme" })
+          JSON.stringify({ op: "message_available", queue: "orders", partition: `p${i}`, tenant: ACME })
         )
       }
       yield* b.waitForLine((line) => line.includes('"partition":"p19"'), Duration.seconds(10))

@@ -89,7 +89,7 @@ export const commands: ReadonlyArray<CommandSpec> = [
     example: [
       "$ QUEEN_SERVER_ID=node-a QUEEN_MESH_PEERS=10.0.0.2 QUEEN_SYNC_SECRET=s3cret queen-mesh node --ack",
       '{"event":"listening","server_id":"node-a","port":6633,"http_port":6632}',
-      '{"op":"message_available","queue":"orders","partition":"p0","tenant":"acme"}',
+      '{"op":"message_available","queue":"orders","partition":"p0","tenant":"ac3e0000-0000-4000-8000-00000000ac3e"}',
       '{"event":"sent","op":"message_available"}'
     ]
   },

@@ -107,7 +107,8 @@ export interface BrokerOptions {
  */
 export const defaults: BrokerOptions = {
   queues: ["orders", "payments", "emails"],
-  tenants: ["acme", "globex"],
+  // Tenants are UUIDs, as upstream Queen stores them (the mesh refuses any other by default).
+  tenants: ["ac3e0000-0000-4000-8000-00000000ac3e", "910be000-0000-4000-8000-0000000910be"],
   partitions: 4,
   pushEvery: [250, 750],
   backoff: { initial: 250, max: 2000 }

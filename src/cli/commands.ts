@@ -7,14 +7,14 @@
  * @since 0.1.0
  */
 import { Effect, Either, ParseResult, Schema } from "effect"
-import { MAX_NAME_BYTES } from "../Frame.js"
 import * as Rules from "../internal/rules.js"
+import * as Membership from "../Membership.js"
 import type { MeshShape } from "../Mesh.js"
 import type { InvalidInputError, MeshClosedError } from "../MeshError.js"
 import { safeJson } from "./escape.js"
 import { printLine, stdout } from "./io.js"
 
-const fits = (s: string) => Rules.fitsBytes(s, MAX_NAME_BYTES)
+const fits = Rules.fitsName
 
 /** A name field: the message says what is wrong with it, without its path (the caller adds that). */
 const name = (options: { readonly nonEmpty: boolean }) =>
@@ -29,7 +29,7 @@ const name = (options: { readonly nonEmpty: boolean }) =>
               : "must be a string"
             : actual === ""
               ? "must be a non-empty string"
-              : `is longer than ${MAX_NAME_BYTES} bytes`,
+              : `is longer than ${Rules.MAX_NAME_CHARS} characters`,
         override: true
       }
     }
@@ -37,12 +37,21 @@ const name = (options: { readonly nonEmpty: boolean }) =>
 
 const queue = name({ nonEmpty: true })
 const partition = name({ nonEmpty: false })
-/** Absent and `null` both mean "no tenant": the receiver fans out to every tenant (spec "The frame set"). */
-const tenant = Schema.optional(
+/** An optional name where `null` means none: the message says which rule the value broke. */
+const optionalName = Schema.optional(
   Schema.NullOr(name({ nonEmpty: false })).annotations({
-    message: () => ({ message: "must be a string or null", override: true })
+    message: (issue) => ({
+      message:
+        typeof issue.actual === "string"
+          ? `is longer than ${Rules.MAX_NAME_CHARS} characters`
+          : "must be a string or null",
+      override: true
+    })
   })
 )
+
+/** Absent and `null` both mean "no tenant": the receiver fans out to every tenant (spec "The frame set"). */
+const tenant = optionalName
 const enabled = Schema.Boolean.annotations({ message: () => "must be true or false" })
 
 const item = { queue, partition, tenant }
@@ -71,10 +80,44 @@ export const MessageAvailableBatch = Schema.Struct({
 })
 
 /**
+ * `{op: "hotlist_dirty", queue, partition, tenant?, group?}`: `group` scopes the mark to one consumer
+ * group's ring; left out, `null` or `""`, the mark is for every ring.
+ *
  * @since 0.1.0
  * @category schemas
  */
-export const HotlistDirty = Schema.Struct({ op: Schema.Literal("hotlist_dirty"), ...item })
+export const HotlistDirty = Schema.Struct({
+  op: Schema.Literal("hotlist_dirty"),
+  ...item,
+  group: optionalName
+})
+
+/**
+ * `{op: "eph_admin", action, tenant, queue}`: an ephemeral-queue admin verb for every peer
+ * (`EPH_ADMIN`); `action` is `reset`, `delete` or `config_set`, the tenant a UUID.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphAdmin = Schema.Struct({
+  op: Schema.Literal("eph_admin"),
+  action: Schema.Literal("reset", "delete", "config_set").annotations({
+    message: () => ({ message: "must be reset, delete or config_set", override: true })
+  }),
+  tenant: Schema.String.pipe(Schema.filter((s) => Rules.isUuid(s))).annotations({
+    message: () => ({ message: "must be a UUID", override: true })
+  }),
+  queue
+})
+
+/**
+ * `{op: "eph_members"}`: prints upstream's ephemeral member list as one line,
+ * `{"event":"eph_members","members":[{server_id, http_addr, epoch}]}`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EphMembers = Schema.Struct({ op: Schema.Literal("eph_members") })
 
 /**
  * @since 0.1.0
@@ -106,7 +149,9 @@ export const Command = Schema.Union(
   MessageAvailableBatch,
   HotlistDirty,
   QueueConfig,
-  Maintenance
+  Maintenance,
+  EphAdmin,
+  EphMembers
 )
 
 /**
@@ -125,7 +170,9 @@ const BY_OP: Readonly<Record<Command["op"], (u: unknown) => Either.Either<Comman
     queue_config_set: decoder(QueueConfig),
     queue_config_delete: decoder(QueueConfig),
     maintenance: decoder(Maintenance),
-    pop_maintenance: decoder(Maintenance)
+    pop_maintenance: decoder(Maintenance),
+    eph_admin: decoder(EphAdmin),
+    eph_members: decoder(EphMembers)
   }
 
 /**
@@ -220,8 +267,28 @@ export const run = (
       return mesh.setMaintenance(command.enabled)
     case "pop_maintenance":
       return mesh.setPopMaintenance(command.enabled)
+    case "eph_admin":
+      return mesh.ephemeralAdmin({ op: command.action, tenant: command.tenant, queue: command.queue })
+    case "eph_members":
+      return Effect.flatMap(mesh.members, (members) => printLine(ephMembersLine(members)))
   }
 }
+
+/**
+ * The line of `eph_members`: upstream's list, sorted by server id.
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const ephMembersLine = (members: ReadonlyArray<Membership.Member>): string =>
+  safeJson({
+    event: "eph_members",
+    members: Membership.ephemeralMembers(members).map((member) => ({
+      server_id: member.serverId,
+      http_addr: member.httpAddr,
+      epoch: member.epoch
+    }))
+  })
 
 /**
  * @since 0.1.0

@@ -51,9 +51,30 @@ export const variables: ReadonlyArray<Variable> = [
     commands: ["node"]
   },
   {
-    name: "QUEEN_MESH_BIND_HOST",
+    name: "QUEEN_MESH_BIND_ADDR",
+    alias: "QUEEN_BIND_ADDR",
     default: "0.0.0.0",
-    description: "address the mesh listener binds",
+    description:
+      "address the mesh listener binds, without a port; set but empty is an error (QUEEN_MESH_BIND_HOST: deprecated)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_ADVERTISE_HOST",
+    default: "the host name",
+    description: "host of the http_addr advertised in the HELLO (http://host:$PORT), as upstream Queen does",
+    commands: ["node"]
+  },
+  {
+    name: "PORT",
+    default: "6632",
+    description: "the broker's HTTP port, the port of the advertised http_addr",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_TENANTS",
+    default: "uuid",
+    description:
+      "uuid: tenants are UUIDs, as upstream Queen reads them; any: any string (queen-mesh-only clusters)",
     commands: ["node"]
   },
   {

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Option } from "effect"
-import type { QueueItem } from "../Frame.js"
+import type { HotItem, QueueItem } from "../Frame.js"
 import type { MeshEvent } from "../MeshEvent.js"
 import { safeJson, safeJsonString } from "./escape.js"
 
@@ -63,6 +63,14 @@ const itemLine = (event: "wake" | "hotlist_dirty", from: string, item: QueueItem
     item.tenant._tag === "Some" ? safeJsonString(item.tenant.value) : "null"
   },"queue":${safeJsonString(item.queue)},"partition":${safeJsonString(item.partition)}}`
 
+/** A hot-list line: the item line, with `group` last when the mark is scoped (as upstream omits it). */
+const hotLine = (from: string, item: HotItem): string => {
+  const line = itemLine("hotlist_dirty", from, item)
+  return Option.isSome(item.group)
+    ? `${line.slice(0, -1)},"group":${safeJsonString(item.group.value)}}`
+    : line
+}
+
 /**
  * Whom a line speaks for, for stdout's fair share: the peer a frame came from, or `""` for the node's
  * own lines (a peer up or down).
@@ -84,7 +92,15 @@ export const lineOf = (event: MeshEvent, quiet: boolean): string | undefined => 
     case "Wake":
       return itemLine("wake", event.from, event.item)
     case "HotlistDirty":
-      return itemLine("hotlist_dirty", event.from, event.item)
+      return hotLine(event.from, event.item)
+    case "EphAdmin":
+      return safeJson({
+        event: "eph_admin",
+        from: event.from,
+        op: event.op,
+        tenant: event.tenant,
+        queue: event.queue
+      })
     case "QueueConfigInvalidated":
       return safeJson({
         event: "queue_config_invalidated",

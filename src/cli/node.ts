@@ -96,6 +96,7 @@ export const stdoutBufferConfig: Config.Config<number> = parsedOr(
  */
 export const config = Config.all({
   mesh: MeshConfig.config,
+  deprecated: MeshConfig.deprecated,
   http: httpConfig,
   stdoutBuffer: stdoutBufferConfig
 })
@@ -127,7 +128,9 @@ export const describeConfig = (
   enabled: mesh.enabled,
   peers: mesh.peers.length === 0 ? "(none)" : mesh.peers.map((peer) => `${peer.host}:${peer.port}`).join(","),
   port: mesh.port,
-  bind_host: mesh.bindHost,
+  bind_addr: mesh.bindHost,
+  http_addr: Option.getOrElse(MeshConfig.httpAddress(mesh), () => "(none)"),
+  tenants: mesh.tenants,
   secret: Redacted.value(mesh.secret) === "" ? "(empty)" : "<redacted>",
   heartbeat_ms: Duration.toMillis(mesh.heartbeatInterval),
   dead_threshold_ms: Duration.toMillis(mesh.deadThreshold),
@@ -237,6 +240,7 @@ export const run = (options: NodeOptions): Effect.Effect<never, CliFailure> =>
 const serve = (
   settings: {
     readonly mesh: MeshConfig.MeshConfigShape
+    readonly deprecated: ReadonlyArray<string>
     readonly http: HttpConfig
     readonly stdoutBuffer: number
   },
@@ -244,6 +248,9 @@ const serve = (
 ) =>
   Effect.gen(function* () {
     const { mesh: meshConfig, http } = settings
+    for (const variable of settings.deprecated) {
+      yield* Effect.logWarning("deprecated configuration variable").pipe(Effect.annotateLogs({ variable }))
+    }
     yield* watchSignals
     yield* Effect.addFinalizer(() => Effect.logInfo("node stopped"))
     yield* Effect.logInfo("node starting").pipe(

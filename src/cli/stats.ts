@@ -238,6 +238,11 @@ export const COUNTERS: ReadonlyArray<
     ["frames dropped", (s) => s.messages_dropped]
   ],
   [
+    ["dropped, link down", (s) => s.messages_dropped_down],
+    ["discarded", (s) => s.messages_discarded],
+    ["eph members", (s) => s.eph_members]
+  ],
+  [
     ["handshake failures", (s) => s.handshake_failures],
     ["signature failures", (s) => s.signature_failures],
     ["sequence rejections", (s) => s.sequence_rejections]

@@ -5,19 +5,26 @@
  * cache, a maintenance frame flips its flag; heartbeats and HELLOs do nothing here. Nothing is ever
  * re-broadcast.
  *
+ * In `tenants: "uuid"` mode (the default, upstream's reading) a tenant that is not a UUID is read as
+ * absent before anything is applied; `EPH_ADMIN` always requires one (its Schema does).
+ *
  * Where the host service has a synchronous twin (built with `Waker.sync`, `HotList.sync`) a frame is
  * applied at once, straight from the socket's data event, and `apply` returns `undefined`; otherwise it
  * returns the effect that applies it, and the listener keeps the order.
  *
  * @internal
  */
-import { Context, Effect, Layer, SubscriptionRef } from "effect"
+import { Context, Effect, Layer, Option, SubscriptionRef } from "effect"
+import * as EphemeralAdmin from "../EphemeralAdmin.js"
 import type * as Frame from "../Frame.js"
 import * as HotList from "../HotList.js"
 import * as MaintenanceFlags from "../MaintenanceFlags.js"
+import * as MeshConfig from "../MeshConfig.js"
 import { type MeshEvent, MeshEvents } from "../MeshEvent.js"
 import * as QueueConfigCache from "../QueueConfigCache.js"
 import * as Waker from "../Waker.js"
+import { EphCounts } from "./ephCounts.js"
+import * as Rules from "./rules.js"
 
 /**
  * What the listener hands every received frame to.
@@ -36,7 +43,8 @@ export interface DispatchShape {
 export class Dispatch extends Context.Tag("queen-mesh/internal/Dispatch")<Dispatch, DispatchShape>() {}
 
 /**
- * What the dispatch applies frames to: the host's four services, and the event hub.
+ * What the dispatch applies frames to: the host's four services, and the event hub. The host's
+ * `EphemeralAdmin` is used when present.
  */
 export type Requirements =
   | Waker.Waker
@@ -44,11 +52,32 @@ export type Requirements =
   | HotList.HotList
   | MaintenanceFlags.MaintenanceFlags
   | MeshEvents
+  | MeshConfig.MeshConfig
+  | EphCounts
+
+/** `item` with a tenant that is not a UUID read as absent; the same object when nothing changes. */
+const uuidOnly = <A extends { readonly tenant: Option.Option<string> }>(item: A): A =>
+  Option.isSome(item.tenant) && !Rules.isUuid(item.tenant.value) ? { ...item, tenant: Option.none() } : item
+
+const uuidOnlyAll = <A extends { readonly tenant: Option.Option<string> }>(
+  items: ReadonlyArray<A>
+): ReadonlyArray<A> => {
+  for (let i = 0; i < items.length; i++) {
+    if (uuidOnly(items[i]!) !== items[i]) return items.map(uuidOnly)
+  }
+  return items
+}
 
 /**
  * The dispatch over the host's four services; they are looked up once, here, never per frame.
  */
 export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.gen(function* () {
+  const config = yield* MeshConfig.MeshConfig
+  const counts = yield* EphCounts
+  const admin = Option.getOrElse(
+    yield* Effect.serviceOption(EphemeralAdmin.EphemeralAdmin),
+    () => EphemeralAdmin.noop
+  )
   const waker = yield* Waker.Waker
   const cache = yield* QueueConfigCache.QueueConfigCache
   const hotList = yield* HotList.HotList
@@ -58,7 +87,32 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
   const markNow = HotList.syncMarkOf(hotList)
   const publish = (event: MeshEvent) => Effect.sync(() => events.emit(event))
 
-  const apply = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
+  const apply =
+    config.tenants === "uuid"
+      ? (from: string, frame: Frame.Frame) => applyAs(from, uuidFrame(frame))
+      : (from: string, frame: Frame.Frame) => applyAs(from, frame)
+
+  /** The frame as upstream reads it: every tenant that is not a UUID absent. */
+  const uuidFrame = (frame: Frame.Frame): Frame.Frame => {
+    switch (frame._tag) {
+      case "MessageAvailable":
+      case "QueueConfigSet":
+      case "QueueConfigDelete":
+        return uuidOnly(frame)
+      case "MessageAvailableBatch": {
+        const items = uuidOnlyAll(frame.items)
+        return items === frame.items ? frame : { ...frame, items }
+      }
+      case "HotlistDirtyBatch": {
+        const items = uuidOnlyAll(frame.items)
+        return items === frame.items ? frame : { ...frame, items }
+      }
+      default:
+        return frame
+    }
+  }
+
+  const applyAs = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
     switch (frame._tag) {
       case "MessageAvailable": {
         if (wakeNow === undefined) {
@@ -115,6 +169,11 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           SubscriptionRef.set(flags.popMaintenance, frame.enabled),
           publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
         )
+      case "EphAdmin": {
+        counts.received[frame.op]++
+        const command = { op: frame.op, tenant: frame.tenant, queue: frame.queue }
+        return Effect.zipRight(admin.apply(command, from), publish({ _tag: "EphAdmin", from, ...command }))
+      }
       case "Heartbeat":
       case "Hello":
       case "Challenge":

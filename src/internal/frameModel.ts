@@ -15,6 +15,14 @@ export interface QueueItem {
   readonly tenant: Option.Option<string>
 }
 
+/**
+ * An item of `HOTLIST_DIRTY_BATCH`: a queue item, scoped to one consumer group's ring when `group` is
+ * present (a seek or a group-delete repair); absent, it marks every ring of the queue.
+ */
+export interface HotItem extends QueueItem {
+  readonly group: Option.Option<string>
+}
+
 /** `{queue, tenant}`: the target of the queue-config invalidations. */
 export interface QueueRef {
   readonly queue: string
@@ -56,11 +64,15 @@ export interface Hello {
   readonly mac: string
   /** The challenge-response fields of a v2 dialer; none for a legacy one. */
   readonly v2: Option.Option<HelloV2Fields>
+  /** Upstream's HELLO v2: where the peer takes ephemeral traffic (`http://host:port`), if it said. */
+  readonly http_addr: Option.Option<string>
+  /** Upstream's HELLO v2: the peer's boot incarnation, a u64 in hex, if it said. */
+  readonly eph_epoch: Option.Option<string>
 }
 
 export interface HotlistDirtyBatch {
   readonly _tag: "HotlistDirtyBatch"
-  readonly items: ReadonlyArray<QueueItem>
+  readonly items: ReadonlyArray<HotItem>
   readonly skipped?: number
 }
 
@@ -88,4 +100,18 @@ export interface Challenge {
   readonly server_id: string
   readonly nonce: string
   readonly label: string
+}
+
+/** The ephemeral-queue admin operations upstream broadcasts. */
+export type EphOp = "reset" | "delete" | "config_set"
+
+/**
+ * `EPH_ADMIN` (tag 20): an ephemeral-queue admin verb, `{op, tenant, queue}`. The tenant is a UUID and
+ * never absent: a destructive frame is never broadened to every tenant.
+ */
+export interface EphAdmin {
+  readonly _tag: "EphAdmin"
+  readonly op: EphOp
+  readonly tenant: string
+  readonly queue: string
 }

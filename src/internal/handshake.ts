@@ -37,11 +37,25 @@ export const makeNonce: Effect.Effect<string> = Effect.sync(() => randomBytes(16
 const secretOf = (secret: Redacted.Redacted<string> | string): string =>
   typeof secret === "string" ? secret : Redacted.value(secret)
 
+/**
+ * Upstream's HELLO v2 fields this node advertises: where peers forward its ephemeral traffic
+ * (`http://host:port`) and its boot incarnation (a u64 in hex). Both ride in the legacy HELLO and in
+ * the challenge-response one alike; MACs do not cover them, as upstream's do not.
+ */
+export interface Advert {
+  readonly http_addr: Option.Option<string>
+  readonly eph_epoch: Option.Option<string>
+}
+
+/** No advertisement: a HELLO as the spec draws it. */
+export const NO_ADVERT: Advert = { http_addr: Option.none(), eph_epoch: Option.none() }
+
 /** A HELLO for a given nonce; the `mac` is empty in open mode. */
 export const helloWithNonce = (
   serverId: string,
   secret: Redacted.Redacted<string> | string,
-  nonce: string
+  nonce: string,
+  advert: Advert = NO_ADVERT
 ): Frame.Hello => {
   const key = secretOf(secret)
   return {
@@ -49,6 +63,8 @@ export const helloWithNonce = (
     server_id: serverId,
     nonce,
     mac: key === "" ? "" : mac(key, nonce),
+    http_addr: advert.http_addr,
+    eph_epoch: advert.eph_epoch,
     v2: Option.none()
   }
 }
@@ -56,8 +72,10 @@ export const helloWithNonce = (
 /** A legacy HELLO with a fresh nonce. */
 export const makeHello = (
   serverId: string,
-  secret: Redacted.Redacted<string> | string
-): Effect.Effect<Frame.Hello> => Effect.map(makeNonce, (nonce) => helloWithNonce(serverId, secret, nonce))
+  secret: Redacted.Redacted<string> | string,
+  advert: Advert = NO_ADVERT
+): Effect.Effect<Frame.Hello> =>
+  Effect.map(makeNonce, (nonce) => helloWithNonce(serverId, secret, nonce, advert))
 
 const HEX_MAC = /^[0-9a-f]{64}$/
 
@@ -204,7 +222,8 @@ export const helloV2 = (
   serverId: string,
   secret: Redacted.Redacted<string> | string,
   challenge: Frame.Challenge,
-  label: string = challenge.label
+  label: string = challenge.label,
+  advert: Advert = NO_ADVERT
 ): Effect.Effect<Frame.Hello> =>
   Effect.map(makeNonce, (nonce) => {
     const key = secretOf(secret)
@@ -223,6 +242,8 @@ export const helloV2 = (
       server_id: serverId,
       nonce,
       mac: key === "" ? "" : mac(key, nonce),
+      http_addr: advert.http_addr,
+      eph_epoch: advert.eph_epoch,
       v2: Option.some({ challenge: challenge.nonce, receiver: challenge.server_id, label, mac: v2Mac })
     }
   })
@@ -245,11 +266,29 @@ export interface JudgeOptions {
   readonly identity?: string | undefined
 }
 
-/** An accepted HELLO: the peer's server id, the version it authenticated with, and its nonce. */
+/**
+ * An accepted HELLO: the peer's server id, the version it authenticated with, its nonce, and what it
+ * advertised of upstream's HELLO v2 (unchecked here: {@link ephemeralCapable} reads it).
+ */
 export interface VerifiedHello {
   readonly serverId: string
   readonly version: 1 | 2
   readonly nonce: string
+  readonly advert: Advert
+}
+
+const HEX_DIGITS = /^\+?([0-9a-fA-F]+)$/
+
+/**
+ * Whether an advertisement makes its sender ephemeral-capable, as upstream judges it: both fields
+ * present, the address non-empty and the epoch a u64 in hex (an optional `+`, any number of leading
+ * zeros, at most 16 significant digits).
+ */
+export const ephemeralCapable = (advert: Advert): boolean => {
+  if (Option.isNone(advert.http_addr) || advert.http_addr.value === "") return false
+  if (Option.isNone(advert.eph_epoch)) return false
+  const digits = HEX_DIGITS.exec(advert.eph_epoch.value)
+  return digits !== null && digits[1]!.replace(/^0+/, "").length <= 16
 }
 
 const v2Problem = (hello: Frame.Hello, v2: Frame.Hello["v2"] extends Option.Option<infer A> ? A : never) =>
@@ -294,7 +333,12 @@ const verifyFields = (
   options: JudgeOptions
 ): Either.Either<VerifiedHello, HandshakeError> => {
   const accepted = (version: 1 | 2) =>
-    Either.right<VerifiedHello>({ serverId: hello.server_id, version, nonce: hello.nonce })
+    Either.right<VerifiedHello>({
+      serverId: hello.server_id,
+      version,
+      nonce: hello.nonce,
+      advert: { http_addr: hello.http_addr, eph_epoch: hello.eph_epoch }
+    })
   if (options.mode === "legacy") return Either.flatMap(verify(hello, options.secret), () => accepted(1))
   if (hello.server_id === "") return refuse("MissingServerId")
   const key = secretOf(options.secret)

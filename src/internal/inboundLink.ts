@@ -304,7 +304,10 @@ export class InboundLink {
         this.note(oversizedTag, `frame of ${length} bytes over its cap`)
       }
     })
-    this.refresh = this.deps.liveness.register(peer, { authVersion: verdict.right.version })
+    this.refresh = this.deps.liveness.register(peer, {
+      authVersion: verdict.right.version,
+      advert: verdict.right.advert
+    })
     this.countRead = this.deps.state.readCounter(peer)
   }
 
@@ -325,6 +328,15 @@ export class InboundLink {
    */
   private slicedBatch(from: string, tag: number, text: string): Effect.Effect<void> {
     const deps = this.deps
+    const valid = <A>(raw: ReadonlyArray<unknown>, read: (u: unknown) => A | undefined): Array<A> => {
+      const items: Array<A> = []
+      for (const u of raw) {
+        const item = read(u)
+        if (item !== undefined) items.push(item)
+      }
+      deps.state.itemsInvalid(raw.length - items.length)
+      return items
+    }
     return Effect.gen(function* () {
       const result = yield* scan(text, SCAN_SLICE, 4)
       if (result._tag !== "Items") {
@@ -340,18 +352,10 @@ export class InboundLink {
       deps.state.frameDispatched(0)
       for (let start = 0; start < result.count; start += ITEM_SLICE) {
         const raw = parseItems(text, result.ranges, start, Math.min(result.count, start + ITEM_SLICE))
-        const items: Array<Frame.QueueItem> = []
-        let skipped = 0
-        for (const u of raw) {
-          const item = Quick.item(u)
-          if (item === undefined) skipped++
-          else items.push(item)
-        }
-        deps.state.itemsInvalid(skipped)
         const frame: Frame.Frame =
-          tag === Frame.Tag.MESSAGE_AVAILABLE_BATCH
-            ? { _tag: "MessageAvailableBatch", items }
-            : { _tag: "HotlistDirtyBatch", items }
+          tag === Frame.Tag.HOTLIST_DIRTY_BATCH
+            ? { _tag: "HotlistDirtyBatch", items: valid(raw, Quick.hotItem) }
+            : { _tag: "MessageAvailableBatch", items: valid(raw, Quick.item) }
         const applying = deps.dispatch.apply(from, frame)
         if (applying !== undefined) yield* applying
         yield* yieldToEventLoop

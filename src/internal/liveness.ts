@@ -16,6 +16,7 @@
 import { Context, Duration, Effect, Layer, Runtime, type Scope } from "effect"
 import * as MeshConfig from "../MeshConfig.js"
 import { MeshEvents } from "../MeshEvent.js"
+import { type Advert, ephemeralCapable } from "./handshake.js"
 import { loop } from "./loop.js"
 import { printable } from "./text.js"
 
@@ -29,11 +30,17 @@ export interface ServerState {
   readonly silentFor: number
   /** The handshake version its latest connection authenticated with. */
   readonly authVersion: 1 | 2
+  /** What its latest HELLO advertised of upstream's HELLO v2. */
+  readonly advert: Advert
+  /** Its latest HELLO made it ephemeral-capable (`Handshake.ephemeralCapable`). */
+  readonly ephemeralCapable: boolean
 }
 
-/** How a server's connection authenticated, recorded at its HELLO. */
+/** How a server's connection authenticated and what it advertised, recorded at its HELLO (each HELLO
+ * overwrites the last, as upstream keeps it). */
 export interface HelloInfo {
   readonly authVersion: 1 | 2
+  readonly advert: Advert
 }
 
 /**
@@ -78,6 +85,7 @@ interface Entry {
   alive: boolean
   present: boolean
   hello: HelloInfo
+  capable: boolean
 }
 
 /**
@@ -132,10 +140,18 @@ export const make = (
     const register = (serverId: string, hello: HelloInfo): Refresh => {
       let entry = entries.get(serverId)
       if (entry === undefined) {
-        entry = { serverId, lastSeen: clock.unsafeCurrentTimeMillis(), alive: false, present: false, hello }
+        entry = {
+          serverId,
+          lastSeen: clock.unsafeCurrentTimeMillis(),
+          alive: false,
+          present: false,
+          hello,
+          capable: ephemeralCapable(hello.advert)
+        }
         insert(entry)
       } else {
         entry.hello = hello
+        entry.capable = ephemeralCapable(hello.advert)
       }
       const own = entry
       const refresh = () => {
@@ -195,7 +211,9 @@ export const make = (
           serverId: entry.serverId,
           alive: now - entry.lastSeen < threshold,
           silentFor: now - entry.lastSeen,
-          authVersion: entry.hello.authVersion
+          authVersion: entry.hello.authVersion,
+          advert: entry.hello.advert,
+          ephemeralCapable: entry.capable
         }))
         .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
     })

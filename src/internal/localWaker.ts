@@ -11,7 +11,7 @@
  *
  * Bounds, all documented on `LocalWakerOptions`: partition hints are capped by keys (10,000), by
  * partitions per key (1,000) and by UTF-8 bytes (4 MiB in all); a hint past a bound is ignored, and a
- * lost hint costs the pop a full re-poll, nothing else. A name longer than the wire's limit given
+ * lost hint costs the pop a full re-poll, nothing else. A name longer than the wire's limit (255 characters) given
  * through the host API is refused: such a wake is ignored, such a pop waits out its `maxWait`
  * unregistered (no mesh wake could name it), such a take returns nothing. Both kinds of refusal are
  * counted in `dropped`.
@@ -77,7 +77,7 @@ export interface LocalWakerShape {
   readonly takePartitionHints: (target: WaitTarget) => Effect.Effect<ReadonlyArray<string>>
   /**
    * How many hints were not recorded because a bound was reached, plus host calls refused for a name
-   * over `MAX_NAME_BYTES`, since the waker started.
+   * over `MAX_NAME_CHARS`, since the waker started.
    */
   readonly dropped: Effect.Effect<number>
 }
@@ -130,7 +130,7 @@ const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
 /** The tenant rule for a name already known to be a string: `undefined` when over-long. */
 const normalTenant = (tenant: string): string | undefined => {
-  if (!rules.fitsBytes(tenant, rules.MAX_NAME_BYTES)) return undefined
+  if (!rules.fitsName(tenant)) return undefined
   return rules.isUuid(tenant) ? tenant.toLowerCase() : tenant
 }
 
@@ -164,7 +164,7 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
 
     /** The tenant a host target names: `undefined` when refused. */
     const targetTenant = (target: WaitTarget): string | undefined => {
-      if (!rules.fitsBytes(target.queue, rules.MAX_NAME_BYTES)) return undefined
+      if (!rules.fitsName(target.queue)) return undefined
       const tenant = rules.tenantInput(target.tenant)
       if (tenant === undefined) return undefined
       return Option.isSome(tenant) ? tenant.value : defaultTenant
@@ -243,10 +243,7 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
       if (closed) return
       const queue = item.queue
       const partition = item.partition
-      if (
-        !rules.fitsBytes(queue, rules.MAX_NAME_BYTES) ||
-        !rules.fitsBytes(partition, rules.MAX_NAME_BYTES)
-      ) {
+      if (!rules.fitsName(queue) || !rules.fitsName(partition)) {
         dropped++
         return
       }

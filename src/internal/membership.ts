@@ -13,7 +13,10 @@ import type { PeerLinkState } from "./peerLink.js"
 const heardOf = (server: ServerState): Membership.Heard => ({
   alive: server.alive,
   lastSeenMsAgo: server.silentFor,
-  authVersion: server.authVersion
+  authVersion: server.authVersion,
+  httpAddr: server.advert.http_addr,
+  ephEpoch: server.advert.eph_epoch,
+  ephemeralCapable: server.ephemeralCapable
 })
 
 /** Configured entries first, in the order given; then the servers heard that no entry is known to be. */

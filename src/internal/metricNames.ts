@@ -21,6 +21,8 @@ export const names = {
   peersDead: "queen_mesh_peers_dead",
   queueDepth: "queen_mesh_queue_depth",
   reconnects: "queen_mesh_reconnects_total",
+  ephMembers: "queen_mesh_eph_members",
+  ephAdmin: "queen_mesh_eph_admin_total",
   applySeconds: "queen_mesh_receive_apply_seconds",
   writeFrames: "queen_mesh_frames_per_write"
 } as const

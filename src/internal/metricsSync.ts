@@ -11,6 +11,7 @@ import { Context, Duration, Effect, Layer, Metric, MetricKey, type Scope } from 
 import * as Frame from "../Frame.js"
 import * as MeshConfig from "../MeshConfig.js"
 import { handshakeReasonList } from "../MeshError.js"
+import { EphCounts, ops } from "./ephCounts.js"
 import { Listener } from "./listener.js"
 import { Liveness } from "./liveness.js"
 import { loop } from "./loop.js"
@@ -53,13 +54,14 @@ export const make = (
 ): Effect.Effect<
   MeshMetricsShape,
   never,
-  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness
+  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts
 > =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
     const peers = yield* Peers
     const listener = yield* Listener
     const liveness = yield* Liveness
+    const ephCounts = yield* EphCounts
     const server = config.serverId
     const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
     const gauges = new Map<string, Metric.Metric.Gauge<number>>()
@@ -95,7 +97,15 @@ export const make = (
     const sync = Effect.gen(function* () {
       const links = yield* peers.links
       const counts = yield* listener.counts
-      const { alive, dead } = yield* liveness.counts
+      const servers = yield* liveness.servers
+      let alive = 0
+      let ephMembers = 0
+      for (const one of servers) {
+        if (!one.alive) continue
+        alive++
+        if (one.ephemeralCapable) ephMembers++
+      }
+      const dead = servers.length - alive
       let outboundUp = 0
       for (const link of links) {
         const peer: Tags = [["peer", link.name]]
@@ -176,6 +186,20 @@ export const make = (
       open("outbound", "true", outboundUp)
       gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
       gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
+      gauge(names.ephMembers, "peers alive and ephemeral-capable (upstream's eph_members)", [], ephMembers)
+      for (const op of ops) {
+        const tags = (direction: string): Tags => [
+          ["direction", direction],
+          ["op", op]
+        ]
+        count(names.ephAdmin, "EPH_ADMIN verbs by direction and operation", tags("sent"), ephCounts.sent[op])
+        count(
+          names.ephAdmin,
+          "EPH_ADMIN verbs by direction and operation",
+          tags("received"),
+          ephCounts.received[op]
+        )
+      }
     })
 
     if (MeshConfig.isActive(config)) {
@@ -190,5 +214,5 @@ export const make = (
  */
 export const layer = (
   options: { readonly interval?: Duration.DurationInput } = {}
-): Layer.Layer<MeshMetrics, never, MeshConfig.MeshConfig | Peers | Listener | Liveness> =>
+): Layer.Layer<MeshMetrics, never, MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts> =>
   Layer.scoped(MeshMetrics, make(options))

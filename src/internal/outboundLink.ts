@@ -87,6 +87,8 @@ export interface OutboundOptions {
   readonly challengeWait: Duration.Duration
   readonly handshakeTimeout: Duration.Duration
   readonly label: string
+  /** Upstream's HELLO v2 fields, sent in every HELLO. */
+  readonly advert: Handshake.Advert
   readonly selfDials: SelfDials
   readonly events: MeshEventsShape
   /** How long a peer never reached yet may fail before it is warned about (it may be starting too). */
@@ -222,7 +224,8 @@ export class OutboundLink {
   ): Effect.Effect<Frame.Hello, LinkDown> {
     const options = this.options
     const link = this.link
-    if (options.auth === "legacy") return Handshake.makeHello(options.serverId, options.secret)
+    if (options.auth === "legacy")
+      return Handshake.makeHello(options.serverId, options.secret, options.advert)
     return Effect.gen(function* () {
       const wait = options.auth === "required" ? options.handshakeTimeout : options.challengeWait
       const got = yield* Deferred.await(challenge).pipe(
@@ -231,13 +234,19 @@ export class OutboundLink {
       )
       if (Either.isRight(got)) {
         link.learned(got.right.server_id)
-        return yield* Handshake.helloV2(options.serverId, options.secret, got.right, options.label)
+        return yield* Handshake.helloV2(
+          options.serverId,
+          options.secret,
+          got.right,
+          options.label,
+          options.advert
+        )
       }
       // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
       if (options.auth === "required") {
         return yield* down(got.left === "no challenge" ? "no challenge" : `invalid challenge (${got.left})`)
       }
-      return yield* Handshake.makeHello(options.serverId, options.secret)
+      return yield* Handshake.makeHello(options.serverId, options.secret, options.advert)
     })
   }
 

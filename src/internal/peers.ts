@@ -5,11 +5,12 @@
  *
  * @internal
  */
-import { Context, Effect, FiberMap, Layer, type Schedule, type Scope } from "effect"
+import { Context, Effect, FiberMap, Layer, Option, type Schedule, type Scope } from "effect"
 import * as MeshConfig from "../MeshConfig.js"
 import type { LinkDown } from "../MeshError.js"
 import { MeshEvents } from "../MeshEvent.js"
 import { Transport } from "../Transport.js"
+import type * as Handshake from "./handshake.js"
 import { writeHistogram } from "./metricNames.js"
 import { OutboundLink, reconnectSchedule } from "./outboundLink.js"
 import { PeerLink, type PeerLinkState } from "./peerLink.js"
@@ -74,6 +75,11 @@ export const make = (
         })
       : []
     const dialers = yield* FiberMap.make<string>()
+    const httpAddr = MeshConfig.httpAddress(config)
+    const advert: Handshake.Advert = {
+      http_addr: httpAddr,
+      eph_epoch: Option.isSome(httpAddr) ? Option.some(config.ephEpoch) : Option.none()
+    }
     for (const link of links) {
       const outbound = new OutboundLink(link, transport, {
         serverId: config.serverId,
@@ -85,6 +91,7 @@ export const make = (
         challengeWait: config.challengeWait,
         handshakeTimeout: config.handshakeTimeout,
         label: config.clusterLabel,
+        advert,
         selfDials,
         events,
         startGrace: config.deadThreshold

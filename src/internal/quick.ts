@@ -30,8 +30,7 @@ export const item = (u: unknown): Frame.QueueItem | undefined => {
   if (queue === undefined) return undefined
   const partition = Rules.partition(u.partition)
   if (partition === undefined) return undefined
-  const tenant = Rules.tenant(u.tenant)
-  return tenant === undefined ? undefined : { queue, partition, tenant }
+  return { queue, partition, tenant: Rules.wireTenant(u.tenant) }
 }
 
 /** Distinct tenants a batch shares `Option`s for; past this many, each further one gets its own. */
@@ -49,42 +48,56 @@ const itemIn = (u: unknown, tenants: Map<string, Option.Option<string>>): Frame.
   const partition = Rules.partition(u.partition)
   if (partition === undefined) return undefined
   const raw = u.tenant
-  if (typeof raw !== "string" || raw === "") {
-    const tenant = Rules.tenant(raw)
-    return tenant === undefined ? undefined : { queue, partition, tenant }
-  }
+  if (typeof raw !== "string" || raw === "") return { queue, partition, tenant: Rules.wireTenant(raw) }
   let tenant = tenants.get(raw)
   if (tenant === undefined) {
-    tenant = Rules.tenant(raw)
-    if (tenant === undefined) return undefined
+    tenant = Rules.wireTenant(raw)
     if (tenants.size < SHARED_TENANTS) tenants.set(raw, tenant)
   }
   return { queue, partition, tenant }
 }
 
-/** A batch envelope, lenient per item: the valid items and how many were skipped. */
-export const items = (
-  u: unknown
-): { readonly items: Array<Frame.QueueItem>; readonly skipped?: number } | undefined => {
+/** A hot-list item: a queue item and its consumer group (absent or unusable: every ring). */
+export const hotItem = (u: unknown): Frame.HotItem | undefined => {
   if (!isRecord(u)) return undefined
-  const given = u.items
-  if (!Array.isArray(given)) return undefined
-  const out: Array<Frame.QueueItem> = []
-  const tenants = new Map<string, Option.Option<string>>()
-  for (let i = 0; i < given.length; i++) {
-    const one = itemIn(given[i], tenants)
-    if (one !== undefined) out.push(one)
-  }
-  const skipped = given.length - out.length
-  return skipped === 0 ? { items: out } : { items: out, skipped }
+  const one = item(u)
+  return one === undefined ? undefined : { ...one, group: Rules.group(u.group) }
 }
+
+const hotItemIn = (u: unknown, tenants: Map<string, Option.Option<string>>): Frame.HotItem | undefined => {
+  if (!isRecord(u)) return undefined
+  const one = itemIn(u, tenants)
+  return one === undefined ? undefined : { ...one, group: Rules.group(u.group) }
+}
+
+/** A batch envelope, lenient per item: the valid items and how many were skipped. */
+const batchOf =
+  <A>(each: (u: unknown, tenants: Map<string, Option.Option<string>>) => A | undefined) =>
+  (u: unknown): { readonly items: Array<A>; readonly skipped?: number } | undefined => {
+    if (!isRecord(u)) return undefined
+    const given = u.items
+    if (!Array.isArray(given)) return undefined
+    const out: Array<A> = []
+    const tenants = new Map<string, Option.Option<string>>()
+    for (let i = 0; i < given.length; i++) {
+      const one = each(given[i], tenants)
+      if (one !== undefined) out.push(one)
+    }
+    const skipped = given.length - out.length
+    return skipped === 0 ? { items: out } : { items: out, skipped }
+  }
+
+/** The items of a wake batch. */
+export const items = batchOf(itemIn)
+
+/** The items of a hot-list batch. */
+export const hotItems = batchOf(hotItemIn)
 
 const ref = (u: unknown): Frame.QueueRef | undefined => {
   if (!isRecord(u)) return undefined
   const queue = Rules.queueName(u.queue)
   if (queue === undefined) return undefined
-  const tenant = Rules.tenant(u.tenant)
-  return tenant === undefined ? undefined : { queue, tenant }
+  return { queue, tenant: Rules.wireTenant(u.tenant) }
 }
 
 const enabled = (u: unknown): boolean | undefined =>
@@ -101,7 +114,7 @@ export const messageAvailableBatch = (u: unknown): Frame.MessageAvailableBatch |
 }
 
 export const hotlistDirtyBatch = (u: unknown): Frame.HotlistDirtyBatch | undefined => {
-  const all = items(u)
+  const all = hotItems(u)
   return all === undefined ? undefined : { _tag: "HotlistDirtyBatch", ...all }
 }
 
@@ -125,6 +138,16 @@ export const queueConfigDelete = (u: unknown): Frame.QueueConfigDelete | undefin
 export const maintenanceModeSet = (u: unknown): Frame.MaintenanceModeSet | undefined => {
   const flag = enabled(u)
   return flag === undefined ? undefined : { _tag: "MaintenanceModeSet", enabled: flag }
+}
+
+export const ephAdmin = (u: unknown): Frame.EphAdmin | undefined => {
+  if (!isRecord(u)) return undefined
+  const op = u.op
+  if (op !== "reset" && op !== "delete" && op !== "config_set") return undefined
+  const queue = Rules.queueName(u.queue)
+  const tenant = u.tenant
+  if (queue === undefined || typeof tenant !== "string" || !Rules.isUuid(tenant)) return undefined
+  return { _tag: "EphAdmin", op, tenant: tenant.toLowerCase(), queue }
 }
 
 export const popMaintenanceModeSet = (u: unknown): Frame.PopMaintenanceModeSet | undefined => {
@@ -159,6 +182,14 @@ export const messageAvailableJson = (one: Frame.QueueItem): string =>
 
 export const wireItems = (frame: { readonly items: ReadonlyArray<Frame.QueueItem> }): object => ({
   items: frame.items.map(wireItem)
+})
+
+/** A hot-list item as JSON: `group` only when the mark is scoped, as upstream writes it. */
+export const wireHotItem = (one: Frame.HotItem): WireItem & { group?: string } =>
+  Option.isSome(one.group) ? { ...wireItem(one), group: one.group.value } : wireItem(one)
+
+export const wireHotItems = (frame: { readonly items: ReadonlyArray<Frame.HotItem> }): object => ({
+  items: frame.items.map(wireHotItem)
 })
 
 export const wireRef = (one: Frame.QueueRef): { queue: string; tenant?: string } =>

@@ -10,8 +10,14 @@
  */
 import { Option } from "effect"
 
-/** The longest queue name, partition or tenant accepted, in UTF-8 bytes. */
-export const MAX_NAME_BYTES = 256
+/**
+ * The longest queue name, partition, tenant or consumer group accepted, in characters (code points):
+ * upstream Queen stores them as `VARCHAR(255)`, so any script is fine up to 255 characters.
+ */
+export const MAX_NAME_CHARS = 255
+
+/** The most UTF-8 bytes a name can take: four per code point. */
+export const MAX_NAME_BYTES = MAX_NAME_CHARS * 4
 
 /** The longest server id accepted in a HELLO or a heartbeat, in UTF-8 bytes. */
 export const MAX_SERVER_ID_BYTES = 256
@@ -23,6 +29,23 @@ export const MAX_SERVER_ID_BYTES = 256
 export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+
+/** Whether `text` is at most {@link MAX_NAME_CHARS} code points, counted only when it could be more. */
+export const fitsName = (text: string): boolean => {
+  if (text.length <= MAX_NAME_CHARS) return true
+  if (text.length > 2 * MAX_NAME_CHARS) return false
+  let points = 0
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    // A high surrogate followed by a low one is one code point.
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) i++
+    }
+    if (++points > MAX_NAME_CHARS) return false
+  }
+  return true
+}
 
 /** Whether a string fits `max` UTF-8 bytes, without encoding it when it obviously does. */
 export const fitsBytes = (text: string, max: number): boolean =>
@@ -37,13 +60,20 @@ const NONE: Option.Option<string> = Option.none()
  * The tenant rule. Absent, `null` and `""` are **absent** (`Option.none()`): a peer that predates tenant
  * scoping, which the receiver fans out to every tenant; never the default tenant. A UUID is compared
  * case-insensitively, as upstream does, so it is kept lowercased. Any other string is kept as given.
- * Returns `undefined` for anything else (a non-string, or longer than {@link MAX_NAME_BYTES}).
+ * Returns `undefined` for anything else (a non-string, or longer than {@link MAX_NAME_CHARS}).
  */
 export const tenant = (u: unknown): Option.Option<string> | undefined => {
   if (u === undefined || u === null || u === "") return NONE
-  if (typeof u !== "string" || !fitsBytes(u, MAX_NAME_BYTES)) return undefined
+  if (typeof u !== "string" || !fitsName(u)) return undefined
   return Option.some(isUuid(u) ? u.toLowerCase() : u)
 }
+
+/**
+ * The tenant rule of the wire, upstream's reading: what {@link tenant} refuses (a non-string, or longer
+ * than {@link MAX_NAME_CHARS}) is **absent**, not an error, so the hint still reaches every tenant
+ * holding the queue name (more wakes than needed, never fewer).
+ */
+export const wireTenant = (u: unknown): Option.Option<string> => tenant(u) ?? NONE
 
 /** The tenant rule for values already typed (API input): `undefined` when not acceptable. */
 export const tenantInput = (
@@ -53,17 +83,17 @@ export const tenantInput = (
   return Option.isSome(given) ? tenant(given.value) : NONE
 }
 
-/** The queue-name rule: a non-empty string of at most {@link MAX_NAME_BYTES}; `undefined` otherwise. */
+/** The queue-name rule: a non-empty string of at most {@link MAX_NAME_CHARS}; `undefined` otherwise. */
 export const queueName = (u: unknown): string | undefined =>
-  typeof u === "string" && u !== "" && fitsBytes(u, MAX_NAME_BYTES) ? u : undefined
+  typeof u === "string" && u !== "" && fitsName(u) ? u : undefined
 
 /**
- * The partition rule: a string of at most {@link MAX_NAME_BYTES}. A missing (or `null`) partition is
+ * The partition rule: a string of at most {@link MAX_NAME_CHARS}. A missing (or `null`) partition is
  * `""`, as upstream takes it: a wake without a partition hint still wakes.
  */
 export const partition = (u: unknown): string | undefined => {
   if (u === undefined || u === null) return ""
-  return typeof u === "string" && fitsBytes(u, MAX_NAME_BYTES) ? u : undefined
+  return typeof u === "string" && fitsName(u) ? u : undefined
 }
 
 /** The server-id rule: a non-empty string of at most {@link MAX_SERVER_ID_BYTES}. */
@@ -71,10 +101,15 @@ export const serverId = (u: unknown): string | undefined =>
   typeof u === "string" && u !== "" && fitsBytes(u, MAX_SERVER_ID_BYTES) ? u : undefined
 
 /** Why a name was refused, in words for an error message. */
-export const describeName = (what: "queue" | "partition" | "tenant" | "server_id", u: unknown): string => {
+export const describeName = (
+  what: "queue" | "partition" | "tenant" | "group" | "server_id",
+  u: unknown
+): string => {
   if (typeof u !== "string") return `${what} must be a string`
   if (u === "" && (what === "queue" || what === "server_id")) return `${what} must be a non-empty string`
-  return `${what} is longer than ${what === "server_id" ? MAX_SERVER_ID_BYTES : MAX_NAME_BYTES} bytes`
+  return what === "server_id"
+    ? `${what} is longer than ${MAX_SERVER_ID_BYTES} bytes`
+    : `${what} is longer than ${MAX_NAME_CHARS} characters`
 }
 
 /** The longest cluster label (`QUEEN_MESH_CLUSTER_LABEL`), in UTF-8 bytes. */
@@ -108,3 +143,15 @@ export const idProblem = (what: string, text: string): string | undefined =>
 /** A nonce: 32 lowercase hex characters (128 random bits). */
 export const nonceProblem = (what: string, text: string): string | undefined =>
   HEX_NONCE.test(text) ? undefined : `${what} is not 32 lowercase hex characters`
+
+/**
+ * The consumer-group rule of a hot-list item: present and non-empty, it scopes the mark to that
+ * group's ring; absent, empty, not a string or over-long, the mark is for every ring of the queue (the
+ * safe over-mark), as upstream reads it.
+ */
+export const group = (u: unknown): Option.Option<string> =>
+  typeof u === "string" && u !== "" && fitsName(u) ? Option.some(u) : NONE
+
+/** The tenant rule of upstream: a UUID (lowercased), anything else absent. */
+export const uuidTenant = (tenant: Option.Option<string>): Option.Option<string> =>
+  Option.isSome(tenant) && !isUuid(tenant.value) ? NONE : tenant

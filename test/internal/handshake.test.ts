@@ -69,6 +69,8 @@ describe("Handshake", () => {
         server_id: "node-a",
         nonce: NONCE,
         mac: VECTOR_MAC,
+        http_addr: Option.none(),
+        eph_epoch: Option.none(),
         v2: Option.none()
       })
     })
@@ -781,7 +783,13 @@ describe("Handshake v2", () => {
         Arb.text({ maxLength: 20 })
       ],
       ([wire, mode, challenge, key, selfId]) => {
-        const hello: Frame.Hello = { _tag: "Hello", ...wire, v2: Option.fromNullable(wire.v2) }
+        const hello: Frame.Hello = {
+          _tag: "Hello",
+          ...wire,
+          http_addr: Option.none(),
+          eph_epoch: Option.none(),
+          v2: Option.fromNullable(wire.v2)
+        }
         const result = verifyHello(hello, {
           secret: key,
           mode,

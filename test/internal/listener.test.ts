@@ -182,7 +182,7 @@ describe("Listener", () => {
       const { transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
       const items = Array.from({ length: 20_000 }, (_, i) =>
-        Frame.queueItem({ queue: "q", partition: String(i) })
+        Frame.hotItem({ queue: "q", partition: String(i) })
       )
       const batch = Frame.encode({ _tag: "HotlistDirtyBatch", items })
       assert.isAbove(batch.length, 64 * 1024)
