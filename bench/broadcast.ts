@@ -38,7 +38,11 @@ export interface FloodResult {
   readonly dropped: number
 }
 
-const ITEMS = Array.from({ length: 64 }, (_, i) => ({ queue: "orders", partition: `p-${i}`, tenant: "acme" }))
+const ITEMS = Array.from({ length: 64 }, (_, i) => ({
+  queue: "orders",
+  partition: `p-${i}`,
+  tenant: "ac3e0000-0000-4000-8000-00000000ac3e"
+}))
 const SAMPLE_EVERY = 10_000
 
 const gc = (): void => {

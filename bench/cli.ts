@@ -1,10 +1,12 @@
 /**
  * The CLI path: `queen-mesh node` (the entry `src/cli.ts`, compiled with the bench into `.bench-dist/`)
- * next to the hand-written `bench/cliBaseline.ts`, both driven as a script drives them, through pipes.
- * Run from the driver process, which owns the pipes:
+ * next to the hand-written `bench/cliBaseline.ts` and, where it is built, upstream Queen's Rust mesh
+ * behind its stdin/stdout harness (`upstream-mesh-node`, see `/work/shared/upstream-mesh/README.md`),
+ * all driven as a script drives them, through pipes. Run from the driver process, which owns the pipes:
  *
- * - wake latency: a `message_available` line written to A's stdin until the `wake` line for it is read
- *   from B's stdout, one at a time; the two pairs take turns in blocks;
+ * - wake latency: a `message_available` line (upstream: `ma <queue> <partition> <tenant>`) written to
+ *   A's stdin until the `wake` line for it is read from B's stdout, one at a time; the pairs take turns
+ *   in blocks;
  * - receive throughput: the throughput sender (`bench/throughput.ts`, a child) streams
  *   `MESSAGE_AVAILABLE` frames to a node, which prints one `wake` line each to a pipe the driver drains;
  *   lines/s from the first line to the last, and the node's CPU from `/proc/<pid>/stat`.
@@ -15,15 +17,25 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Schema } from "effect"
 import { nowNs } from "./ipc.js"
-import { type Distribution, distribution } from "./stats.js"
+import { type Distribution, distribution, sleep } from "./stats.js"
 
-export type CliKind = "mesh" | "base"
+/** `queen-mesh node`, the hand-written CLI baseline, upstream's Rust mesh behind its harness. */
+export type CliKind = "mesh" | "base" | "upstream"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
-const entries: Record<CliKind, ReadonlyArray<string>> = {
-  mesh: [Path.resolve(here, "../src/cli.js"), "node"],
+/** The compiled `queen-mesh` entry (`src/cli.ts` built with the bench). */
+export const cliEntry = Path.resolve(here, "../src/cli.js")
+const scripts: Record<"mesh" | "base", ReadonlyArray<string>> = {
+  mesh: [cliEntry, "node"],
   base: [Path.resolve(here, "cliBaseline.js")]
+}
+
+/** An executable and its arguments. */
+export interface Command {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
 }
 
 /** A running node with its stdout split into lines. */
@@ -44,10 +56,10 @@ export class CliNode {
 
   constructor(
     readonly kind: CliKind,
-    env: Record<string, string>,
-    execArgv: ReadonlyArray<string> = []
+    command: Command,
+    env: Record<string, string>
   ) {
-    this.process = spawn(process.execPath, [...execArgv, ...entries[kind]], {
+    this.process = spawn(command.file, command.args, {
       env: { ...process.env, ...env },
       stdio: ["pipe", "pipe", "pipe"]
     })
@@ -101,12 +113,22 @@ export class CliNode {
     this.process.stdin!.write(line)
   }
 
-  /** utime + stime of the process, in µs (from `/proc`, 10 ms ticks). */
+  /** utime + stime of the process, all its threads, in µs (from `/proc`, 10 ms ticks). */
   cpuUs(): number {
+    return processCpuUs(this.process.pid)
+  }
+
+  /** CPU of every thread of the process, in ns, from schedstat (see `processCpuNs`). */
+  cpuNs(): number {
+    return processCpuNs(this.process.pid)
+  }
+
+  /** Resident set size of the process in bytes (`VmRSS` in `/proc/<pid>/status`). */
+  rssBytes(): number {
     try {
-      const stat = Fs.readFileSync(`/proc/${this.process.pid}/stat`, "utf8")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      return (Number(fields[11]) + Number(fields[12])) * 10_000
+      const status = Fs.readFileSync(`/proc/${this.process.pid}/status`, "utf8")
+      const match = /^VmRSS:\s+(\d+) kB/m.exec(status)
+      return match === null ? Number.NaN : Number(match[1]) * 1024
     } catch {
       return Number.NaN
     }
@@ -127,7 +149,41 @@ export class CliNode {
   }
 }
 
-const isEvent = (event: string) => (line: string) => line.startsWith(`{"event":"${event}"`)
+/** utime + stime of a process, all its threads, in µs (from `/proc/<pid>/stat`, 10 ms ticks). */
+export const processCpuUs = (pid: number | undefined): number => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10_000
+  } catch {
+    return Number.NaN
+  }
+}
+
+/**
+ * Time on CPU of every thread of a process, in ns: the sum of the first field of
+ * `/proc/<pid>/task/<tid>/schedstat` (the scheduler's own count, not 10 ms ticks), which short bursts
+ * such as one wake line need; `/proc/<pid>/stat` in ticks where schedstat is missing.
+ */
+export const processCpuNs = (pid: number | undefined): number => {
+  let ns = 0
+  let read = 0
+  try {
+    for (const tid of Fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(Fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0])
+        read++
+      } catch {
+        // A thread that ended between the listing and the read.
+      }
+    }
+  } catch {
+    // The process is gone, or /proc has no task directory: the ticks below say which.
+  }
+  return read > 0 ? ns : processCpuUs(pid) * 1000
+}
+
+export const isEvent = (event: string) => (line: string) => line.startsWith(`{"event":"${event}"`)
 
 export interface CliOptions {
   readonly secret: string
@@ -135,17 +191,20 @@ export interface CliOptions {
   /** Extra `node` flags for a role (`cli-mesh-a`, `cli-base-b`, ...), e.g. `--cpu-prof`. */
   readonly execArgv: (role: string) => ReadonlyArray<string>
   readonly onStart?: (node: CliNode) => void
+  /** The `upstream-mesh-node` binary; the `upstream` kind needs it. */
+  readonly upstream?: string
 }
 
-const envFor = (
-  options: CliOptions,
+/** The environment of a `queen-mesh node` (or the CLI baseline) on loopback, HTTP on an ephemeral port. */
+export const envFor = (
+  options: Pick<CliOptions, "secret">,
   serverId: string,
   port: number,
   peers: ReadonlyArray<number>
 ): Record<string, string> => ({
   QUEEN_SERVER_ID: serverId,
   QUEEN_MESH_PORT: String(port),
-  QUEEN_MESH_BIND_HOST: "127.0.0.1",
+  QUEEN_MESH_BIND_ADDR: "127.0.0.1",
   QUEEN_MESH_PEERS: peers.map((p) => `127.0.0.1:${p}`).join(","),
   QUEEN_SYNC_SECRET: options.secret,
   QUEEN_MESH_HTTP_HOST: "127.0.0.1",
@@ -154,24 +213,108 @@ const envFor = (
   NO_COLOR: "1"
 })
 
-const start = (options: CliOptions, kind: CliKind, role: string, env: Record<string, string>): CliNode => {
-  const node = new CliNode(kind, env, options.execArgv(role))
+/**
+ * Starts a node of `kind` as `serverId` on `port`, dialling `peers` on 127.0.0.1. Ours and the
+ * baseline read the `QUEEN_*` environment; upstream's harness takes `<server_id> <mesh_port> <peers>
+ * <secret> <heartbeat_ms> <dead_ms>` (the same 1 s heartbeat and 5 s dead threshold as ours). Upstream
+ * binds 0.0.0.0 (hard-coded there); it is only ever dialled on 127.0.0.1.
+ */
+export const startNode = (
+  options: CliOptions,
+  kind: CliKind,
+  serverId: string,
+  port: number,
+  peers: ReadonlyArray<number>
+): CliNode => {
+  let node: CliNode
+  if (kind === "upstream") {
+    if (options.upstream === undefined) throw new Error("the upstream kind needs options.upstream")
+    const list = peers.length === 0 ? "-" : peers.map((p) => `127.0.0.1:${p}`).join(",")
+    node = new CliNode(
+      kind,
+      { file: options.upstream, args: [serverId, String(port), list, options.secret, "1000", "5000"] },
+      {}
+    )
+  } else {
+    node = new CliNode(
+      kind,
+      { file: process.execPath, args: [...options.execArgv(serverId), ...scripts[kind]] },
+      envFor(options, serverId, port, peers)
+    )
+  }
   options.onStart?.(node)
   return node
+}
+
+const UpstreamStats = Schema.parseJson(
+  Schema.Struct({
+    event: Schema.Literal("stats"),
+    body: Schema.Struct({
+      peers: Schema.Array(Schema.Struct({ connected: Schema.Boolean })),
+      servers_alive: Schema.Number
+    })
+  })
+)
+const decodeUpstreamStats = Schema.decodeUnknownSync(UpstreamStats)
+
+/** Upstream's stats body (the fields read here), asked for with the harness's `stats` command. */
+export const upstreamStats = async (node: CliNode) => {
+  const line = node.waitFor(isEvent("stats"), 5_000, "stats")
+  node.write("stats\n")
+  return decodeUpstreamStats(await line).body
+}
+
+/**
+ * Upstream's harness prints no `peer_up`: ask for its `stats` until its outbound links are connected
+ * and `peers` peers' HELLOs have been heard on inbound ones (`servers_alive`).
+ */
+export const upstreamLinked = async (node: CliNode, peers: number, ms: number): Promise<void> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const body = await upstreamStats(node)
+    if (body.peers.every((p) => p.connected) && body.servers_alive >= peers) return
+    if (Date.now() > deadline) throw new Error(`upstream node: links not up within ${ms} ms`)
+    await sleep(50)
+  }
 }
 
 /** Two nodes of `kind` dialling each other, both having heard the other's HELLO. */
 const pair = async (options: CliOptions, kind: CliKind) => {
   const portA = await options.freePort()
   const portB = await options.freePort()
-  const b = start(options, kind, `cli-${kind}-b`, envFor(options, `cli-${kind}-b`, portB, [portA]))
-  const a = start(options, kind, `cli-${kind}-a`, envFor(options, `cli-${kind}-a`, portA, [portB]))
-  await Promise.all([
-    a.waitFor(isEvent("peer_up"), 15_000, "peer_up on A"),
-    b.waitFor(isEvent("peer_up"), 15_000, "peer_up on B")
-  ])
+  const b = startNode(options, kind, `cli-${kind}-b`, portB, [portA])
+  const a = startNode(options, kind, `cli-${kind}-a`, portA, [portB])
+  if (kind === "upstream") {
+    await Promise.all([
+      a.waitFor(isEvent("listening"), 15_000, "listening on A"),
+      b.waitFor(isEvent("listening"), 15_000, "listening on B")
+    ])
+    await Promise.all([upstreamLinked(a, 1, 15_000), upstreamLinked(b, 1, 15_000)])
+  } else {
+    await Promise.all([
+      a.waitFor(isEvent("peer_up"), 15_000, "peer_up on A"),
+      b.waitFor(isEvent("peer_up"), 15_000, "peer_up on B")
+    ])
+  }
   return { a, b }
 }
+
+/**
+ * The tenant of every push: a UUID, lowercase, because upstream reads any other tenant as absent
+ * (`frame_tenant`), and so does `queen-mesh node` under `QUEEN_MESH_TENANTS=uuid`, which also refuses
+ * one on stdin; so all three kinds send and print the same thing. A bare `ma <queue> <partition>`
+ * would send upstream's default-tenant UUID instead.
+ */
+export const TENANT = "a0000000-0000-4000-8000-000000000001"
+
+/**
+ * The stdin line that pushes `partition` of `queue` for {@link TENANT}, for each kind: the frame on the
+ * wire is the same for all three (`{"queue","partition","tenant"}`).
+ */
+export const pushLine = (kind: CliKind, partition: string, queue = "orders"): string =>
+  kind === "upstream"
+    ? `ma ${queue} ${partition} ${TENANT}\n`
+    : `{"op":"message_available","queue":"${queue}","partition":"${partition}","tenant":"${TENANT}"}\n`
 
 export interface CliWakePlan {
   readonly warmup: number
@@ -180,14 +323,14 @@ export interface CliWakePlan {
 }
 
 /**
- * stdin on A to the `wake` line on B's stdout, one at a time, the two kinds in alternating blocks (the
+ * stdin on A to the `wake` line on B's stdout, one at a time, the kinds in alternating blocks (the
  * first round of each block and the warm-up dropped). One-way µs, both stamps in the driver.
  */
 export const cliWake = async (
   options: CliOptions,
-  plan: CliWakePlan
-): Promise<Record<CliKind, Distribution>> => {
-  const kinds: ReadonlyArray<CliKind> = ["mesh", "base"]
+  plan: CliWakePlan,
+  kinds: ReadonlyArray<CliKind> = ["mesh", "base"]
+): Promise<Partial<Record<CliKind, Distribution>>> => {
   const pairs = []
   try {
     for (const kind of kinds)
@@ -199,7 +342,7 @@ export const cliWake = async (
         const first = p.done
         for (; p.done < end; p.done++) {
           const partition = `p-${p.done}`
-          const line = `{"op":"message_available","queue":"orders","partition":"${partition}","tenant":"acme"}\n`
+          const line = pushLine(p.kind, partition)
           const needle = `"partition":"${partition}"`
           let sent = 0
           const woke = await new Promise<number>((resolve, reject) => {
@@ -222,7 +365,7 @@ export const cliWake = async (
     }
     const out: Partial<Record<CliKind, Distribution>> = {}
     for (const p of pairs) out[p.kind] = distribution(p.kept.slice(0, plan.measured))
-    return out as Record<CliKind, Distribution>
+    return out
   } finally {
     await Promise.all(pairs.flatMap((p) => [p.a.stop(), p.b.stop()]))
   }
@@ -250,12 +393,7 @@ export const cliReceive = async (
   startSender: (port: number) => Promise<() => Promise<void>>
 ): Promise<CliReceiveResult> => {
   const port = await options.freePort()
-  const node = start(
-    options,
-    kind,
-    `cli-${kind}-recv`,
-    envFor(options, `cli-${kind}-recv`, port, [await options.freePort()])
-  )
+  const node = startNode(options, kind, `cli-${kind}-recv`, port, [await options.freePort()])
   let stopSender: (() => Promise<void>) | undefined
   try {
     await node.waitFor(isEvent("listening"), 15_000, "listening")
@@ -268,14 +406,17 @@ export const cliReceive = async (
       finish = resolve
     })
     let idle: NodeJS.Timeout | undefined
-    // Every line from here on is a wake line but the sender's one `peer_up`.
+    // Every line from here on is a wake line but the sender's one `peer_up` (upstream: its log lines,
+    // such as "started", which may follow `listening`).
     const PEER_UP = Buffer.from('"peer_up"')
+    const LOG = Buffer.from('{"event":"log"')
     // The window opens at the first chunk of wake lines, so those lines are not in the rate.
     let firstLines = 0
     node.counter = (chunk, at) => {
       let lines = 0
       for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, nl + 1)) lines++
       for (let p = chunk.indexOf(PEER_UP); p >= 0; p = chunk.indexOf(PEER_UP, p + 1)) lines--
+      for (let p = chunk.indexOf(LOG); p >= 0; p = chunk.indexOf(LOG, p + 1)) lines--
       if (lines <= 0) return
       if (printed === 0) {
         first = at

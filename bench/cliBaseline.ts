@@ -42,7 +42,7 @@ const print = (line: object) => {
 const node = new Baseline.BaselineNode({
   serverId,
   port,
-  host: env.QUEEN_MESH_BIND_HOST ?? "0.0.0.0",
+  host: env.QUEEN_MESH_BIND_ADDR ?? env.QUEEN_MESH_BIND_HOST ?? "0.0.0.0",
   secret: env.QUEEN_SYNC_SECRET ?? "",
   peers,
   heartbeatMs: Number(env.QUEEN_SYNC_HEARTBEAT_MS ?? "1000"),

@@ -48,7 +48,11 @@ const time = (fn: () => void, params: CodecParams): number => {
   return median(results)
 }
 
-const item = (i: number): Baseline.Item => ({ queue: "orders", partition: `p-${i}`, tenant: "acme" })
+const item = (i: number): Baseline.Item => ({
+  queue: "orders",
+  partition: `p-${i}`,
+  tenant: "ac3e0000-0000-4000-8000-00000000ac3e"
+})
 
 const runCase = (name: string, items: number, params: CodecParams): CodecCase => {
   const plain = Array.from({ length: items }, (_, i) => item(i))

@@ -106,13 +106,14 @@ const hostileFrame = (invalid: boolean): { frame: Buffer; items: number } => {
   let bytes = 12 // {"items":[]}
   const limit = Frame.MAX_FRAME_LENGTH - 1 - 64
   for (let i = 0; ; i++) {
-    const item = { queue: "flood", partition: `p-${i}`, tenant: "acme" }
+    const item = { queue: "flood", partition: `p-${i}`, tenant: "ac3e0000-0000-4000-8000-00000000ac3e" }
     const size = JSON.stringify(item).length + 1
     if (bytes + size > limit) break
     bytes += size
     items.push(item)
   }
-  if (invalid) items[items.length - 1] = { queue: "", partition: "x", tenant: "acme" }
+  if (invalid)
+    items[items.length - 1] = { queue: "", partition: "x", tenant: "ac3e0000-0000-4000-8000-00000000ac3e" }
   return { frame: Baseline.encodeFrame(Baseline.TAG_MESSAGE_AVAILABLE_BATCH, { items }), items: items.length }
 }
 

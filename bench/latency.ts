@@ -29,8 +29,11 @@ export interface WakeParams {
   readonly pgPort: number
 }
 
-const ITEM = { queue: "orders", partition: "p-0", tenant: "acme" } as const
-const TARGET: Waker.WaitTarget = { queue: "orders", tenant: Option.some("acme") }
+const ITEM = { queue: "orders", partition: "p-0", tenant: "ac3e0000-0000-4000-8000-00000000ac3e" } as const
+const TARGET: Waker.WaitTarget = {
+  queue: "orders",
+  tenant: Option.some("ac3e0000-0000-4000-8000-00000000ac3e")
+}
 const LONG_WAIT_MS = 60_000
 
 /** A: on every `push` from the driver, stamp and push. Sends its stamps on `times`. */

@@ -3,11 +3,14 @@
  * (`bench/baseline.ts`), in one process tree. Prints a table and writes `bench/results.json` with every
  * figure, the ratios (ours divided by the baseline's), the targets, and the machine.
  *
- * Flags: `--quick` (smaller counts, about two and a half minutes), `--only=<sections>` (a subset of
- * codec, throughput, wake, pg, flood, cli, scale, parked, idle, tls, fair, written to
+ * Flags: `--quick` (smaller counts, about three minutes), `--only=<sections>` (a subset of
+ * codec, throughput, wake, pg, flood, cli, cluster, scale, parked, idle, tls, fair, written to
  * `.bench-dist/results.only.json` instead), `--cpu-prof=<role>,...` (run those child roles under
  * `node --cpu-prof`, profiles in `bench/profiles/`; the CLI nodes are `cli-mesh-a`, `cli-mesh-b`,
- * `cli-mesh-recv` and their `cli-base-*` twins).
+ * `cli-mesh-recv` and their `cli-base-*` twins), `--upstream=<path>|off` (upstream's Rust mesh
+ * behind its harness, run in the CLI rounds as a third kind; else `QUEEN_MESH_BENCH_UPSTREAM`, else
+ * `/tmp/upstream-mesh-harness/target/release/upstream-mesh-node` if it exists; skipped, saying why,
+ * where none is found).
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -17,6 +20,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { type CliKind, cliReceive, cliWake } from "./cli.js"
+import { type ClusterPlan, runCluster } from "./cluster.js"
 import { Child } from "./ipc.js"
 import { type PgServer, startPostgres } from "./postgres.js"
 import { type Distribution, distribution, median, ratio, round, sleep } from "./stats.js"
@@ -40,6 +44,36 @@ const only = listArg("only")
 const profiled = new Set(listArg("cpu-prof") ?? [])
 const enabled = (section: string) => only === undefined || only.includes(section)
 
+/** Where upstream's harness was built by `/work/shared/upstream-mesh/build.sh` (commit 2719e64). */
+const UPSTREAM_DEFAULT = "/tmp/upstream-mesh-harness/target/release/upstream-mesh-node"
+
+type Upstream = { readonly binary: string } | { readonly skipped: string }
+
+/** `--upstream=<path>|off`, else `QUEEN_MESH_BENCH_UPSTREAM`, else the default build if it exists. */
+const findUpstream = (): Upstream => {
+  const flag = args.find((a) => a.startsWith("--upstream="))?.slice("--upstream=".length)
+  const env = process.env.QUEEN_MESH_BENCH_UPSTREAM
+  const [given, from] =
+    flag !== undefined
+      ? [flag, "--upstream"]
+      : env !== undefined && env !== ""
+        ? [env, "QUEEN_MESH_BENCH_UPSTREAM"]
+        : []
+  if (given === "off" || given === "none") return { skipped: `turned off by ${from}=${given}` }
+  const binary = given ?? UPSTREAM_DEFAULT
+  try {
+    Fs.accessSync(binary, Fs.constants.X_OK)
+    return { binary: Path.resolve(binary) }
+  } catch {
+    return {
+      skipped:
+        given === undefined
+          ? `upstream's harness is not built (no ${UPSTREAM_DEFAULT}; build it with /work/shared/upstream-mesh/build.sh, or pass --upstream=<path>)`
+          : `${from}=${given} is not an executable file`
+    }
+  }
+}
+
 const SECRET = "bench-s3cr3t"
 const plan = quick
   ? {
@@ -54,7 +88,14 @@ const plan = quick
       parked: { sizes: [1_000, 10_000, 100_000] },
       idle: { durationMs: 20_000 },
       tls: { rounds: 300 },
-      fair: { durationMs: 4_000, everyMs: 50 }
+      fair: { durationMs: 4_000, everyMs: 50 },
+      cluster: {
+        sizes: [3, 8],
+        warmupLinesPerNode: 2_000,
+        warmupPushesPerNode: 20,
+        rounds: 300,
+        idleMs: 6_000
+      } satisfies ClusterPlan
     }
   : {
       codec: { sampleMs: 150, samples: 5 },
@@ -68,7 +109,14 @@ const plan = quick
       parked: { sizes: [1_000, 10_000, 100_000] },
       idle: { durationMs: 60_000 },
       tls: { rounds: 1_000 },
-      fair: { durationMs: 10_000, everyMs: 50 }
+      fair: { durationMs: 10_000, everyMs: 50 },
+      cluster: {
+        sizes: [3, 8, 16],
+        warmupLinesPerNode: 3_000,
+        warmupPushesPerNode: 30,
+        rounds: 600,
+        idleMs: 20_000
+      } satisfies ClusterPlan
     }
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
@@ -494,46 +542,97 @@ const cliOptions = {
   }
 }
 
-const runCli = async () => {
+type CliReceiveRun = Awaited<ReturnType<typeof cliReceive>>
+
+const runCli = async (upstream: Upstream) => {
   const { warmup, measured, block } = plan.cliWake
+  const kinds: Array<CliKind> = ["mesh", "base"]
+  const options = "binary" in upstream ? { ...cliOptions, upstream: upstream.binary } : cliOptions
+  if ("binary" in upstream) kinds.push("upstream")
   progress(
-    `CLI wake latency: queen-mesh node and the CLI baseline x ${warmup + measured}, blocks of ${block}`
+    `CLI wake latency: ${kinds.map((k) => cliKindName[k]).join(", ")} x ${warmup + measured}, blocks of ${block}`
   )
-  const wake = await cliWake(cliOptions, plan.cliWake)
-  const runs: Record<CliKind, Array<Awaited<ReturnType<typeof cliReceive>>>> = { mesh: [], base: [] }
+  const wake = await cliWake(options, plan.cliWake, kinds)
+  const runs: Record<CliKind, Array<CliReceiveRun>> = { mesh: [], base: [], upstream: [] }
   const startSender = async (port: number) => {
     const sender = spawn("send", { port, frames: plan.cliRecv.frames, secret: SECRET, framesPerWrite: 512 })
     return () => sender.stop()
   }
   for (let round = 0; round < plan.cliRecv.rounds; round++) {
-    for (const kind of ["mesh", "base"] as const) {
+    for (const kind of kinds) {
       progress(`CLI receive round ${round + 1}/${plan.cliRecv.rounds}: ${kind} x ${plan.cliRecv.frames}`)
-      runs[kind].push(await cliReceive(cliOptions, kind, plan.cliRecv.frames, startSender))
+      runs[kind].push(await cliReceive(options, kind, plan.cliRecv.frames, startSender))
     }
   }
-  const summary = (list: ReadonlyArray<Awaited<ReturnType<typeof cliReceive>>>) => ({
+  const summary = (list: ReadonlyArray<CliReceiveRun>) => ({
     linesPerSec: median(list.map((r) => r.linesPerSec)),
     cpuUsPerLine: median(list.map((r) => r.cpuUsPerLine)),
     runs: list
   })
+  const wakeMesh = wake.mesh!
+  const wakeBase = wake.base!
+  const wakeUp = wake.upstream
   const recvMesh = summary(runs.mesh)
   const recvBase = summary(runs.base)
+  const recvUp = runs.upstream.length > 0 ? summary(runs.upstream) : undefined
+  /** `who` divided by upstream's, for each CLI figure. */
+  const overUpstream = (w: Distribution, r: ReturnType<typeof summary>) =>
+    wakeUp === undefined || recvUp === undefined
+      ? null
+      : {
+          wakeP50: ratio(w.p50, wakeUp.p50),
+          wakeP99: ratio(w.p99, wakeUp.p99),
+          linesPerSec: ratio(r.linesPerSec, recvUp.linesPerSec),
+          cpuUsPerLine: ratio(r.cpuUsPerLine, recvUp.cpuUsPerLine)
+        }
   return {
     wake: {
-      mesh: wake.mesh,
-      baseline: wake.base,
-      ratios: { p50: ratio(wake.mesh.p50, wake.base.p50), p99: ratio(wake.mesh.p99, wake.base.p99) }
+      mesh: wakeMesh,
+      baseline: wakeBase,
+      upstream: wakeUp ?? null,
+      ratios: { p50: ratio(wakeMesh.p50, wakeBase.p50), p99: ratio(wakeMesh.p99, wakeBase.p99) }
     },
     receive: {
       frames: plan.cliRecv.frames,
       mesh: recvMesh,
       baseline: recvBase,
+      upstream: recvUp ?? null,
       ratios: {
         linesPerSec: ratio(recvMesh.linesPerSec, recvBase.linesPerSec),
         cpuUsPerLine: ratio(recvMesh.cpuUsPerLine, recvBase.cpuUsPerLine)
       }
-    }
+    },
+    upstream:
+      "binary" in upstream
+        ? {
+            status: "measured" as const,
+            binary: upstream.binary,
+            what: "upstream Queen's server/src/mesh.rs (commit 2719e64 where built by build.sh) behind /work/shared/upstream-mesh's stdin/stdout harness: one write and flush per wake line, a tokio multi-thread runtime",
+            ratios: {
+              oursOverUpstream: overUpstream(wakeMesh, recvMesh),
+              baselineOverUpstream: overUpstream(wakeBase, recvBase)
+            }
+          }
+        : { status: "skipped" as const, reason: upstream.skipped }
   }
+}
+
+const cliKindName: Record<CliKind, string> = {
+  mesh: "queen-mesh node",
+  base: "the CLI baseline",
+  upstream: "upstream's Rust mesh"
+}
+
+// ---------------------------------------------------------------------------------------------
+// a full mesh of N processes
+// ---------------------------------------------------------------------------------------------
+
+const runClusterSection = (upstream: Upstream) => {
+  return runCluster(
+    { cli: "binary" in upstream ? { ...cliOptions, upstream: upstream.binary } : cliOptions, progress },
+    plan.cluster,
+    "skipped" in upstream ? upstream.skipped : undefined
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -792,6 +891,22 @@ const check = (
   met: value === null || value === undefined ? null : ok(value)
 })
 
+/** What the largest cluster means for a machine of `cores` cores, for the notes. */
+const clusterCrowding = (sizes: ReadonlyArray<number>, cores: number): string => {
+  const most = Math.max(...sizes)
+  return most > cores
+    ? `: at ${most} nodes ${round(most / cores, 1)} node processes share each core, so latency tails and CPU per wake include the scheduler's queueing and the nodes evicting each other from the caches`
+    : ""
+}
+
+/** A figure shown with the targets for information: no limit, never met or missed. */
+const info = (target: string, value: number | null | undefined): Target => ({
+  target,
+  value: value ?? null,
+  limit: "(information)",
+  met: null
+})
+
 const fmt = (value: number | null | undefined, digits = 1): string => {
   if (value === null || value === undefined || !Number.isFinite(value)) return "-"
   if (Math.abs(value) >= 100_000) return Math.round(value).toLocaleString("en-US")
@@ -808,7 +923,8 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
 /** The commit measured, and whether `src/` had uncommitted changes. */
 const gitState = (): { commit: string; srcDirty: boolean } | null => {
   try {
-    const git = (...a: Array<string>) => execFileSync("git", a, { cwd: benchDir, encoding: "utf8" }).trim()
+    const git = (...a: Array<string>) =>
+      execFileSync("git", a, { cwd: benchDir, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
     return { commit: git("rev-parse", "HEAD"), srcDirty: git("status", "--porcelain", "--", "../src") !== "" }
   } catch {
     return null
@@ -817,6 +933,7 @@ const gitState = (): { commit: string; srcDirty: boolean } | null => {
 
 const main = async () => {
   const started = Date.now()
+  const upstream = findUpstream()
   const cpus = Os.cpus()
   const meta = {
     date: new Date().toISOString(),
@@ -829,11 +946,15 @@ const main = async () => {
     loadAverageAtStart: Os.loadavg().map((l) => round(l, 2)),
     git: gitState(),
     quick,
-    plan
+    plan,
+    upstream
   }
   process.stderr.write(
     `queen-mesh bench${quick ? " (quick)" : ""}: ${meta.node} on ${meta.cpu} x ${meta.cores}\n`
   )
+  if ("skipped" in upstream && (enabled("cli") || enabled("cluster"))) {
+    progress(`upstream Rust rows (cli, cluster) skipped: ${upstream.skipped}`)
+  }
 
   const codec = enabled("codec") ? await runCodec() : undefined
   const throughput = enabled("throughput") ? await runThroughput() : undefined
@@ -841,7 +962,8 @@ const main = async () => {
   const wake = wakeRun?.latency
   const postgres = wakeRun?.postgres
   const broadcast = enabled("flood") ? await runFlood() : undefined
-  const cli = enabled("cli") ? await runCli() : undefined
+  const cli = enabled("cli") ? await runCli(upstream) : undefined
+  const cluster = enabled("cluster") ? await runClusterSection(upstream) : undefined
   const scale = enabled("scale") ? await runScale() : undefined
   const parked = enabled("parked") ? await runParked() : undefined
   const tls = enabled("tls") ? await runTls() : undefined
@@ -956,6 +1078,14 @@ const main = async () => {
       (v) => v < 250
     )
   ]
+  const vsUpstream = cli?.upstream.status === "measured" ? cli.upstream.ratios.oursOverUpstream : undefined
+  if (cli !== undefined) {
+    targets.push(
+      info("CLI wake p50, ours / upstream Rust", vsUpstream?.wakeP50),
+      info("CLI wake p99, ours / upstream Rust", vsUpstream?.wakeP99),
+      info("CLI receive lines/s, ours / upstream Rust", vsUpstream?.linesPerSec)
+    )
+  }
 
   const notes = [
     "Ratios are ours divided by the baseline's (bench/baseline.ts: the same wire hand-written on node:net).",
@@ -970,6 +1100,18 @@ const main = async () => {
     `Fairness: a mesh node receiving, from one authenticated peer, MESSAGE_AVAILABLE_BATCH frames just under 16 MiB back to back (valid, or with the last item invalid), and from another one MESSAGE_AVAILABLE every ${plan.fair.everyMs} ms carrying its send time; the good peer's one-way wake latency over ${plan.fair.durationMs / 1000} s, after 1 s of flood.`
   ]
   if (postgres?.measured === false) notes.push(`PostgreSQL skipped: ${postgres.reason}`)
+  if (cli !== undefined) {
+    notes.push(
+      cli.upstream.status === "measured"
+        ? `CLI, upstream Rust: upstream Queen's mesh.rs behind the harness of /work/shared/upstream-mesh (${cli.upstream.binary}), started as upstream-mesh-node <id> <port> 127.0.0.1:<peer> <secret> 1000 5000 and dialled on 127.0.0.1 only (it binds 0.0.0.0); wake = "ma orders <partition> <tenant>" on A's stdin (the same frame on the wire as the other two: every kind pushes one UUID tenant, the only kind upstream reads as a tenant), in the same alternating blocks; readiness by its stats command (outbound connected, the peer's HELLO heard), as it prints no peer_up. Its harness writes and flushes stdout once per wake line and never drops one (a slow reader back-pressures the mesh), where ours coalesces per event-loop turn and drops past 4 MiB. CPU from /proc covers every thread of its tokio runtime.`
+        : `CLI, upstream Rust: skipped (${cli.upstream.reason}).`
+    )
+  }
+  if (cluster !== undefined) {
+    notes.push(
+      `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.cluster.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.cluster.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.cluster.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.cluster.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. Discovery's time to a new member's first wake: ${cluster.discoveryFirstWake.status} (${cluster.discoveryFirstWake.reason}). ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
+    )
+  }
 
   const results = {
     meta: {
@@ -983,6 +1125,7 @@ const main = async () => {
     wake: wake === undefined ? undefined : { ...wake, postgres },
     broadcast,
     cli,
+    cluster,
     scale,
     parked,
     idle,
@@ -1120,6 +1263,114 @@ const main = async () => {
       fmt(cli.receive.baseline.cpuUsPerLine, 3),
       fmt(cli.receive.ratios.cpuUsPerLine, 2)
     ])
+    const upWake = cli.wake.upstream
+    const upRecv = cli.receive.upstream
+    if (cli.upstream.status === "measured" && upWake !== null && upRecv !== null) {
+      const { oursOverUpstream: ours, baselineOverUpstream: base } = cli.upstream.ratios
+      const figures = [
+        [
+          "CLI wake p50",
+          "(µs)",
+          cli.wake.mesh.p50,
+          cli.wake.baseline.p50,
+          upWake.p50,
+          ours?.wakeP50,
+          base?.wakeP50,
+          1
+        ],
+        [
+          "CLI wake p99",
+          "(µs)",
+          cli.wake.mesh.p99,
+          cli.wake.baseline.p99,
+          upWake.p99,
+          ours?.wakeP99,
+          base?.wakeP99,
+          1
+        ],
+        [
+          "CLI receive",
+          "(lines/s)",
+          cli.receive.mesh.linesPerSec,
+          cli.receive.baseline.linesPerSec,
+          upRecv.linesPerSec,
+          ours?.linesPerSec,
+          base?.linesPerSec,
+          0
+        ],
+        [
+          "CLI receive CPU",
+          "(µs/line)",
+          cli.receive.mesh.cpuUsPerLine,
+          cli.receive.baseline.cpuUsPerLine,
+          upRecv.cpuUsPerLine,
+          ours?.cpuUsPerLine,
+          base?.cpuUsPerLine,
+          3
+        ]
+      ] as const
+      for (const [what, unit, mesh, baseline, up, oursRatio, baseRatio, digits] of figures) {
+        rows.push([
+          `${what}, ours vs upstream Rust ${unit}`,
+          fmt(mesh, digits),
+          fmt(up, digits),
+          fmt(oursRatio, 2)
+        ])
+        rows.push([
+          `${what}, baseline vs upstream Rust ${unit}`,
+          fmt(baseline, digits),
+          fmt(up, digits),
+          fmt(baseRatio, 2)
+        ])
+      }
+    } else if (cli.upstream.status === "skipped") {
+      rows.push(["CLI, upstream Rust rows", "skipped (see notes)", "-", "-"])
+    }
+  }
+  const upstreamCluster = cluster?.upstream.status === "measured" ? cluster.upstream.rows : []
+  for (const r of [...(cluster?.rows ?? []), ...upstreamCluster]) {
+    const label = `${r.kind === "upstream" ? "upstream Rust cluster" : "cluster"} of ${r.nodes}`
+    rows.push([
+      `${label}: wake p50 / p99, each receiver (µs)`,
+      `${fmt(r.wake.perReceiverUs.p50)} / ${fmt(r.wake.perReceiverUs.p99)}`,
+      "-",
+      "-"
+    ])
+    rows.push([
+      `${label}: wake p50 / p99, until all ${r.nodes - 1} woke (µs)`,
+      `${fmt(r.wake.untilAllWokeUs.p50)} / ${fmt(r.wake.untilAllWokeUs.p99)}`,
+      "-",
+      "-"
+    ])
+    rows.push([
+      `${label}: CPU per wake per node, gross / net of idle (µs)`,
+      `${fmt(r.cpu.usPerWakePerNode)} / ${fmt(r.cpu.usPerWakePerNodeNetOfIdle)}`,
+      "-",
+      "-"
+    ])
+    rows.push([
+      `${label}: links per node out / in (min-max); start-up + linking (ms)`,
+      `${r.connections.outboundPerNode.min}-${r.connections.outboundPerNode.max} / ${r.connections.inboundAuthenticatedPerNode.min}-${r.connections.inboundAuthenticatedPerNode.max}; ${fmt(r.startupMs, 0)} + ${fmt(r.linkingMs, 0)}`,
+      "-",
+      "-"
+    ])
+    rows.push([
+      `${label}: idle CPU per node, mean (max) (ms/min)`,
+      `${fmt(r.idle.cpuMsPerMinutePerNode.mean)} (${fmt(r.idle.cpuMsPerMinutePerNode.max)})`,
+      "-",
+      "-"
+    ])
+    rows.push([
+      `${label}: RSS per node, mean (max) (MiB)`,
+      `${fmt(r.idle.rssMiBPerNode.mean)} (${fmt(r.idle.rssMiBPerNode.max)})`,
+      "-",
+      "-"
+    ])
+  }
+  if (cluster?.upstream.status === "skipped")
+    rows.push(["upstream Rust cluster rows", "skipped (see notes)", "-", "-"])
+  if (cluster !== undefined) {
+    rows.push(["cluster: a new member found by discovery, to its first wake", "not measured yet", "-", "-"])
   }
   for (const r of scale?.rows ?? []) {
     rows.push([
@@ -1184,7 +1435,8 @@ const main = async () => {
   }
   const targetRows: Array<Array<string>> = [["target", "value", "limit", "met"]]
   for (const t of targets) {
-    targetRows.push([t.target, fmt(t.value, 3), t.limit, t.met === null ? "n/a" : t.met ? "yes" : "NO"])
+    const met = t.limit === "(information)" ? "-" : t.met === null ? "n/a" : t.met ? "yes" : "NO"
+    targetRows.push([t.target, fmt(t.value, 3), t.limit, met])
   }
   const text = `${table(rows)}\n\n${table(targetRows)}\n`
   process.stdout.write(`\n${text}`)

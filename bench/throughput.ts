@@ -103,7 +103,7 @@ export const send = async (params: SenderParams): Promise<void> => {
       Baseline.encodeFrame(Baseline.TAG_MESSAGE_AVAILABLE, {
         queue: "orders",
         partition: `p-${i % 64}`,
-        tenant: "acme"
+        tenant: "ac3e0000-0000-4000-8000-00000000ac3e"
       })
     )
   }
