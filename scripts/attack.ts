@@ -64,7 +64,7 @@ const main = async () => {
       QUEEN_SERVER_ID: "target",
       QUEEN_MESH_PORT: String(port),
       QUEEN_MESH_HTTP_PORT: String(http),
-      QUEEN_MESH_BIND_HOST: "127.0.0.1",
+      QUEEN_MESH_BIND_ADDR: "127.0.0.1",
       QUEEN_MESH_HTTP_HOST: "127.0.0.1",
       QUEEN_MESH_PEERS: `127.0.0.1:${await freePort()}`,
       QUEEN_SYNC_SECRET: SECRET,
