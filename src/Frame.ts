@@ -290,7 +290,8 @@ const HelloV2Wire = {
   qm2_label: Schema.optional(
     checkedText((text) => Rules.textProblem("qm2_label", text, Rules.MAX_LABEL_BYTES))
   ),
-  qm2_mac: Schema.optional(Schema.String.pipe(Schema.maxLength(128)))
+  qm2_mac: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
+  qm2_key: Schema.optional(Schema.Unknown)
 }
 
 /**
@@ -317,6 +318,7 @@ export const HelloPayload = Schema.transformOrFail(
     mac: Schema.String,
     http_addr: Schema.OptionFromSelf(Schema.String),
     eph_epoch: Schema.OptionFromSelf(Schema.String),
+    key_id: Schema.OptionFromSelf(Schema.String),
     v2: Schema.OptionFromSelf(
       Schema.Struct({
         challenge: Schema.String,
@@ -337,7 +339,12 @@ export const HelloPayload = Schema.transformOrFail(
         nonce: wire.nonce,
         mac: wire.mac,
         http_addr: typeof wire.http_addr === "string" ? Option.some(wire.http_addr) : Option.none(),
-        eph_epoch: typeof wire.eph_epoch === "string" ? Option.some(wire.eph_epoch) : Option.none()
+        eph_epoch: typeof wire.eph_epoch === "string" ? Option.some(wire.eph_epoch) : Option.none(),
+        // Our key id: a short string, anything else as absent (every installed key is then tried).
+        key_id:
+          typeof wire.qm2_key === "string" && wire.qm2_key.length <= 64
+            ? Option.some(wire.qm2_key)
+            : Option.none()
       }
       if (
         qm2_challenge === undefined &&
@@ -378,7 +385,8 @@ const helloWire = (hello: Omit<Model.Hello, "_tag">) => {
       qm2_challenge: v2.challenge,
       qm2_receiver: v2.receiver,
       qm2_label: v2.label,
-      qm2_mac: v2.mac
+      qm2_mac: v2.mac,
+      ...(Option.isSome(hello.key_id) ? { qm2_key: hello.key_id.value } : {})
     })
   })
 }

@@ -181,16 +181,21 @@ const metricsHandler = Effect.gen(function* () {
  */
 export interface Readiness {
   readonly ready: boolean
-  readonly reason: "mesh_inactive" | "links_up" | "no_link_up" | "no_other_peers"
+  /** `mesh_inactive` (sync off or nothing to reach), else the node's health (see `MeshHealth`). */
+  readonly reason: "mesh_inactive" | "clustered" | "degraded" | "isolated" | "solo"
   readonly links_up: number
-  /** The configured peers other than this node itself. */
+  /** The configured and discovered peers other than this node itself. */
   readonly peer_count: number
+  /** Peers expected (links and lane members) and, of those, linked and heard both ways. */
+  readonly expected: number
+  readonly healthy: number
 }
 
 /**
- * Ready when the mesh is inactive by configuration, when the peer list names no node but this one, or
- * when its listener is bound and at least one link to another node is up. An entry that names this
- * node itself is not a link and counts for nothing here.
+ * Ready unless the node is `isolated`: it expects peers (or has a lane) and reaches none of them, so
+ * every remote push would reach its pops only by their backoff. `clustered`, `degraded` (some peers
+ * reached: hints still flow to most pops) and `solo` (nothing to reach) are ready, as is a node whose
+ * mesh does not run. An entry that names this node itself counts for nothing.
  *
  * @example
  * ```ts
@@ -204,13 +209,16 @@ export interface Readiness {
  *   // No link up yet: `/readyz` would answer 503.
  *   deepStrictEqual(HttpRoutes.readiness(yield* a.mesh.stats), {
  *     ready: false,
- *     reason: "no_link_up",
+ *     reason: "isolated",
  *     links_up: 0,
- *     peer_count: 1
+ *     peer_count: 1,
+ *     expected: 1,
+ *     healthy: 0
  *   })
  *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
  *   yield* MeshTest.eventually(MeshTest.linked(a))
- *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).ready, true)
+ *   yield* MeshTest.eventually(Effect.map(a.mesh.stats, (stats) => HttpRoutes.readiness(stats).ready))
+ *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).reason, "clustered")
  * })
  *
  * Effect.runPromise(Effect.scoped(program))
@@ -220,15 +228,19 @@ export interface Readiness {
  * @category constructors
  */
 export const readiness = (stats: MeshStats.MeshStats): Readiness => {
-  if (!stats.enabled) return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0 }
+  if (!stats.enabled) {
+    return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0, expected: 0, healthy: 0 }
+  }
   const others = stats.peers.filter((peer) => !peer.self)
   const up = others.filter((peer) => peer.connected).length
-  if (others.length === 0) return { ready: true, reason: "no_other_peers", links_up: 0, peer_count: 0 }
+  const status = stats.health.status
   return {
-    ready: up > 0,
-    reason: up > 0 ? "links_up" : "no_link_up",
+    ready: status !== "isolated",
+    reason: status,
     links_up: up,
-    peer_count: others.length
+    peer_count: others.length,
+    expected: stats.health.expected,
+    healthy: stats.health.healthy
   }
 }
 

@@ -51,6 +51,10 @@ export interface Link {
   readonly discarded: number
   /** Links that were up and went down. */
   readonly reconnects: number
+  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
+  readonly silentCloses: number
+  /** Links closed because their writes stopped draining for the dead threshold. */
+  readonly stalledCloses: number
   /** Why the last dial or link failed, if one did. */
   readonly lastError: Option.Option<string>
 }
@@ -74,6 +78,8 @@ export interface Heard {
   readonly ephEpoch: Option.Option<string>
   /** Its last HELLO carried both, and the epoch parsed: upstream counts it as ephemeral-capable. */
   readonly ephemeralCapable: boolean
+  /** The id of the key its last HELLO proved (none in open mode): which key each peer holds. */
+  readonly keyId: Option.Option<string>
 }
 
 /**
@@ -121,12 +127,13 @@ const normalEpoch = (epoch: string): string => {
 }
 
 /**
- * How the node came to know a member.
+ * How the node came to know a member: the configured peer list, DNS discovery, another `Discovery`, a
+ * server that dialled in, or a node heard on the lane.
  *
  * @since 0.1.0
  * @category models
  */
-export type FoundBy = "config" | "inbound"
+export type FoundBy = "config" | "dns" | "discovery" | "inbound" | "lane"
 
 /**
  * One replica as this node knows it.
@@ -146,4 +153,18 @@ export interface Member {
   readonly link: Option.Option<Link>
   /** Inbound liveness (servers that sent a verified HELLO). */
   readonly heard: Option.Option<Heard>
+  /** What the lane knows of it (a node heard on the lane, by its server id). */
+  readonly lane: Option.Option<LaneMember>
+}
+
+/**
+ * A node as the lane knows it: heard within the dead threshold or not, and its boot epoch.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LaneMember {
+  readonly alive: boolean
+  readonly lastSeenMsAgo: number
+  readonly epoch: string
 }

@@ -46,6 +46,8 @@ export interface DialRecord {
   /** `Clock` time of the attempt, in milliseconds. */
   readonly at: number
   readonly outcome: "connected" | "refused"
+  /** The name of the node that dialled (`undefined` for an unnamed one). */
+  readonly from: string | undefined
 }
 
 /**
@@ -300,14 +302,20 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
         const address = `${host}:${port}`
         const state = find(host, port)
         if (state === undefined || isRefused(host, port) || blocked(origin, state.host)) {
-          yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "refused" as const }])
+          yield* Ref.update(dialLog, (log) => [
+            ...log,
+            { host, port, at, outcome: "refused" as const, from: origin }
+          ])
           return yield* new TransportError({
             reason: "Dial",
             address,
             cause: new Error("connection refused")
           })
         }
-        yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome: "connected" as const }])
+        yield* Ref.update(dialLog, (log) => [
+          ...log,
+          { host, port, at, outcome: "connected" as const, from: origin }
+        ])
         const link: Link = {
           toListener: yield* makePipe,
           toDialer: yield* makePipe,

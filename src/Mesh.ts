@@ -20,6 +20,7 @@ import {
   Either,
   Layer,
   Option,
+  Redacted,
   type Schedule,
   type Scope,
   Stream,
@@ -29,13 +30,18 @@ import * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
 import * as Dispatch from "./internal/dispatch.js"
 import * as EphCounts from "./internal/ephCounts.js"
+import * as HealthRef from "./internal/healthRef.js"
+import * as Keyring from "./internal/keyring.js"
+import * as Lane from "./internal/lane.js"
 import * as Listener from "./internal/listener.js"
 import * as Liveness from "./internal/liveness.js"
+import { loop } from "./internal/loop.js"
 import { membersOf } from "./internal/membership.js"
 import * as MeshMetrics from "./internal/metricsSync.js"
 import * as Outbound from "./internal/outboundLink.js"
 import * as Peers from "./internal/peers.js"
 import * as SelfDials from "./internal/selfDials.js"
+import * as Topology from "./internal/topology.js"
 import { VERSION } from "./internal/version.js"
 import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
@@ -51,6 +57,7 @@ import {
 } from "./MeshError.js"
 import * as MeshEventModule from "./MeshEvent.js"
 import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
+import * as MeshHealth from "./MeshHealth.js"
 import * as MeshStats from "./MeshStats.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as TcpTransport from "./TcpTransport.js"
@@ -151,13 +158,25 @@ export interface MeshShape {
    * recognised as this node: for a host that reacts to membership rather than polling `members`.
    */
   readonly memberChanges: Stream.Stream<ReadonlyArray<Membership.Member>>
+  /**
+   * How well this node is connected now (`clustered`, `degraded`, `isolated`, `solo`; see
+   * `MeshHealth`), and every change of it: what `/readyz` answers from, and what a broker can base its
+   * own re-poll interval on.
+   */
+  readonly health: Effect.Effect<MeshHealth.Health>
+  /** The health now, then every change. */
+  readonly healthChanges: Stream.Stream<MeshHealth.Health>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
   readonly events: Stream.Stream<MeshEvent>
   /**
-   * Calls `observer` synchronously for every event while the scope lasts, straight from the receive
-   * path: the cheapest way to watch, for an observer that never blocks (the CLI prints events so).
+   * Calls `observer` synchronously for every event (of `tags`, when given) while the scope lasts,
+   * straight from the receive path: the cheapest way to watch, for an observer that never blocks (the
+   * CLI prints events so). An event of a kind nobody watches is never built.
    */
-  readonly observe: (observer: (event: MeshEvent) => void) => Effect.Effect<void, never, Scope.Scope>
+  readonly observe: (
+    observer: (event: MeshEvent) => void,
+    tags?: ReadonlyArray<MeshEvent["_tag"]>
+  ) => Effect.Effect<void, never, Scope.Scope>
   /** Brings this node's Effect `Metric`s up to date with its counters (`/metrics` does it per scrape). */
   readonly syncMetrics: Effect.Effect<void>
 }
@@ -171,6 +190,14 @@ export interface MeshShape {
 export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
 
 const invalid = (detail: string) => new InvalidInputError({ detail })
+
+/** How bad a health status is, for the direction of a change. */
+const HEALTH_RANK: Readonly<Record<MeshHealth.Status, number>> = {
+  clustered: 0,
+  solo: 0,
+  degraded: 1,
+  isolated: 2
+}
 
 /**
  * The host's four services: what the mesh applies received frames to.
@@ -211,6 +238,9 @@ export const make: Effect.Effect<
   | Peers.Peers
   | MeshMetrics.MeshMetrics
   | EphCounts.EphCounts
+  | Lane.Lane
+  | Topology.Topology
+  | HealthRef.HealthRef
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
   const waker = yield* Waker.Waker
@@ -221,9 +251,22 @@ export const make: Effect.Effect<
   const peers = yield* Peers.Peers
   const metrics = yield* MeshMetrics.MeshMetrics
   const ephCounts = yield* EphCounts.EphCounts
+  const lane = Option.getOrUndefined(yield* Lane.Lane)
+  const topology = yield* Topology.Topology
   const tenants = config.tenants
+  const keys = Keyring.fromSecrets(config.secret, config.acceptedSecrets)
   const startedAt = yield* Clock.currentTimeMillis
-  const active = Option.isSome(listener.port)
+  // The TCP mesh (its listener bound), the lane, or both.
+  const active = Option.isSome(listener.port) || lane !== undefined
+  // Where a broadcast frame goes: every link, and the lane. Chosen once, so a push tests nothing more.
+  const send: (bytes: Uint8Array) => void =
+    lane === undefined
+      ? peers.broadcast
+      : (bytes) => {
+          peers.broadcast(bytes)
+          lane.offer(bytes)
+        }
+  const hasReceivers = lane === undefined ? () => peers.size > 0 : () => true
   const wakeNow = Waker.syncWakeOf(waker)
   // Set first thing when the scope closes (finalizers run last-added first, and this one is added
   // last of the mesh's own), so no call slips in while the links are being torn down.
@@ -232,10 +275,10 @@ export const make: Effect.Effect<
 
   const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
     Effect.suspend(() => {
-      if (peers.size === 0) return Effect.void
+      if (!hasReceivers()) return Effect.void
       const encoded = Frame.encodeEither(frame)
       if (Either.isRight(encoded)) {
-        peers.broadcast(encoded.right)
+        send(encoded.right)
         return Effect.void
       }
       // Only a batch can outgrow the cap: send it in halves.
@@ -268,12 +311,19 @@ export const make: Effect.Effect<
   if (active) {
     yield* Effect.logInfo("mesh started").pipe(
       Effect.annotateLogs({
-        port: Option.getOrElse(listener.port, () => 0),
+        port: Option.getOrElse(listener.port, () => "none"),
         peers: config.peers.map(MeshConfig.peerName).join(","),
+        discovery: Option.match(topology.discovery, { onNone: () => "none", onSome: (d) => d.source }),
+        lane: lane === undefined ? "none" : lane.kind,
         auth: config.auth,
         tls: config.tls
       })
     )
+    if (Redacted.value(config.secret) === "") {
+      yield* Effect.logWarning(
+        "mesh in open mode: no secret, so any HELLO (and any lane notification) is believed"
+      )
+    }
   } else {
     yield* Effect.logInfo("mesh inactive: only the in-process waker runs").pipe(
       Effect.annotateLogs({ reason: config.enabled ? "no_peers" : "disabled" })
@@ -286,17 +336,65 @@ export const make: Effect.Effect<
     })
   )
 
+  const laneMembers = lane === undefined ? Effect.succeed([]) : lane.members
   const members: Effect.Effect<ReadonlyArray<Membership.Member>> = Effect.zipWith(
-    peers.links,
-    liveness.servers,
-    membersOf
+    Effect.zip(peers.links, liveness.servers),
+    laneMembers,
+    ([links, servers], onLane) => membersOf(links, servers, onLane)
+  )
+  const laneStatus: Effect.Effect<MeshHealth.Health["lane"]> =
+    lane === undefined ? Effect.succeed("none") : lane.status
+
+  // Health: recomputed on every membership change (and the lane's), published when it changes.
+  const health = yield* HealthRef.HealthRef
+  let first = true
+  const recompute = Effect.gen(function* () {
+    const next = MeshHealth.compute(yield* members, yield* laneStatus)
+    const previous = yield* SubscriptionRef.get(health)
+    if (
+      previous.status === next.status &&
+      previous.expected === next.expected &&
+      previous.healthy === next.healthy &&
+      previous.lane === next.lane
+    ) {
+      return
+    }
+    yield* SubscriptionRef.set(health, next)
+    const initial = first
+    first = false
+    if (previous.status !== next.status) {
+      events.emit({ _tag: "HealthChanged", from: previous.status, to: next.status })
+      if (initial) return
+      const worse = HEALTH_RANK[next.status] > HEALTH_RANK[previous.status]
+      yield* (worse ? Effect.logWarning : Effect.logInfo)("mesh health changed").pipe(
+        Effect.annotateLogs({
+          from: previous.status,
+          to: next.status,
+          expected: next.expected,
+          healthy: next.healthy
+        })
+      )
+    }
+  })
+  yield* recompute
+  const changed = yield* Effect.makeLatch(false)
+  yield* events.observe(() => changed.unsafeOpen(), MeshEventModule.membershipTags)
+  yield* loop(
+    "MeshHealth",
+    Effect.zipRight(
+      Effect.sync(() => changed.unsafeClose()),
+      recompute
+    ),
+    {
+      before: changed.await
+    }
   )
 
   const stats: Effect.Effect<MeshStats.MeshStats> = Effect.gen(function* () {
     const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
     const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
     const uptime_ms = (yield* Clock.currentTimeMillis) - startedAt
-    if (Option.isNone(listener.port)) {
+    if (!active) {
       return {
         enabled: false,
         reason: config.enabled ? "no_peers" : "disabled",
@@ -308,9 +406,12 @@ export const make: Effect.Effect<
         pop_maintenance_mode
       } as const
     }
+    const membership = yield* peers.membershipCounts
+    const discovery = yield* peers.discovery
+    const now = yield* SubscriptionRef.get(health)
     return MeshStats.make({
       serverId: config.serverId,
-      port: listener.port.value,
+      port: Option.getOrNull(listener.port),
       running: !closed,
       version: VERSION,
       uptimeMs: uptime_ms,
@@ -319,6 +420,21 @@ export const make: Effect.Effect<
       members: yield* members,
       counters: yield* listener.counts,
       ephAdmin: { sent: { ...ephCounts.sent }, received: { ...ephCounts.received } },
+      keyId: keys === "open" ? null : keys.primary.id,
+      acceptedKeyIds: keys === "open" ? [] : keys.accepted.map((key) => key.id),
+      health: { status: now.status, expected: now.expected, healthy: now.healthy, lane: now.lane },
+      membersJoined: membership.joined,
+      membersLeft: membership.left,
+      discovery: Option.match(discovery, {
+        onNone: () => null,
+        onSome: (d) => ({
+          source: d.source,
+          rounds: d.rounds,
+          failed_rounds: d.failedRounds,
+          last_error: Option.getOrNull(d.lastError)
+        })
+      }),
+      lane: lane === undefined ? null : yield* lane.stats,
       maintenance: maintenance_mode,
       popMaintenance: pop_maintenance_mode
     })
@@ -330,7 +446,7 @@ export const make: Effect.Effect<
     const item = Frame.validItem(input, tenants)
     if (Either.isLeft(item)) throw invalid(item.left)
     // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
-    if (peers.size > 0) peers.broadcast(Frame.encodeMessageAvailable(item.right))
+    if (hasReceivers()) send(Frame.encodeMessageAvailable(item.right))
     if (wakeNow !== undefined) wakeNow(item.right)
     else Effect.runFork(waker.wake(item.right))
   }
@@ -347,7 +463,7 @@ export const make: Effect.Effect<
     }
     return Effect.sync(() => {
       if (closed) return
-      if (peers.size > 0) peers.broadcast(Frame.encodeMessageAvailable(valid))
+      if (hasReceivers()) send(Frame.encodeMessageAvailable(valid))
       wakeNow(valid)
     })
   }
@@ -428,6 +544,8 @@ export const make: Effect.Effect<
       Stream.filter(MeshEventModule.isMembershipChange),
       Stream.mapEffect(() => members)
     ),
+    health: SubscriptionRef.get(health),
+    healthChanges: health.changes,
     events: events.events,
     observe: events.observe,
     syncMetrics: metrics.sync
@@ -464,8 +582,11 @@ const layerRuntime = (options: MeshOptions) =>
   MeshMetrics.layer(options.metricsInterval === undefined ? {} : { interval: options.metricsInterval }).pipe(
     Layer.provideMerge(Peers.layer(options.peers)),
     Layer.provideMerge(Listener.layer),
+    Layer.provideMerge(Lane.layer),
     Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
-    Layer.provideMerge(Layer.mergeAll(MeshEventModule.layer, SelfDials.layer, EphCounts.layer))
+    Layer.provideMerge(
+      Layer.mergeAll(MeshEventModule.layer, SelfDials.layer, EphCounts.layer, Topology.layer, HealthRef.layer)
+    )
   )
 
 /**
@@ -518,10 +639,12 @@ export type LocalServices =
   | HotList.HotList
   | HotList.MemoryHotList
   | MaintenanceFlags.MaintenanceFlags
+  | MeshHealth.MeshHealth
 
 /**
  * The shipped in-memory host services: the parked-pop registry, the queue-config cache, the hot-list and
- * the maintenance flags.
+ * the maintenance flags; and the health value the mesh publishes and the registry reads (its
+ * `degradedMaxWait` option).
  *
  * @since 0.1.0
  * @category layers
@@ -534,7 +657,7 @@ export const layerHostLocal = (options: LocalWaker.LocalWakerOptions = {}): Laye
     ),
     HotList.layerMemory(),
     MaintenanceFlags.layer()
-  )
+  ).pipe(Layer.provideMerge(MeshHealth.layer))
 
 /**
  * The mesh with the shipped in-memory host services, which it also provides so the host can park pops

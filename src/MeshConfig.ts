@@ -75,8 +75,24 @@ export interface MeshConfigShape {
    * only; an upstream replica would read such a tenant as absent and wake every tenant's queue).
    */
   readonly tenants: TenantRule
-  /** `QUEEN_SYNC_SECRET`: empty means open mode. */
+  /**
+   * `QUEEN_SYNC_SECRET`, or the first of `QUEEN_SYNC_SECRETS`: the primary key, the one this node's
+   * dialers prove. Empty means open mode.
+   */
   readonly secret: Redacted.Redacted<string>
+  /**
+   * The rest of `QUEEN_SYNC_SECRETS`: older (or newer) keys a listener still accepts, so a secret can be
+   * rotated one restart at a time (docs/security.md, "Rotating the secret").
+   */
+  readonly acceptedSecrets: ReadonlyArray<Redacted.Redacted<string>>
+  /**
+   * `QUEEN_MESH_DISCOVERY=dns:<name>[:<port>]`: a DNS name resolved every `discoveryInterval` to the
+   * peers' addresses (A and AAAA, or SRV for a name that starts with `_`); its port defaults to the
+   * mesh port. The configured peers stay as static seeds beside it.
+   */
+  readonly discovery: Option.Option<DnsDiscovery>
+  /** `QUEEN_MESH_DISCOVERY_INTERVAL_MS`: how often the discovery name is resolved. */
+  readonly discoveryInterval: Duration.Duration
   /** `QUEEN_SYNC_HEARTBEAT_MS`. */
   readonly heartbeatInterval: Duration.Duration
   /** `QUEEN_SYNC_DEAD_THRESHOLD_MS`. */
@@ -110,6 +126,18 @@ export interface MeshConfigShape {
   readonly clusterLabel: string
   /** `QUEEN_MESH_TLS`: `off`, or `psk` for TLS 1.3 links keyed from the secret. */
   readonly tls: "off" | "psk"
+}
+
+/**
+ * A DNS discovery target (`QUEEN_MESH_DISCOVERY=dns:<name>[:<port>]`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DnsDiscovery {
+  readonly name: string
+  /** The port of the addresses an A/AAAA name resolves to (an SRV record carries its own). */
+  readonly port: number
 }
 
 /**
@@ -219,6 +247,9 @@ export const defaults: MeshConfigShape = {
   ephEpoch: processEpoch,
   tenants: "uuid",
   secret: Redacted.make(""),
+  acceptedSecrets: [],
+  discovery: Option.none(),
+  discoveryInterval: Duration.millis(5000),
   heartbeatInterval: Duration.millis(1000),
   deadThreshold: Duration.millis(5000),
   handshakeTimeout: Duration.millis(5000),
@@ -245,12 +276,14 @@ export const defaults: MeshConfigShape = {
 export const randomServerId = (): string => `queen-${randomBytes(4).toString("hex")}`
 
 /**
- * Whether the mesh runs at all: enabled and at least one peer (spec "Enabling it").
+ * Whether the TCP mesh runs: enabled, and at least one peer or a discovery name (spec "Enabling it").
+ * A host may also provide a `Discovery` service or a lane, which the runtime weighs as well.
  *
  * @since 0.1.0
  * @category predicates
  */
-export const isActive = (config: MeshConfigShape): boolean => config.enabled && config.peers.length > 0
+export const isActive = (config: MeshConfigShape): boolean =>
+  config.enabled && (config.peers.length > 0 || Option.isSome(config.discovery))
 
 // ---------------------------------------------------------------------------------------------
 // pure parsers
@@ -516,6 +549,7 @@ type NumericField =
   | "idleTimeout"
   | "challengeWait"
   | "httpPort"
+  | "discoveryInterval"
 
 /**
  * The numeric settings' variables and bounds: the environment's readers and {@link validate} both read
@@ -623,7 +657,67 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
     min: 1,
     max: 65_535,
     unit: "port"
+  },
+  discoveryInterval: {
+    variable: "QUEEN_MESH_DISCOVERY_INTERVAL_MS",
+    description: "how often the discovery name is resolved",
+    min: 100,
+    max: HOUR,
+    unit: "ms"
   }
+}
+
+/**
+ * `dns:<name>[:<port>]`, the value of `QUEEN_MESH_DISCOVERY`; a name without a port takes the mesh port.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual, strictEqual } from "node:assert"
+ * import { Either } from "effect"
+ * import { MeshConfig } from "queen-mesh"
+ *
+ * deepStrictEqual(
+ *   MeshConfig.parseDiscovery("dns:queen-headless.queen.svc:6633", 6633),
+ *   Either.right({ name: "queen-headless.queen.svc", port: 6633 })
+ * )
+ * strictEqual(Either.isLeft(MeshConfig.parseDiscovery("consul:queen", 6633)), true)
+ * ```
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parseDiscovery = (raw: string, meshPort: number): Either.Either<DnsDiscovery, string> => {
+  const text = raw.trim()
+  if (!text.toLowerCase().startsWith("dns:")) {
+    return Either.left(`expected dns:<name>[:<port>], got ${JSON.stringify(raw)}`)
+  }
+  const rest = text.slice(4)
+  const colon = rest.lastIndexOf(":")
+  const name = colon >= 0 && DIGITS.test(rest.slice(colon + 1)) ? rest.slice(0, colon) : rest
+  if (name === "" || !isValidHost(name) || isIP(name) !== 0) {
+    return Either.left(`${JSON.stringify(name)} is not a DNS name`)
+  }
+  if (colon < 0 || name === rest) {
+    if (meshPort === 0) {
+      return Either.left("a discovery name without a port needs a mesh port (QUEEN_MESH_PORT is 0)")
+    }
+    return Either.right({ name, port: meshPort })
+  }
+  return Either.map(parsePort(rest.slice(colon + 1), 1), (port) => ({ name, port }))
+}
+
+/**
+ * `QUEEN_SYNC_SECRETS`: comma-separated keys, the primary first. Blank entries are refused (a stray
+ * comma would otherwise turn into open mode), and so are repeats.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const parseSecrets = (raw: string): Either.Either<ReadonlyArray<string>, string> => {
+  const keys = raw.split(",").map((key) => key.trim())
+  if (keys.some((key) => key === "")) return Either.left("an entry is empty: every key must be non-empty")
+  if (new Set(keys).size !== keys.length) return Either.left("a key is listed twice")
+  return Either.right(keys)
 }
 
 /** A whole number in the text, its bounds left to {@link validate}: the syntax of a numeric variable. */
@@ -709,6 +803,11 @@ const readNoted: Config.Config<{
     Config.withDefault(defaults.secret),
     Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
   ),
+  secrets: Config.option(Config.redacted("QUEEN_SYNC_SECRETS")).pipe(
+    Config.withDescription("the keyring: the primary key, then keys still accepted")
+  ),
+  rawDiscovery: variable("QUEEN_MESH_DISCOVERY"),
+  discoveryInterval: numeric("discoveryInterval", defaults.discoveryInterval),
   heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
   deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
   handshakeTimeout: numeric("handshakeTimeout", defaults.handshakeTimeout),
@@ -743,34 +842,97 @@ const readNoted: Config.Config<{
   serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
-  Config.mapOrFail(({ rawPeers, serverId, hostname, idleTimeout, bind, advertise, ...rest }) => {
-    const peers = Option.match(rawPeers, {
-      onNone: () => Either.right<ReadonlyArray<Peer>>([]),
-      onSome: ({ name, value }) =>
-        Either.mapLeft(parsePeers(value, rest.port), (why) =>
-          ConfigError.InvalidData([name], `${name}: ${why}`)
-        )
-    })
-    return Either.map(peers, (peers) => ({
-      shape: {
-        ...rest,
-        peers,
-        bindHost: bind.value,
-        advertiseHost: Option.match(advertise, {
-          onNone: () => defaultAdvertiseHost(Option.getOrUndefined(hostname)),
-          onSome: ({ value }) => value.trim()
-        }),
-        ephEpoch: processEpoch,
-        idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
-        serverId: Option.getOrElse(
-          Option.orElse(serverId, () => hostname),
-          randomServerId
-        )
-      },
-      deprecated: bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
-    }))
-  })
+  Config.mapOrFail(
+    ({
+      rawPeers,
+      serverId,
+      hostname,
+      idleTimeout,
+      bind,
+      advertise,
+      secrets,
+      secret,
+      rawDiscovery,
+      ...rest
+    }) => {
+      const peers = Option.match(rawPeers, {
+        onNone: () => Either.right<ReadonlyArray<Peer>>([]),
+        onSome: ({ name, value }) =>
+          Either.mapLeft(parsePeers(value, rest.port), (why) =>
+            ConfigError.InvalidData([name], `${name}: ${why}`)
+          )
+      })
+      const discovery = Option.match(rawDiscovery, {
+        onNone: () => Either.right(Option.none<DnsDiscovery>()),
+        onSome: ({ name, value }) =>
+          Either.map(
+            Either.mapLeft(parseDiscovery(value, rest.port), (why) =>
+              ConfigError.InvalidData([name], `${name}: ${why}`)
+            ),
+            Option.some
+          )
+      })
+      const keyring = keyringOf(secret, secrets)
+      return Either.map(Either.all([peers, discovery, keyring]), ([peers, discovery, keys]) => ({
+        shape: {
+          ...rest,
+          peers,
+          discovery,
+          secret: keys.secret,
+          acceptedSecrets: keys.acceptedSecrets,
+          bindHost: bind.value,
+          advertiseHost: Option.match(advertise, {
+            onNone: () => defaultAdvertiseHost(Option.getOrUndefined(hostname)),
+            onSome: ({ value }) => value.trim()
+          }),
+          ephEpoch: processEpoch,
+          idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
+          serverId: Option.getOrElse(
+            Option.orElse(serverId, () => hostname),
+            randomServerId
+          )
+        },
+        deprecated: bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
+      }))
+    }
+  )
 )
+
+/**
+ * The keys from `QUEEN_SYNC_SECRET` or `QUEEN_SYNC_SECRETS`: one of them, never both (which one would
+ * win is a guess an operator should not have to make).
+ */
+const keyringOf = (
+  secret: Redacted.Redacted<string>,
+  secrets: Option.Option<Redacted.Redacted<string>>
+): Either.Either<
+  {
+    readonly secret: Redacted.Redacted<string>
+    readonly acceptedSecrets: ReadonlyArray<Redacted.Redacted<string>>
+  },
+  ConfigError.ConfigError
+> => {
+  if (Option.isNone(secrets) || Redacted.value(secrets.value).trim() === "") {
+    return Either.right({ secret, acceptedSecrets: [] })
+  }
+  if (Redacted.value(secret) !== "") {
+    return Either.left(
+      ConfigError.InvalidData(
+        ["QUEEN_SYNC_SECRETS"],
+        "QUEEN_SYNC_SECRET and QUEEN_SYNC_SECRETS are both set: give the keys in QUEEN_SYNC_SECRETS alone"
+      )
+    )
+  }
+  return Either.match(parseSecrets(Redacted.value(secrets.value)), {
+    onLeft: (why) =>
+      Either.left(ConfigError.InvalidData(["QUEEN_SYNC_SECRETS"], `QUEEN_SYNC_SECRETS: ${why}`)),
+    onRight: ([primary, ...accepted]) =>
+      Either.right({
+        secret: Redacted.make(primary ?? ""),
+        acceptedSecrets: accepted.map((key) => Redacted.make(key))
+      })
+  })
+}
 
 const read: Config.Config<MeshConfigShape> = Config.map(readNoted, ({ shape }) => shape)
 
@@ -812,6 +974,8 @@ const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
   ephEpoch: "ephEpoch (code only)",
   tenants: "QUEEN_MESH_TENANTS",
   secret: "QUEEN_SYNC_SECRET",
+  acceptedSecrets: "QUEEN_SYNC_SECRETS",
+  discovery: "QUEEN_MESH_DISCOVERY",
   auth: "QUEEN_MESH_AUTH",
   clusterLabel: "QUEEN_MESH_CLUSTER_LABEL",
   tls: "QUEEN_MESH_TLS",
@@ -952,6 +1116,31 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
   }
   if (!Redacted.isRedacted(config.secret)) return refuse(["secret"], "expected a Redacted string")
   const secret = Redacted.value(config.secret)
+  if (!Array.isArray(config.acceptedSecrets) || !config.acceptedSecrets.every(Redacted.isRedacted)) {
+    return refuse(["acceptedSecrets"], "expected a list of Redacted strings")
+  }
+  const accepted = config.acceptedSecrets.map((key) => Redacted.value(key))
+  if (accepted.length > 0 && secret === "") {
+    return refuse(["secret", "acceptedSecrets"], "accepted keys need a primary key: open mode takes none")
+  }
+  if (accepted.some((key) => key === "" || key === secret) || new Set(accepted).size !== accepted.length) {
+    return refuse(
+      ["acceptedSecrets"],
+      "every accepted key must be non-empty and differ from the others and the primary"
+    )
+  }
+  if (accepted.length > 16)
+    return refuse(["acceptedSecrets"], "at most 16 keys are accepted besides the primary")
+  if (!Option.isOption(config.discovery)) return refuse(["discovery"], "expected an Option")
+  if (Option.isSome(config.discovery)) {
+    const target = config.discovery.value
+    if (typeof target.name !== "string" || !isValidHost(target.name) || isIP(target.name) !== 0) {
+      return refuse(["discovery"], `${JSON.stringify(target.name)} is not a DNS name`)
+    }
+    if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65_535) {
+      return refuse(["discovery"], `port ${String(target.port)} is out of range (1-65535)`)
+    }
+  }
   if (config.auth === "required" && secret === "") {
     return refuse(["auth", "secret"], "required needs a secret: with no secret nothing can be proven")
   }

@@ -105,6 +105,10 @@ export const handshakeReasons = {
   WrongIdentity: {
     stat: "wrong_identity",
     message: "the HELLO's server id is not the identity the TLS link was keyed for"
+  },
+  UnknownKey: {
+    stat: "unknown_key",
+    message: "the HELLO names a key this node does not hold (a rotation step missed?)"
   }
 } as const satisfies Record<string, { readonly stat: string; readonly message: string }>
 
@@ -221,6 +225,23 @@ export class TlsConfigError extends Data.TaggedError("TlsConfigError")<{
 }
 
 /**
+ * A discovery round that could not say which peers exist (the name did not resolve, the resolver
+ * failed). A failed round changes nothing: no member is dropped for it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DiscoveryError extends Data.TaggedError("DiscoveryError")<{
+  readonly source: string
+  readonly detail: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `discovery ${this.source}: ${this.detail}`
+  }
+}
+
+/**
  * An error of the test kit: a condition that never held.
  *
  * @since 0.1.0
@@ -245,7 +266,13 @@ export class NotReached extends Data.TaggedError("NotReached")<{
 export class LinkDown extends Data.TaggedError("LinkDown")<{
   readonly connected: boolean
   readonly established: boolean
-  readonly cause: TransportError | "closed by peer" | "no challenge" | `invalid challenge (${string})`
+  readonly cause:
+    | TransportError
+    | "closed by peer"
+    | "no challenge"
+    | `invalid challenge (${string})`
+    | "peer silent"
+    | "write stalled"
 }> {}
 
 /**

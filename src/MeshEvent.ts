@@ -11,6 +11,7 @@
  */
 import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
 import type { EphOp, HotItem, QueueItem, QueueRef } from "./Frame.js"
+import type { Status as MeshHealthStatus } from "./MeshHealth.js"
 
 /**
  * One observation of the mesh, tagged by kind.
@@ -43,20 +44,57 @@ export type MeshEvent =
   | { readonly _tag: "LinkUp"; readonly peer: string; readonly remote: string | null }
   | { readonly _tag: "LinkDown"; readonly peer: string; readonly reason: string }
   | { readonly _tag: "SelfRecognized"; readonly peer: string }
+  /** A peer entry was added: configured at start, or found by discovery. */
+  | { readonly _tag: "MemberJoined"; readonly peer: string; readonly foundBy: "config" | "dns" | "discovery" }
+  /** A discovered peer entry was removed (missing from two discovery rounds): its link is closed. */
+  | {
+      readonly _tag: "MemberLeft"
+      readonly peer: string
+      readonly foundBy: "config" | "dns" | "discovery"
+      readonly reason: string
+    }
+  /** The node's health changed (see `MeshHealth`). */
+  | { readonly _tag: "HealthChanged"; readonly from: MeshHealthStatus; readonly to: MeshHealthStatus }
+  /** The lane's status changed (`starting`, `up`, `down`). */
+  | {
+      readonly _tag: "LaneStatus"
+      readonly status: "starting" | "up" | "down"
+      readonly detail: string | null
+    }
   | { readonly _tag: "HandshakeFailed"; readonly remote: string; readonly reason: string }
   | { readonly _tag: "InvalidFrame"; readonly from: string; readonly tag: number; readonly detail: string }
+
+/**
+ * The kinds of event that change what `Mesh.members` says.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const membershipTags: ReadonlyArray<MeshEvent["_tag"]> = [
+  "PeerUp",
+  "PeerDown",
+  "LinkUp",
+  "LinkDown",
+  "SelfRecognized",
+  "MemberJoined",
+  "MemberLeft",
+  "LaneStatus"
+]
 
 const MEMBERSHIP: ReadonlySet<MeshEvent["_tag"]> = new Set([
   "PeerUp",
   "PeerDown",
   "LinkUp",
   "LinkDown",
-  "SelfRecognized"
+  "SelfRecognized",
+  "MemberJoined",
+  "MemberLeft",
+  "LaneStatus"
 ])
 
 /**
  * Whether `event` changes what `Mesh.members` says: a server alive or dead, a link up or down, an entry
- * recognised as this node.
+ * recognised as this node, a peer joining or leaving, the lane going up or down.
  *
  * @since 0.1.0
  * @category models
@@ -70,17 +108,24 @@ export const isMembershipChange = (event: MeshEvent): boolean => MEMBERSHIP.has(
  * @category models
  */
 export interface MeshEventsShape {
-  /** Whether anyone listens: the receive path builds no event while this is false. */
-  readonly listening: () => boolean
+  /**
+   * Whether anyone listens (for events of `tag`, when given): the receive path builds no event nobody
+   * would see.
+   */
+  readonly listening: (tag?: MeshEvent["_tag"]) => boolean
   /** Hands an event to every subscriber and observer, at once. */
   readonly emit: (event: MeshEvent) => void
   /** Every event from the moment of subscribing, as a stream (subscribe before it matters). */
   readonly events: Stream.Stream<MeshEvent>
   /**
    * Calls `observer` synchronously for every event while the scope lasts: the cheapest way to watch,
-   * for an observer that does not block (the CLI writes each event to stdout this way).
+   * for an observer that does not block (the CLI writes each event to stdout this way). With `tags`,
+   * only events of those kinds are handed to it, and no other kind is built for its sake.
    */
-  readonly observe: (observer: (event: MeshEvent) => void) => Effect.Effect<void, never, Scope.Scope>
+  readonly observe: (
+    observer: (event: MeshEvent) => void,
+    tags?: ReadonlyArray<MeshEvent["_tag"]>
+  ) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /**
@@ -120,16 +165,21 @@ const EVENT_BUFFER = 4096
 export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.gen(function* () {
   const pubsub = yield* Effect.acquireRelease(PubSub.dropping<MeshEvent>(EVENT_BUFFER), PubSub.shutdown)
   let subscribers = 0
+  // Observers of every kind, and observers of some kinds only (by kind, with how many want each).
   const observers = new Set<(event: MeshEvent) => void>()
+  const byTag = new Map<MeshEvent["_tag"], Set<(event: MeshEvent) => void>>()
+  const call = (observer: (event: MeshEvent) => void, event: MeshEvent) => {
+    try {
+      observer(event)
+    } catch {
+      // An observer's failure is its own: the receive path that emitted must carry on.
+    }
+  }
   const emit = (event: MeshEvent): void => {
     if (subscribers > 0) pubsub.unsafeOffer(event)
-    for (const observer of observers) {
-      try {
-        observer(event)
-      } catch {
-        // An observer's failure is its own: the receive path that emitted must carry on.
-      }
-    }
+    for (const observer of observers) call(observer, event)
+    const some = byTag.get(event._tag)
+    if (some !== undefined) for (const observer of some) call(observer, event)
   }
   const events = Stream.unwrapScoped(
     Effect.acquireRelease(
@@ -143,17 +193,32 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
         })
     )
   )
-  const observe = (observer: (event: MeshEvent) => void) =>
+  const observe = (observer: (event: MeshEvent) => void, tags?: ReadonlyArray<MeshEvent["_tag"]>) =>
     Effect.acquireRelease(
       Effect.sync(() => {
-        observers.add(observer)
+        if (tags === undefined) return void observers.add(observer)
+        for (const tag of tags) {
+          let set = byTag.get(tag)
+          if (set === undefined) {
+            set = new Set()
+            byTag.set(tag, set)
+          }
+          set.add(observer)
+        }
       }),
       () =>
         Effect.sync(() => {
-          observers.delete(observer)
+          if (tags === undefined) return void observers.delete(observer)
+          for (const tag of tags) {
+            const set = byTag.get(tag)
+            set?.delete(observer)
+            if (set !== undefined && set.size === 0) byTag.delete(tag)
+          }
         })
     )
-  return { listening: () => subscribers > 0 || observers.size > 0, emit, events, observe }
+  const listening = (tag?: MeshEvent["_tag"]): boolean =>
+    subscribers > 0 || observers.size > 0 || (tag === undefined ? byTag.size > 0 : byTag.has(tag))
+  return { listening, emit, events, observe }
 })
 
 /**

@@ -28,6 +28,8 @@ export const PeerStats = Schema.Struct({
   connected: Schema.Boolean,
   /** The entry names this node itself (recognised by its own HELLO): not a link. */
   self: Schema.Boolean,
+  /** How the entry came: the configured list, DNS discovery or another `Discovery`. */
+  found_by: Schema.Literal("config", "dns", "discovery"),
   /** Upstream's meaning: the same as `connected`. */
   resolved: Schema.Boolean,
   /** The established link's remote address; `null` while the link is down (upstream's meaning). */
@@ -48,6 +50,10 @@ export const PeerStats = Schema.Struct({
   discarded: Schema.Number,
   /** Links that were up and went down. */
   reconnects: Schema.Number,
+  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
+  silent_closes: Schema.Number,
+  /** Links closed because their writes stopped draining for the dead threshold. */
+  stalled_closes: Schema.Number,
   /** Why the last dial or link failed, if one did. */
   last_error: Schema.NullOr(Schema.String)
 })
@@ -68,7 +74,9 @@ export const ServerStats = Schema.Struct({
   server_id: Schema.String,
   alive: Schema.Boolean,
   /** Milliseconds since the last frame from it. */
-  last_seen_ms_ago: Schema.Number
+  last_seen_ms_ago: Schema.Number,
+  /** The id of the key its HELLO proved (`null` in open mode): which key each peer holds. */
+  key_id: Schema.NullOr(Schema.String)
 })
 
 /**
@@ -95,6 +103,73 @@ export const RejectionStats = Schema.Struct(rejectionFields)
  * @category models
  */
 export interface RejectionStats extends Schema.Schema.Type<typeof RejectionStats> {}
+
+/**
+ * The lane's part of the body (`null` without a lane): its state and counters.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const LaneStats = Schema.Struct({
+  kind: Schema.Literal("pg"),
+  status: Schema.Literal("starting", "up", "down"),
+  /** Why the lane is down, or last went down. */
+  last_error: Schema.NullOr(Schema.String),
+  channel: Schema.String,
+  /** This process's boot epoch on the lane. */
+  epoch: Schema.String,
+  notifications_sent: Schema.Number,
+  notifications_received: Schema.Number,
+  bytes_sent: Schema.Number,
+  bytes_received: Schema.Number,
+  frames_sent: Schema.Number,
+  frames_received: Schema.Number,
+  /** Notifications refused, by reason (`bad_mac`, `replay`, `old_epoch`, `garbage`, ...). */
+  refused: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  /** Frames the lane could not send (buffer full while down, too large, stale, failed). */
+  dropped: Schema.Number,
+  /** Frames waiting for the connection. */
+  buffered: Schema.Number,
+  reconnects: Schema.Number,
+  /** `pg_notification_queue_usage()` at the last check, 0 to 1; `null` before the first. */
+  queue_usage: Schema.NullOr(Schema.Number),
+  /** Other nodes heard on the lane within the dead threshold. */
+  members_alive: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LaneStats extends Schema.Schema.Type<typeof LaneStats> {}
+
+/**
+ * The node's health (see `MeshHealth`).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HealthStats = Schema.Struct({
+  status: Schema.Literal("clustered", "degraded", "isolated", "solo"),
+  expected: Schema.Number,
+  healthy: Schema.Number,
+  lane: Schema.Literal("none", "starting", "up", "down")
+})
+
+/**
+ * What discovery did (`null` without one).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const DiscoveryStats = Schema.Struct({
+  source: Schema.String,
+  rounds: Schema.Number,
+  failed_rounds: Schema.Number,
+  last_error: Schema.NullOr(Schema.String)
+})
+
+const ByFoundBy = Schema.Struct({ config: Schema.Number, dns: Schema.Number, discovery: Schema.Number })
 
 /**
  * `EPH_ADMIN` verbs counted per operation.
@@ -155,11 +230,16 @@ export const ActiveStats = Schema.Struct({
   running: Schema.Boolean,
   server_id: Schema.String,
   transport: Schema.Literal("tcp-mesh"),
-  port: Schema.Number,
+  /** The bound mesh port; `null` when the node runs on the lane alone (nothing binds). */
+  port: Schema.NullOr(Schema.Number),
   version: Schema.String,
   uptime_ms: Schema.Number,
   auth: Schema.Literal("legacy", "permissive", "required"),
   tls: Schema.Literal("off", "psk"),
+  /** The id of this node's primary key (`null` in open mode), and of the keys it still accepts. */
+  key_id: Schema.NullOr(Schema.String),
+  accepted_key_ids: Schema.Array(Schema.String),
+  health: HealthStats,
   /** Peers configured (an entry naming this node included). */
   peer_count: Schema.Number,
   peers: Schema.Array(PeerStats),
@@ -187,6 +267,11 @@ export const ActiveStats = Schema.Struct({
   eph_members: Schema.Number,
   /** `EPH_ADMIN` verbs broadcast by this node and received from peers, per operation. */
   eph_admin: Schema.Struct({ sent: EphAdminCounts, received: EphAdminCounts }),
+  /** Peer entries added and removed since the start, by how they were found. */
+  members_joined: ByFoundBy,
+  members_left: ByFoundBy,
+  discovery: Schema.NullOr(DiscoveryStats),
+  lane: Schema.NullOr(LaneStats),
   /** Refused inbound connections, every reason (see `rejections`). */
   handshake_failures: Schema.Number,
   /** Upstream's name for the same count. */
@@ -301,7 +386,7 @@ export interface Counters {
  */
 export interface Parts {
   readonly serverId: string
-  readonly port: number
+  readonly port: number | null
   readonly running: boolean
   readonly version: string
   readonly uptimeMs: number
@@ -310,6 +395,13 @@ export interface Parts {
   readonly members: ReadonlyArray<Membership.Member>
   readonly counters: Counters
   readonly ephAdmin: { readonly sent: EphAdminCounts; readonly received: EphAdminCounts }
+  readonly keyId: string | null
+  readonly acceptedKeyIds: ReadonlyArray<string>
+  readonly health: ActiveStats["health"]
+  readonly membersJoined: ActiveStats["members_joined"]
+  readonly membersLeft: ActiveStats["members_left"]
+  readonly discovery: ActiveStats["discovery"]
+  readonly lane: LaneStats | null
   readonly maintenance: boolean
   readonly popMaintenance: boolean
 }
@@ -323,6 +415,7 @@ const peerOf = (member: Membership.Member, address: Membership.Address): PeerSta
     port: address.port,
     connected,
     self: member.self,
+    found_by: member.foundBy === "dns" || member.foundBy === "discovery" ? member.foundBy : "config",
     resolved: connected,
     resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.resolvedIp) : null,
     last_resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.lastResolvedIp) : null,
@@ -334,6 +427,8 @@ const peerOf = (member: Membership.Member, address: Membership.Address): PeerSta
     dropped_down: count((l) => l.droppedDown),
     discarded: count((l) => l.discarded),
     reconnects: count((l) => l.reconnects),
+    silent_closes: count((l) => l.silentCloses),
+    stalled_closes: count((l) => l.stalledCloses),
     last_error: Option.isSome(link) ? Option.getOrNull(link.value.lastError) : null
   }
 }
@@ -364,7 +459,8 @@ export const make = (parts: Parts): ActiveStats => {
       servers.push({
         server_id: member.serverId.value,
         alive: member.heard.value.alive,
-        last_seen_ms_ago: member.heard.value.lastSeenMsAgo
+        last_seen_ms_ago: member.heard.value.lastSeenMsAgo,
+        key_id: Option.getOrNull(member.heard.value.keyId)
       })
     }
   }
@@ -387,6 +483,9 @@ export const make = (parts: Parts): ActiveStats => {
     uptime_ms: parts.uptimeMs,
     auth: parts.auth,
     tls: parts.tls,
+    key_id: parts.keyId,
+    accepted_key_ids: [...parts.acceptedKeyIds],
+    health: parts.health,
     peer_count: peers.length,
     peers,
     servers_alive: alive,
@@ -399,6 +498,10 @@ export const make = (parts: Parts): ActiveStats => {
     messages_discarded: discarded,
     eph_members: Membership.ephemeralMembers(parts.members).length,
     eph_admin: parts.ephAdmin,
+    members_joined: parts.membersJoined,
+    members_left: parts.membersLeft,
+    discovery: parts.discovery,
+    lane: parts.lane,
     handshake_failures: failures,
     signature_failures: failures,
     sequence_rejections: 0,

@@ -72,6 +72,11 @@ export interface NodeOptions {
   readonly config?: Partial<MeshConfig.MeshConfigShape>
   /** Options of the runtime layers (the reconnect schedule, liveness bounds) and the shipped waker. */
   readonly options?: Mesh.LocalOptions
+  /**
+   * The host's optional services, provided beside the shipped ones: a `Discovery`
+   * (`Discovery.layer(...)`), an `EphemeralAdmin`, a lane. Any layer that needs nothing and cannot fail.
+   */
+  readonly services?: Layer.Layer<never>
 }
 
 /**
@@ -117,6 +122,7 @@ export const node = (
   Effect.map(
     Layer.build(
       Mesh.layerLocal(options.options).pipe(
+        Layer.provide(options.services ?? Layer.empty),
         Layer.provide(MemoryTransport.layer(network, { host: options.host ?? options.serverId })),
         Layer.provide(MeshConfig.layer(config(options)))
       )

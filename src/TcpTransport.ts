@@ -32,6 +32,15 @@ export interface TcpOptions {
 }
 
 /**
+ * TCP keep-alive on every mesh socket, first probe after this much idle time: the kernel's own check
+ * that the other end still exists, under the mesh's heartbeats (which are what liveness trusts).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const KEEPALIVE_MS = 10_000
+
+/**
  * @example
  * ```ts
  * import { strictEqual } from "node:assert"
@@ -70,7 +79,13 @@ export const make = (options: TcpOptions = {}): TransportShape => {
     const address = `${host}:${port}`
     return Effect.acquireRelease(
       Effect.async<Net.Socket, TransportError>((resume) => {
-        const socket = Net.createConnection({ host, port, noDelay: true })
+        const socket = Net.createConnection({
+          host,
+          port,
+          noDelay: true,
+          keepAlive: true,
+          keepAliveInitialDelay: KEEPALIVE_MS
+        })
         // A permanent listener: an 'error' with none would crash the process.
         socket.on("error", () => {})
         const onConnect = () => {
@@ -126,6 +141,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
                   Effect.succeed(socket),
                   (socket) => {
                     socket.setNoDelay(true)
+                    socket.setKeepAlive(true, KEEPALIVE_MS)
                     return onConnection(
                       connectionOf(socket, `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`)
                     )
@@ -185,6 +201,7 @@ export const layerConfig = (
         ? layer(options)
         : TlsTransport.layer({
             secret: config.secret,
+            accepted: config.acceptedSecrets,
             identity: config.serverId,
             ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
             handshakeTimeout: config.handshakeTimeout,

@@ -13,6 +13,12 @@
  * to be X", no more; the mesh HELLO still runs inside the link, and the listener refuses a HELLO whose
  * server id is not that identity (`wrong_identity`): an accepted connection carries it as `identity`.
  *
+ * With a keyring (`QUEEN_SYNC_SECRETS`: a primary key and keys still accepted), a dialer derives its
+ * link key from its primary and presents `qmk1:<key id>:<server id>`, the key id derived from the key
+ * (never the key); a listener derives from the key that id names, if it holds it, and from its own
+ * primary for a bare server id. A rotation in three rolling steps (add the new key second, make it
+ * primary, remove the old) keeps every link up throughout (docs/security.md).
+ *
  * TLS 1.3 only, with the SHA-256 suites (`CIPHERS`): on Node 20 an external PSK with a SHA-384 suite
  * alone fails to negotiate. The Connection behaves exactly like `TcpTransport`'s: reads straight from
  * the socket's 'data' event, pause while a returned effect runs, writes with back-pressure, and the
@@ -24,6 +30,7 @@ import { hkdfSync } from "node:crypto"
 import type * as Net from "node:net"
 import * as Tls from "node:tls"
 import { Cause, Duration, Effect, FiberSet, Layer, Redacted, Runtime } from "effect"
+import * as Keyring from "./internal/keyring.js"
 import * as Rules from "./internal/rules.js"
 import { connectionOf, destroy } from "./internal/socket.js"
 import { TlsConfigError as ConfigError, TransportError } from "./MeshError.js"
@@ -70,6 +77,12 @@ export const MAX_IDENTITY_BYTES = Rules.MAX_SERVER_ID_BYTES
 export interface TlsOptions {
   /** The shared secret (`QUEEN_SYNC_SECRET`). Must not be empty: there is no open mode over TLS-PSK. */
   readonly secret: Redacted.Redacted<string> | string
+  /**
+   * Keys a listener accepts besides `secret` (the rest of `QUEEN_SYNC_SECRETS`, a rotation under way).
+   * With any, a dialer presents `qmk1:<key id>:<server id>` as its identity, so the listener knows which
+   * key to derive the link's key from; the HELLO's server id must still be the part after the key id.
+   */
+  readonly accepted?: ReadonlyArray<Redacted.Redacted<string> | string>
   /** This node's server id, presented as the PSK identity when it dials. See `isValidIdentity`. */
   readonly identity: string
   /** How long a dial may take, TCP connect and TLS handshake together. Default 5 seconds. */
@@ -112,7 +125,22 @@ export const TlsConfigError = ConfigError
  */
 export type TlsConfigError = ConfigError
 
+/** TCP keep-alive's first probe, as on plain TCP links. */
+const KEEPALIVE_MS = 10_000
+
 const PRINTABLE = /^[^\p{Cc}\p{Cs}]+$/u
+
+/** The prefix of an identity that names its key: `qmk1:<16 hex key id>:<server id>`. */
+const KEYED_IDENTITY = "qmk1:"
+const KEYED = /^qmk1:([0-9a-f]{16}):(.+)$/s
+
+/** The key id and server id of an identity that names its key, or `undefined` for a bare server id. */
+const keyedIdentity = (
+  identity: string
+): { readonly keyId: string; readonly serverId: string } | undefined => {
+  const match = KEYED.exec(identity)
+  return match === null ? undefined : { keyId: match[1]!, serverId: match[2]! }
+}
 
 /**
  * Whether a string can be a PSK identity: 1 to `MAX_IDENTITY_BYTES` UTF-8 bytes, no control characters
@@ -167,7 +195,11 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigE
     const secret = Redacted.isRedacted(options.secret) ? Redacted.value(options.secret) : options.secret
     if (secret === "") return Effect.fail(new ConfigError({ reason: "EmptySecret" }))
     if (!isValidIdentity(options.identity)) return Effect.fail(new ConfigError({ reason: "InvalidIdentity" }))
-    const identity = options.identity
+    const keys = Keyring.fromSecrets(secret, options.accepted ?? [])
+    const ring: Keyring.Keyring = keys === "open" ? { primary: Keyring.key(secret), accepted: [] } : keys
+    // With a keyring the identity names the key, when it still fits; a lone key keeps the bare id.
+    const named = `${KEYED_IDENTITY}${ring.primary.id}:${options.identity}`
+    const identity = ring.accepted.length > 0 && isValidIdentity(named) ? named : options.identity
     const ownKey = derivePsk(secret, identity)
     const connectTimeoutMs = Duration.toMillis(Duration.decode(options.connectTimeout ?? "5 seconds"))
     const handshakeTimeoutMs = Duration.toMillis(Duration.decode(options.handshakeTimeout ?? "5 seconds"))
@@ -194,6 +226,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigE
           checkServerIdentity: () => undefined
         })
         socket.setNoDelay(true)
+        socket.setKeepAlive(true, KEEPALIVE_MS)
         // A permanent listener: an 'error' with none would crash the process.
         socket.on("error", noop)
         let settled = false
@@ -264,6 +297,7 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigE
           socket.on("error", noop)
           if (closing) return void socket.destroy()
           socket.setNoDelay(true)
+          socket.setKeepAlive(true, KEEPALIVE_MS)
           const connection = { ...connectionOf(socket, remoteOf(socket)), identity: accepted.get(socket) }
           run(
             onConnection(connection).pipe(
@@ -301,8 +335,18 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigE
                   refused.add(socket)
                   return null
                 }
-                accepted.set(socket, offered)
-                return derivePsk(secret, offered)
+                const keyed = keyedIdentity(offered)
+                if (keyed === undefined) {
+                  accepted.set(socket, offered)
+                  return derivePsk(ring.primary.secret, offered)
+                }
+                const key = Keyring.byId(ring, keyed.keyId)
+                if (key === undefined) {
+                  refused.add(socket)
+                  return null
+                }
+                accepted.set(socket, keyed.serverId)
+                return derivePsk(key.secret, offered)
               }
             })
             server.on("connection", onRawConnection)

@@ -43,6 +43,11 @@
  * @since 0.1.0
  * @category modules
  */
+export * as Discovery from "./Discovery.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as EphemeralAdmin from "./EphemeralAdmin.js"
 /**
  * @since 0.1.0
@@ -99,6 +104,11 @@ export * as MeshError from "./MeshError.js"
  * @category modules
  */
 export * as MeshEvent from "./MeshEvent.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as MeshHealth from "./MeshHealth.js"
 /**
  * @since 0.1.0
  * @category modules

@@ -150,6 +150,7 @@ describe("Frame", () => {
         mac: "",
         http_addr: Option.none(),
         eph_epoch: Option.none(),
+        key_id: Option.none(),
         v2: Option.none()
       })
       const length =
@@ -181,6 +182,7 @@ describe("Frame", () => {
             mac: "m",
             http_addr: Option.none(),
             eph_epoch: Option.none(),
+            key_id: Option.none(),
             v2: Option.none()
           }),
           4
@@ -590,6 +592,7 @@ describe("Frame", () => {
         mac: "m",
         http_addr: Option.none(),
         eph_epoch: Option.none(),
+        key_id: Option.none(),
         v2: Option.none()
       })
       assertEqual(decoded(10, '{"queue":"q","by":"admin"}'), {
@@ -764,6 +767,7 @@ describe("Frame", () => {
         mac: "",
         http_addr: Option.none(),
         eph_epoch: Option.none(),
+        key_id: Option.none(),
         v2: Option.none()
       })
       const overhead = 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(hello(0))))

@@ -19,8 +19,10 @@ const heard = (serverId: string, fields: Partial<Membership.Heard> = {}): Member
     httpAddr: Option.some(`http://${serverId}:6632`),
     ephEpoch: Option.some("+00AB"),
     ephemeralCapable: true,
+    keyId: Option.none(),
     ...fields
-  })
+  }),
+  lane: Option.none()
 })
 
 describe("Membership.ephemeralMembers", () => {

@@ -177,9 +177,11 @@ describe("a peer list that names the node itself", () => {
       const stats = yield* statsOf(a)
       assert.deepStrictEqual(HttpRoutes.readiness(stats), {
         ready: true,
-        reason: "no_other_peers",
+        reason: "solo",
         links_up: 0,
-        peer_count: 0
+        peer_count: 0,
+        expected: 0,
+        healthy: 0
       })
       assert.strictEqual(stats.handshake_failures, 0)
       assert.strictEqual((yield* network.network.dials).length, 1)
@@ -278,7 +280,14 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
       for (const i of [0, 1, 2]) {
         const r = yield* ready(i)
         assert.strictEqual(r.status, 200)
-        assert.deepStrictEqual(r.body, { ready: true, reason: "links_up", links_up: 2, peer_count: 2 })
+        assert.deepStrictEqual(r.body, {
+          ready: true,
+          reason: "clustered",
+          links_up: 2,
+          peer_count: 2,
+          expected: 2,
+          healthy: 2
+        })
       }
     }
     for (const i of [0, 1, 2]) {

@@ -158,7 +158,7 @@ describe("operator endpoints of queen-mesh node", () => {
         )
         yield* ready(200)
         const body = JSON.parse((yield* get(`${base}${HttpRoutes.paths.ready}`)).body) as { reason?: unknown }
-        assert.strictEqual(body.reason, "links_up")
+        assert.strictEqual(body.reason, "clustered")
         b.child.kill("SIGKILL")
         yield* ready(503)
         yield* start("ready-b", portB, httpB, [portA])

@@ -78,6 +78,19 @@ export const variables: ReadonlyArray<Variable> = [
     commands: ["node"]
   },
   {
+    name: "QUEEN_MESH_DISCOVERY",
+    default: "(none)",
+    description:
+      "dns:<name>[:<port>]: resolve the name every interval and dial every address it lists (a headless Service)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_DISCOVERY_INTERVAL_MS",
+    default: "5000",
+    description: "how often the discovery name is resolved; a peer missing from two rounds is dropped",
+    commands: ["node"]
+  },
+  {
     name: "QUEEN_SYNC_ENABLED",
     default: "true",
     description: "false turns the mesh off without removing the peers",
@@ -87,6 +100,13 @@ export const variables: ReadonlyArray<Variable> = [
     name: "QUEEN_SYNC_SECRET",
     default: "(empty)",
     description: "shared HELLO secret; empty is open mode (firewall the port regardless)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_SYNC_SECRETS",
+    default: "(none)",
+    description:
+      "the keyring instead of QUEEN_SYNC_SECRET: the primary key first, then keys still accepted (rotation)",
     commands: ["node"]
   },
   {

@@ -119,7 +119,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           return Effect.zipRight(waker.wake(frame), publish({ _tag: "Wake", from, item: frame }))
         }
         wakeNow(frame)
-        if (events.listening()) events.emit({ _tag: "Wake", from, item: frame })
+        if (events.listening("Wake")) events.emit({ _tag: "Wake", from, item: frame })
         return undefined
       }
       case "MessageAvailableBatch": {
@@ -130,7 +130,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
             { discard: true }
           )
         }
-        const listening = events.listening()
+        const listening = events.listening("Wake")
         for (const item of frame.items) {
           wakeNow(item)
           if (listening) events.emit({ _tag: "Wake", from, item })
@@ -139,7 +139,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
       }
       case "HotlistDirtyBatch": {
         const announce = () => {
-          if (!events.listening()) return
+          if (!events.listening("HotlistDirty")) return
           for (const item of frame.items) events.emit({ _tag: "HotlistDirty", from, item })
         }
         if (markNow === undefined)

@@ -68,6 +68,8 @@ export interface Hello {
   readonly http_addr: Option.Option<string>
   /** Upstream's HELLO v2: the peer's boot incarnation, a u64 in hex, if it said. */
   readonly eph_epoch: Option.Option<string>
+  /** Ours (`qm2_key`, v2 HELLOs only): the id of the key the dialer proves, never the key. */
+  readonly key_id: Option.Option<string>
 }
 
 export interface HotlistDirtyBatch {

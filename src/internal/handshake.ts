@@ -21,6 +21,7 @@ import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
 import { Effect, Either, Option, Redacted } from "effect"
 import * as Frame from "../Frame.js"
 import { HandshakeError } from "../MeshError.js"
+import * as Keyring from "./keyring.js"
 import * as Rules from "./rules.js"
 
 /**
@@ -65,6 +66,7 @@ export const helloWithNonce = (
     mac: key === "" ? "" : mac(key, nonce),
     http_addr: advert.http_addr,
     eph_epoch: advert.eph_epoch,
+    key_id: Option.none(),
     v2: Option.none()
   }
 }
@@ -244,6 +246,7 @@ export const helloV2 = (
       mac: key === "" ? "" : mac(key, nonce),
       http_addr: advert.http_addr,
       eph_epoch: advert.eph_epoch,
+      key_id: key === "" ? Option.none() : Option.some(Keyring.keyIdOf(key)),
       v2: Option.some({ challenge: challenge.nonce, receiver: challenge.server_id, label, mac: v2Mac })
     }
   })
@@ -258,7 +261,10 @@ export const helloV2 = (
  * the transport authenticated the dialer as (the TLS-PSK identity), when it did.
  */
 export interface JudgeOptions {
+  /** The primary key; empty is open mode. */
   readonly secret: Redacted.Redacted<string> | string
+  /** Keys accepted besides the primary (a rotation under way). */
+  readonly accepted?: ReadonlyArray<Redacted.Redacted<string> | string> | undefined
   readonly mode: HandshakeMode
   readonly challenge: Option.Option<Frame.Challenge>
   readonly selfId: string
@@ -275,6 +281,8 @@ export interface VerifiedHello {
   readonly version: 1 | 2
   readonly nonce: string
   readonly advert: Advert
+  /** The id of the installed key the HELLO proved; none in open mode. */
+  readonly keyId: Option.Option<string>
 }
 
 const HEX_DIGITS = /^\+?([0-9a-fA-F]+)$/
@@ -313,7 +321,10 @@ const v2Problem = (hello: Frame.Hello, v2: Frame.Hello["v2"] extends Option.Opti
  *   our id, which the caller tells apart) and `WrongIdentity` (a TLS link keyed for another id).
  *
  * The MAC is recomputed from this listener's own values (its nonce, `selfId`, label), never from the
- * peer's copies. With an empty secret no MAC is checked.
+ * peer's copies. With an empty secret no MAC is checked. With several keys installed (`accepted`), a
+ * legacy MAC is checked against each of them (each comparison in constant time) and the one that
+ * matched names the key; a v2 HELLO names its key (`qm2_key`), and one naming a key this node does not
+ * hold is refused as `UnknownKey`.
  */
 export const verifyHello = (
   hello: Frame.Hello,
@@ -328,25 +339,60 @@ export const verifyHello = (
   return verdict
 }
 
+/** The installed key whose legacy MAC the HELLO carries: each key tried, each comparison in constant time. */
+const legacyKey = (
+  hello: { readonly nonce: string; readonly mac: string },
+  keys: ReadonlyArray<Keyring.Key>
+): Either.Either<Keyring.Key, HandshakeError> => {
+  const given = hello.mac.toLowerCase()
+  if (!HEX_MAC.test(given)) return refuse("BadMac", "not 64 hex characters")
+  const bytes = Buffer.from(given, "hex")
+  let found: Keyring.Key | undefined
+  for (const k of keys) {
+    if (timingSafeEqual(Buffer.from(mac(k.secret, hello.nonce), "hex"), bytes) && found === undefined)
+      found = k
+  }
+  return found === undefined ? refuse("BadMac") : Either.right(found)
+}
+
 const verifyFields = (
   hello: Frame.Hello,
   options: JudgeOptions
 ): Either.Either<VerifiedHello, HandshakeError> => {
-  const accepted = (version: 1 | 2) =>
+  const accepted = (version: 1 | 2, key: Keyring.Key | undefined) =>
     Either.right<VerifiedHello>({
       serverId: hello.server_id,
       version,
       nonce: hello.nonce,
-      advert: { http_addr: hello.http_addr, eph_epoch: hello.eph_epoch }
+      advert: { http_addr: hello.http_addr, eph_epoch: hello.eph_epoch },
+      keyId: key === undefined ? Option.none() : Option.some(key.id)
     })
-  if (options.mode === "legacy") return Either.flatMap(verify(hello, options.secret), () => accepted(1))
   if (hello.server_id === "") return refuse("MissingServerId")
-  const key = secretOf(options.secret)
+  const ring = Keyring.fromSecrets(options.secret, options.accepted ?? [])
+  // The keys a legacy MAC is checked against: all of them, or the one a v2 HELLO names.
+  const candidates = (): Either.Either<ReadonlyArray<Keyring.Key>, HandshakeError> => {
+    if (ring === "open") return Either.right([])
+    if (options.mode === "legacy" || Option.isNone(hello.v2) || Option.isNone(hello.key_id)) {
+      return Either.right(Keyring.all(ring))
+    }
+    const named = Keyring.byId(ring, hello.key_id.value)
+    return named === undefined
+      ? refuse(
+          "UnknownKey",
+          `qm2_key ${JSON.stringify(Rules.excerpt(hello.key_id.value))} names no installed key`
+        )
+      : Either.right([named])
+  }
+  const proven = (): Either.Either<Keyring.Key | undefined, HandshakeError> =>
+    Either.flatMap(candidates(), (keys) =>
+      keys.length === 0 ? Either.right(undefined) : legacyKey(hello, keys)
+    )
+  if (options.mode === "legacy") return Either.flatMap(proven(), (key) => accepted(1, key))
   // The configuration refuses it; should it slip through, nothing can be proven without a secret.
-  if (options.mode === "required" && key === "") return refuse("BadMac", "required mode has no secret")
+  if (options.mode === "required" && ring === "open") return refuse("BadMac", "required mode has no secret")
   if (Option.isNone(hello.v2)) {
     if (options.mode === "required") return refuse("LegacyRefused")
-    return Either.flatMap(verify(hello, key), () => accepted(1))
+    return Either.flatMap(proven(), (key) => accepted(1, key))
   }
   const v2 = hello.v2.value
   const problem = v2Problem(hello, v2)
@@ -360,22 +406,22 @@ const verifyFields = (
   if (!textEqual(v2.challenge, challenge.nonce)) {
     return refuse("BadChallengeAnswer", "qm2_challenge is not this connection's nonce")
   }
-  if (key !== "") {
-    const legacy = verify(hello, key)
-    if (Either.isLeft(legacy)) return Either.left(legacy.left)
-    const expected = macV2(key, {
+  return Either.flatMap(proven(), (key) => {
+    if (key === undefined) return accepted(2, undefined)
+    const expected = macV2(key.secret, {
       dialerNonce: hello.nonce,
       listenerNonce: challenge.nonce,
       sender: hello.server_id,
       receiver: options.selfId,
       label: options.label
     })
-    if (!hexMacEqual(expected, v2.mac)) return refuse("BadChallengeAnswer", "qm2_mac does not match")
-  }
-  return accepted(2)
+    return hexMacEqual(expected, v2.mac)
+      ? accepted(2, key)
+      : refuse("BadChallengeAnswer", "qm2_mac does not match")
+  })
 }
 
-const V2_FIELDS = ["qm2_challenge", "qm2_receiver", "qm2_label", "qm2_mac"]
+const V2_FIELDS = ["qm2_challenge", "qm2_receiver", "qm2_label", "qm2_mac", "qm2_key"]
 
 const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)

@@ -306,7 +306,9 @@ export class InboundLink {
     })
     this.refresh = this.deps.liveness.register(peer, {
       authVersion: verdict.right.version,
-      advert: verdict.right.advert
+      advert: verdict.right.advert,
+      keyId: verdict.right.keyId,
+      remoteHost: hostOf(this.remote)
     })
     this.countRead = this.deps.state.readCounter(peer)
   }
@@ -373,3 +375,7 @@ export const challengeFor = (
   mode === "legacy"
     ? Effect.succeed(Option.none())
     : Effect.map(Handshake.makeChallenge(serverId, label), Option.some)
+
+/** The address a connection came from, an IPv4-mapped IPv6 address as its IPv4 form. */
+export const hostOf = (remote: string): string | undefined =>
+  remote === "unknown" || remote === "" ? undefined : remote.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")

@@ -21,6 +21,7 @@ import { challengeFor, type InboundDeps, InboundLink } from "./inboundLink.js"
 import { type ListenerCounts, ListenerState } from "./listenerState.js"
 import { Liveness } from "./liveness.js"
 import { SelfDialsService } from "./selfDials.js"
+import { Topology } from "./topology.js"
 
 /** The running listener: its bound port and its counters. */
 export interface ListenerShape {
@@ -35,7 +36,14 @@ export class Listener extends Context.Tag("queen-mesh/internal/Listener")<Listen
 export const make: Effect.Effect<
   ListenerShape,
   TransportError,
-  Scope.Scope | MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
+  | Scope.Scope
+  | MeshConfig.MeshConfig
+  | Transport
+  | Liveness
+  | Dispatch
+  | MeshEvents
+  | SelfDialsService
+  | Topology
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
   const transport = yield* Transport
@@ -54,7 +62,13 @@ export const make: Effect.Effect<
     events,
     selfDials: yield* SelfDialsService,
     clock: yield* Effect.clock,
-    judge: { secret: config.secret, mode: config.auth, selfId: config.serverId, label: config.clusterLabel },
+    judge: {
+      secret: config.secret,
+      accepted: config.acceptedSecrets,
+      mode: config.auth,
+      selfId: config.serverId,
+      label: config.clusterLabel
+    },
     helloMaxBytes: config.helloMaxBytes,
     handshakeTimeout: config.handshakeTimeout,
     idleTimeout: config.idleTimeout,
@@ -83,15 +97,15 @@ export const make: Effect.Effect<
       yield* link.run
     }).pipe(Effect.scoped, Effect.withSpan("queen-mesh.inbound"), Effect.annotateLogs({ module: "Listener" }))
 
-  const port = MeshConfig.isActive(config)
+  const port = (yield* Topology).tcp
     ? Option.some(yield* transport.listen({ host: config.bindHost, port: config.port }, accept))
     : Option.none<number>()
   return { port, counts: Effect.sync(() => state.counts()) }
 })
 
-/** The listener, bound in the layer's scope; nothing binds when the mesh is not active. */
+/** The listener, bound in the layer's scope; nothing binds when the TCP mesh does not run. */
 export const layer: Layer.Layer<
   Listener,
   TransportError,
-  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
+  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService | Topology
 > = Layer.scoped(Listener, make)

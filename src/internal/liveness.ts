@@ -13,7 +13,7 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, Runtime, type Scope } from "effect"
+import { Context, Duration, Effect, Layer, type Option, Runtime, type Scope } from "effect"
 import * as MeshConfig from "../MeshConfig.js"
 import { MeshEvents } from "../MeshEvent.js"
 import { type Advert, ephemeralCapable } from "./handshake.js"
@@ -34,6 +34,8 @@ export interface ServerState {
   readonly advert: Advert
   /** Its latest HELLO made it ephemeral-capable (`Handshake.ephemeralCapable`). */
   readonly ephemeralCapable: boolean
+  /** The id of the key its latest HELLO proved. */
+  readonly keyId: Option.Option<string>
 }
 
 /** How a server's connection authenticated and what it advertised, recorded at its HELLO (each HELLO
@@ -41,6 +43,10 @@ export interface ServerState {
 export interface HelloInfo {
   readonly authVersion: 1 | 2
   readonly advert: Advert
+  /** The id of the key its HELLO proved; none in open mode. */
+  readonly keyId: Option.Option<string>
+  /** The address its connection came from, without the port (`undefined` when unknown). */
+  readonly remoteHost?: string | undefined
 }
 
 /**
@@ -61,6 +67,13 @@ export interface LivenessShape {
   readonly servers: Effect.Effect<ReadonlyArray<ServerState>>
   /** Alive and dead counts now. */
   readonly counts: Effect.Effect<{ readonly alive: number; readonly dead: number }>
+  /** Milliseconds since the last frame from `serverId`, or `undefined` if it was never heard (or forgotten). */
+  readonly silentFor: (serverId: string) => number | undefined
+  /**
+   * The same for the one server whose latest connection came from `host`, or `undefined` when none or
+   * more than one did (then the host says nothing about which server it is).
+   */
+  readonly silentForHost: (host: string) => number | undefined
 }
 
 /**
@@ -213,13 +226,30 @@ export const make = (
           silentFor: now - entry.lastSeen,
           authVersion: entry.hello.authVersion,
           advert: entry.hello.advert,
-          ephemeralCapable: entry.capable
+          ephemeralCapable: entry.capable,
+          keyId: entry.hello.keyId
         }))
         .sort((a, b) => (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
     })
 
+    const silentFor = (serverId: string): number | undefined => {
+      const entry = entries.get(serverId)
+      return entry === undefined ? undefined : clock.unsafeCurrentTimeMillis() - entry.lastSeen
+    }
+    const silentForHost = (host: string): number | undefined => {
+      let found: Entry | undefined
+      for (const entry of entries.values()) {
+        if (entry.hello.remoteHost !== host) continue
+        if (found !== undefined) return undefined
+        found = entry
+      }
+      return found === undefined ? undefined : clock.unsafeCurrentTimeMillis() - found.lastSeen
+    }
+
     return {
       register,
+      silentFor,
+      silentForHost,
       servers: snapshot,
       counts: Effect.map(snapshot, (servers) => {
         const alive = servers.filter((s) => s.alive).length

@@ -25,7 +25,8 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, FiberHandle, Option, type Scope } from "effect"
+import { Context, Duration, Effect, FiberHandle, Option, type Scope, Stream } from "effect"
+import * as MeshHealth from "../MeshHealth.js"
 import type { QueueItem } from "./frameModel.js"
 import * as rules from "./rules.js"
 import * as SyncTwin from "./syncTwin.js"
@@ -114,6 +115,14 @@ export interface LocalWakerOptions {
    * Default 25 ms.
    */
   readonly timeoutResolution?: Duration.DurationInput
+  /**
+   * While the mesh is neither `clustered` nor `solo` (see `MeshHealth`), parked pops wait at most this
+   * long: the host's re-poll is then the fallback path, so a broken mesh costs about this, not a whole
+   * `maxWait`. Pops already parked when the mesh degrades are timed out this long after it did. Needs
+   * the `MeshHealth` value the mesh publishes (`Mesh.layerLocal` and the layers above provide it to
+   * both). Default: off.
+   */
+  readonly degradedMaxWait?: Duration.DurationInput
 }
 
 const WOKEN = Effect.succeed<WakeOutcome>("woken")
@@ -346,10 +355,52 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
     }).pipe(Effect.annotateLogs({ module: "LocalWaker", fiber: "reaper" }), Effect.interruptible)
     const runReaper = yield* FiberHandle.makeRuntime<never, never, void>()
 
+    // The degraded path: while the mesh cannot be trusted to wake pops, they wait at most `short`.
+    const short = options.degradedMaxWait === undefined ? undefined : Duration.decode(options.degradedMaxWait)
+    let trusted = true
+    const health = short === undefined ? Option.none() : yield* Effect.serviceOption(MeshHealth.MeshHealth)
+    if (short !== undefined && Option.isSome(health)) {
+      const runShortening = yield* FiberHandle.makeRuntime<never, never, void>()
+      // Pops parked when the mesh degraded are timed out `short` after it did (a return to trusted
+      // health before then cancels it: their wakes are flowing again).
+      const shortenParked = Effect.suspend(() => {
+        const parkedNow: Array<Pop> = []
+        for (const byTenant of parked.values())
+          for (const waiters of byTenant.values()) parkedNow.push(...waiters)
+        return Effect.as(Effect.sleep(short), parkedNow)
+      }).pipe(
+        Effect.flatMap((parkedThen) =>
+          Effect.sync(() => {
+            for (const pop of parkedThen) {
+              if (pop.done) continue
+              pop.done = true
+              live--
+              stale++
+              detach(pop)
+              pop.finish(TIMEOUT)
+            }
+            compactIfStale()
+          })
+        )
+      )
+      yield* health.value.changes.pipe(
+        Stream.runForEach((now) =>
+          Effect.sync(() => {
+            const next = MeshHealth.isTrusted(now)
+            if (next === trusted) return
+            trusted = next
+            runShortening(next ? Effect.void : shortenParked)
+          })
+        ),
+        Effect.forkScoped
+      )
+    }
+
     const awaitWake: LocalWakerShape["awaitWake"] = (target, { maxWait }) =>
       Effect.async<WakeOutcome>((resume) => {
         if (closed) return resume(SHUTDOWN)
-        const duration = Duration.decode(maxWait)
+        const asked = Duration.decode(maxWait)
+        const duration = trusted || short === undefined ? asked : Duration.min(asked, short)
         const tenant = targetTenant(target)
         if (tenant === undefined) {
           dropped++

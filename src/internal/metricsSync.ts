@@ -7,16 +7,31 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, Metric, MetricKey, type Scope } from "effect"
+import {
+  Context,
+  Duration,
+  Effect,
+  Layer,
+  Metric,
+  MetricKey,
+  Option,
+  type Scope,
+  SubscriptionRef
+} from "effect"
 import * as Frame from "../Frame.js"
 import * as MeshConfig from "../MeshConfig.js"
 import { handshakeReasonList } from "../MeshError.js"
 import { EphCounts, ops } from "./ephCounts.js"
+import { HealthRef } from "./healthRef.js"
+import { Lane } from "./lane.js"
 import { Listener } from "./listener.js"
 import { Liveness } from "./liveness.js"
 import { loop } from "./loop.js"
 import * as MetricNames from "./metricNames.js"
 import { Peers } from "./peers.js"
+import { Topology } from "./topology.js"
+
+const STATUSES = ["clustered", "degraded", "isolated", "solo"] as const
 
 const names = MetricNames.names
 
@@ -54,7 +69,7 @@ export const make = (
 ): Effect.Effect<
   MeshMetricsShape,
   never,
-  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts
+  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
 > =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
@@ -62,6 +77,9 @@ export const make = (
     const listener = yield* Listener
     const liveness = yield* Liveness
     const ephCounts = yield* EphCounts
+    const lane = Option.getOrUndefined(yield* Lane)
+    const topology = yield* Topology
+    const health = yield* HealthRef
     const server = config.serverId
     const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
     const gauges = new Map<string, Metric.Metric.Gauge<number>>()
@@ -101,6 +119,17 @@ export const make = (
       let alive = 0
       let ephMembers = 0
       for (const one of servers) {
+        if (Option.isSome(one.keyId)) {
+          gauge(
+            names.peerKey,
+            "the key each server's last HELLO proved (1 per server and key id)",
+            [
+              ["peer", one.serverId],
+              ["key_id", one.keyId.value]
+            ],
+            1
+          )
+        }
         if (!one.alive) continue
         alive++
         if (one.ephemeralCapable) ephMembers++
@@ -129,6 +158,18 @@ export const make = (
           link.discarded
         )
         count(names.reconnects, "links that were up and went down", peer, link.reconnects)
+        count(
+          names.livenessCloses,
+          "links closed by the outbound liveness check, by reason",
+          [...peer, ["reason", "peer_silent"]],
+          link.silentCloses
+        )
+        count(
+          names.livenessCloses,
+          "links closed by the outbound liveness check, by reason",
+          [...peer, ["reason", "write_stalled"]],
+          link.stalledCloses
+        )
         gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
         if (link.connected) outboundUp++
       }
@@ -187,6 +228,87 @@ export const make = (
       gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
       gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
       gauge(names.ephMembers, "peers alive and ephemeral-capable (upstream's eph_members)", [], ephMembers)
+      const now = yield* SubscriptionRef.get(health)
+      for (const status of STATUSES) {
+        gauge(
+          names.health,
+          "the node's health: 1 for its status now",
+          [["status", status]],
+          now.status === status ? 1 : 0
+        )
+      }
+      const membership = yield* peers.membershipCounts
+      for (const foundBy of ["config", "dns", "discovery"] as const) {
+        count(
+          names.membersJoined,
+          "peer entries added, by how they were found",
+          [["found_by", foundBy]],
+          membership.joined[foundBy]
+        )
+        count(
+          names.membersLeft,
+          "peer entries removed, by how they were found",
+          [["found_by", foundBy]],
+          membership.left[foundBy]
+        )
+      }
+      const discovery = yield* peers.discovery
+      if (Option.isSome(discovery)) {
+        count(
+          names.discoveryRounds,
+          "discovery rounds, by outcome",
+          [["outcome", "ok"]],
+          discovery.value.rounds - discovery.value.failedRounds
+        )
+        count(
+          names.discoveryRounds,
+          "discovery rounds, by outcome",
+          [["outcome", "failed"]],
+          discovery.value.failedRounds
+        )
+      }
+      if (lane !== undefined) {
+        const laneStats = yield* lane.stats
+        const up = laneStats.status === "up" ? 1 : 0
+        gauge(names.laneUp, "1 while the lane carries frames", [], up)
+        count(
+          names.laneNotifications,
+          "lane notifications, by direction",
+          [["direction", "sent"]],
+          laneStats.notifications_sent
+        )
+        count(
+          names.laneNotifications,
+          "lane notifications, by direction",
+          [["direction", "received"]],
+          laneStats.notifications_received
+        )
+        count(
+          names.laneBytes,
+          "lane payload bytes, by direction",
+          [["direction", "sent"]],
+          laneStats.bytes_sent
+        )
+        count(
+          names.laneBytes,
+          "lane payload bytes, by direction",
+          [["direction", "received"]],
+          laneStats.bytes_received
+        )
+        for (const [reason, n] of Object.entries(laneStats.refused)) {
+          count(names.laneRefused, "lane notifications refused, by reason", [["reason", reason]], n)
+        }
+        count(names.laneDropped, "frames the lane could not send", [], laneStats.dropped)
+        count(names.laneReconnects, "lane connections re-established", [], laneStats.reconnects)
+        if (laneStats.queue_usage !== null) {
+          gauge(
+            names.laneQueueUsage,
+            "pg_notification_queue_usage() at the last check",
+            [],
+            laneStats.queue_usage
+          )
+        }
+      }
       for (const op of ops) {
         const tags = (direction: string): Tags => [
           ["direction", direction],
@@ -202,7 +324,7 @@ export const make = (
       }
     })
 
-    if (MeshConfig.isActive(config)) {
+    if (topology.tcp || lane !== undefined) {
       yield* sync
       yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
     }
@@ -214,5 +336,8 @@ export const make = (
  */
 export const layer = (
   options: { readonly interval?: Duration.DurationInput } = {}
-): Layer.Layer<MeshMetrics, never, MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts> =>
-  Layer.scoped(MeshMetrics, make(options))
+): Layer.Layer<
+  MeshMetrics,
+  never,
+  MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
+> => Layer.scoped(MeshMetrics, make(options))

@@ -93,6 +93,13 @@ export interface OutboundOptions {
   readonly events: MeshEventsShape
   /** How long a peer never reached yet may fail before it is warned about (it may be starting too). */
   readonly startGrace: Duration.Duration
+  /** The silence after which a peer is dead: an established link to a peer silent this long is closed. */
+  readonly deadThreshold: Duration.Duration
+  /**
+   * Milliseconds since the last frame from the server `link` reaches, if the node can tell which one
+   * that is (the id its v2 challenge gave, or the one server that dialled in from its address).
+   */
+  readonly peerSilence: (link: PeerLink) => number | undefined
 }
 
 export class OutboundLink {
@@ -139,6 +146,11 @@ export class OutboundLink {
         if (exit._tag === "Success") continue
         const failure = Cause.failureOption(exit.cause)
         if (Option.isNone(failure)) return yield* Effect.failCause(exit.cause)
+        // Closed by the liveness check: the link was up and is known bad, so dial again at once.
+        if (failure.value.cause === "peer silent" || failure.value.cause === "write stalled") {
+          yield* driver.reset
+          continue
+        }
         const next = yield* Effect.either(driver.next(forget(failure.value)))
         // A schedule that ends leaves the peer alone; the default never ends.
         if (Either.isLeft(next)) {
@@ -189,15 +201,38 @@ export class OutboundLink {
       )
       const writer = Effect.gen(function* () {
         yield* link.available
-        const frames = link.takeAll()
+        const frames = link.takeAll(yield* Clock.currentTimeMillis)
         yield* connection.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
         link.wrote(frames)
       }).pipe(Effect.forever)
+      // Outbound liveness, checked on every heartbeat tick: a link into a black hole stays "connected"
+      // until TCP gives up, so a link up for the dead threshold whose peer has been silent inbound as
+      // long, or whose writes have not drained as long, is closed (and dialled again at once).
+      const deadMs = Duration.toMillis(this.options.deadThreshold)
+      const up = upSince
+      const check = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        let reason: "peer silent" | "write stalled" | undefined
+        const silent = now - up >= deadMs ? this.options.peerSilence(link) : undefined
+        if (silent !== undefined && silent >= deadMs) reason = "peer silent"
+        const writing = link.writeStartedAt
+        if (reason === undefined && writing !== undefined && now - writing >= deadMs) reason = "write stalled"
+        if (reason === undefined) return Effect.void
+        link.closedBy(reason)
+        return Effect.zipRight(
+          Effect.logWarning("mesh link closed by its liveness check; dialling again").pipe(
+            Effect.annotateLogs({ reason, dead_threshold_ms: deadMs })
+          ),
+          Effect.fail(reason)
+        )
+      })
       // A heartbeat every interval, busy or not, as upstream sends them.
       const heartbeats = Effect.forever(
         Effect.zipRight(
           Effect.sleep(this.options.heartbeatInterval),
-          Effect.sync(() => link.offer(this.heartbeat))
+          Effect.zipRight(
+            Effect.sync(() => link.offer(this.heartbeat)),
+            check
+          )
         )
       )
       const closed = Effect.zipRight(Fiber.join(reader), Effect.fail("closed by peer" as const))

@@ -27,6 +27,8 @@ export interface PeerLinkState extends Membership.Link {
   readonly name: string
   /** The entry names this node itself: not dialled, not a link, not counted for readiness. */
   readonly self: boolean
+  /** How the entry came: the configured list, DNS discovery or another `Discovery`. */
+  readonly foundBy: "config" | "dns" | "discovery"
   /** The server id the peer's v2 challenge gave, the last time it sent one. */
   readonly learnedId: Option.Option<string>
   /** Frames written, by tag (only tags with a count). */
@@ -65,13 +67,20 @@ export class PeerLink {
   /** The writer holds frames it took and is writing them. */
   private writing = false
 
+  /** Links closed by the outbound liveness check: the peer silent inbound, or writes not draining. */
+  private silentCloses = 0
+  private stalledCloses = 0
+  /** When the writer took the frames it is writing now (`undefined` while it writes nothing). */
+  private writingSince: number | undefined = undefined
+
   constructor(
     readonly peer: Peer,
     readonly name: string,
     readonly capacity: number,
     readonly capacityBytes: number,
     /** Observes the frames of each write (the frames-per-write histogram). */
-    private readonly observeWrite: (frames: number) => void = () => {}
+    private readonly observeWrite: (frames: number) => void = () => {},
+    readonly foundBy: PeerLinkState["foundBy"] = "config"
   ) {}
 
   /** Frames waiting, including those the writer holds while it writes them. */
@@ -95,6 +104,9 @@ export class PeerLink {
       name: this.name,
       connected: this.isConnected,
       self: this.self,
+      foundBy: this.foundBy,
+      silentCloses: this.silentCloses,
+      stalledCloses: this.stalledCloses,
       learnedId: Option.fromNullable(this.learnedId),
       resolvedIp: Option.fromNullable(this.resolvedIp),
       lastResolvedIp: Option.fromNullable(this.lastResolvedIp),
@@ -173,6 +185,23 @@ export class PeerLink {
     this.learnedId = serverId
   }
 
+  /** Who the link reaches, as far as it knows: the server id its challenge gave, the address it is up to. */
+  get identity(): { readonly learnedId: string | undefined; readonly host: string | undefined } {
+    const host = this.resolvedIp?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")
+    return { learnedId: this.learnedId, host }
+  }
+
+  /** Since when the writer has been writing what it holds, if it is (writes not draining). */
+  get writeStartedAt(): number | undefined {
+    return this.writingSince
+  }
+
+  /** The outbound liveness check closed the link, for this reason. */
+  closedBy(reason: "peer silent" | "write stalled"): void {
+    if (reason === "peer silent") this.silentCloses++
+    else this.stalledCloses++
+  }
+
   /** Our own listener recognised this entry's HELLO: the entry names this node. */
   markSelf(): void {
     this.self = true
@@ -190,6 +219,7 @@ export class PeerLink {
     this.resolvedIp = undefined
     this.direct = undefined
     this.writing = false
+    this.writingSince = undefined
     for (const frame of this.items) this.droppedByTag.add(frame[4]!)
     for (const frame of this.inFlight) this.droppedByTag.add(frame[4]!)
     this.discarded += this.items.length + this.inFlight.length
@@ -200,10 +230,11 @@ export class PeerLink {
   }
 
   /** Takes every waiting frame, oldest first, for one coalesced write; they are being written now. */
-  takeAll(): Array<Uint8Array> {
+  takeAll(now: number): Array<Uint8Array> {
     const all = this.items
     this.items = []
     this.writing = true
+    this.writingSince = now
     this.inFlight = all
     this.inFlightBytes = this.bytes
     this.bytes = 0
@@ -212,6 +243,7 @@ export class PeerLink {
 
   /** The writer finished writing frames it took. */
   wrote(frames: ReadonlyArray<Uint8Array>): void {
+    this.writingSince = undefined
     this.inFlight = []
     this.inFlightBytes = 0
     this.written += frames.length

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, FastCheck as fc, Option, Redacted } from "effect"
 import * as Frame from "../../src/Frame.js"
 import * as Handshake from "../../src/internal/handshake.js"
+import * as Keyring from "../../src/internal/keyring.js"
 import { HandshakeError } from "../../src/MeshError.js"
 import * as Arb from "../fixtures/arbitraries.js"
 import { assertEqual } from "../fixtures/equality.js"
@@ -71,6 +72,7 @@ describe("Handshake", () => {
         mac: VECTOR_MAC,
         http_addr: Option.none(),
         eph_epoch: Option.none(),
+        key_id: Option.none(),
         v2: Option.none()
       })
     })
@@ -449,8 +451,10 @@ describe("Handshake v2", () => {
           "qm2_challenge",
           "qm2_receiver",
           "qm2_label",
-          "qm2_mac"
+          "qm2_mac",
+          "qm2_key"
         ])
+        assert.strictEqual(payload.qm2_key, Keyring.keyIdOf(SECRET))
         assert.strictEqual(payload.qm2_challenge, LISTENER_NONCE)
         assert.strictEqual(payload.qm2_receiver, LISTENER)
         assert.strictEqual(payload.qm2_label, LABEL)
@@ -788,6 +792,7 @@ describe("Handshake v2", () => {
           ...wire,
           http_addr: Option.none(),
           eph_epoch: Option.none(),
+          key_id: Option.none(),
           v2: Option.fromNullable(wire.v2)
         }
         const result = verifyHello(hello, {

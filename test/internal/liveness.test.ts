@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Ref, Stream, TestClock } from "effect"
+import { Effect, Option, Ref, Stream, TestClock } from "effect"
 import * as Handshake from "../../src/internal/handshake.js"
 import * as Liveness from "../../src/internal/liveness.js"
 import * as MeshEvent from "../../src/MeshEvent.js"
@@ -29,7 +29,7 @@ const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
   })
 
 /** How the servers of these tests authenticated: it only shows in the stats. */
-const V1 = { authVersion: 1, advert: Handshake.NO_ADVERT } as const
+const V1 = { authVersion: 1, advert: Handshake.NO_ADVERT, keyId: Option.none() } as const
 
 describe("Liveness", () => {
   it.scoped("dead exactly one threshold after the last frame, alive again on the next, once each", () =>

@@ -5,8 +5,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule, TestClock } from "effect"
 import * as Frame from "../../src/Frame.js"
+import * as Liveness from "../../src/internal/liveness.js"
 import * as Peers from "../../src/internal/peers.js"
 import * as SelfDials from "../../src/internal/selfDials.js"
+import * as Topology from "../../src/internal/topology.js"
 import * as MemoryTransport from "../../src/MemoryTransport.js"
 import * as MeshConfig from "../../src/MeshConfig.js"
 import * as MeshEvent from "../../src/MeshEvent.js"
@@ -23,10 +25,10 @@ describe("Peers", () => {
           Effect.provide(
             Layer.mergeAll(
               MemoryTransport.layer(network),
-              MeshConfig.layer(config),
-              SelfDials.layer,
-              MeshEvent.layer
-            )
+              Topology.layer,
+              Liveness.layer(),
+              SelfDials.layer
+            ).pipe(Layer.provideMerge(Layer.merge(MeshConfig.layer(config), MeshEvent.layer)))
           )
         )
         assert.strictEqual(peers.size, 2)

@@ -1,0 +1,145 @@
+/**
+ * DNS discovery on real processes: `queen-mesh node` processes on 127.0.0.2, 127.0.0.3 and 127.0.0.4,
+ * one mesh port, each with `QUEEN_MESH_DISCOVERY=dns:<one name>` resolving to all three through a hosts
+ * file (a private mount namespace with its own /etc/hosts, which needs root: where it cannot run, the
+ * test says why it skipped, and `test/Discovery.test.ts` runs the same behaviour under `TestClock`).
+ * They link as a full mesh with no self link; a fourth node added to the name is linked by all within
+ * two discovery intervals.
+ */
+import { execFileSync } from "node:child_process"
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Schema } from "effect"
+import type { ActiveStats } from "../src/MeshStats.js"
+import * as MeshTest from "../src/MeshTest.js"
+import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
+import { freePort } from "./fixtures/cluster.js"
+
+const NAME = "queen-mesh-headless.test"
+const ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] as const
+const INTERVAL_MS = 1_000
+
+/** A private mount namespace with its own hosts file needs root and `unshare`; why not, or undefined. */
+const namespaceUnavailable = ((): string | undefined => {
+  if (process.getuid?.() !== 0)
+    return "not root: a private mount namespace with its own hosts file needs root"
+  try {
+    execFileSync("unshare", ["-m", "--propagation", "private", "true"], { stdio: "ignore" })
+    return undefined
+  } catch (error) {
+    return `unshare -m failed here: ${error instanceof Error ? error.message : String(error)}`
+  }
+})()
+
+const statsOf = (http: number) =>
+  Effect.promise(() =>
+    fetch(`http://127.0.0.1:${http}/internal/api/shared-state/stats`).then(
+      (response) => response.json() as Promise<ActiveStats>
+    )
+  )
+
+const linkedTo = (stats: ActiveStats) =>
+  stats.peers
+    .filter((peer) => peer.connected && !peer.self)
+    .map((peer) => peer.host)
+    .sort()
+
+describe("DNS discovery across processes", () => {
+  it.skipIf(namespaceUnavailable !== undefined)(
+    `three nodes found by one name link as a full mesh; a fourth is linked within two intervals${namespaceUnavailable === undefined ? "" : ` (skipped: ${namespaceUnavailable})`}`,
+    () =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            yield* ensureBuilt
+            const dir = mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-dns-"))
+            yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+            const hosts = Path.join(dir, "hosts")
+            // One name, one line per address (glibc returns them all with `multi on`, its default here).
+            writeFileSync(
+              hosts,
+              `127.0.0.1 localhost\n${ADDRESSES.slice(0, 3)
+                .map((address) => `${address} ${NAME}`)
+                .join("\n")}\n`
+            )
+            const conf = Path.join(dir, "host.conf")
+            writeFileSync(conf, "multi on\n")
+            const wrap = [
+              "unshare",
+              "-m",
+              "--propagation",
+              "private",
+              "sh",
+              "-c",
+              'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/host.conf && shift && exec "$@"',
+              hosts,
+              conf
+            ]
+            const port = yield* freePort
+            const start = (i: number) =>
+              Effect.gen(function* () {
+                const node = yield* spawnCli(
+                  ["node", "--quiet"],
+                  {
+                    QUEEN_SERVER_ID: `queen-${i}`,
+                    QUEEN_MESH_PORT: String(port),
+                    QUEEN_MESH_BIND_ADDR: ADDRESSES[i]!,
+                    QUEEN_MESH_DISCOVERY: `dns:${NAME}`,
+                    QUEEN_MESH_DISCOVERY_INTERVAL_MS: String(INTERVAL_MS),
+                    QUEEN_SYNC_SECRET: "s3cr3t",
+                    QUEEN_MESH_HTTP_PORT: "0",
+                    QUEEN_MESH_LOG_FORMAT: "json"
+                  },
+                  wrap
+                )
+                const line = yield* node.waitForLine(isListening)
+                return { node, http: Schema.decodeUnknownSync(Listening)(line).http_port }
+              })
+            const nodes = yield* Effect.forEach([0, 1, 2], start)
+            yield* MeshTest.eventually(
+              Effect.map(
+                Effect.forEach(nodes, (n) => statsOf(n.http)),
+                (all) =>
+                  all.every((stats, i) => {
+                    const others = ADDRESSES.slice(0, 3).filter((_, j) => j !== i)
+                    return (
+                      JSON.stringify(linkedTo(stats)) === JSON.stringify([...others]) &&
+                      stats.servers_alive === 2
+                    )
+                  })
+              ),
+              "20 seconds"
+            )
+            for (const [i, n] of nodes.entries()) {
+              const stats = yield* statsOf(n.http)
+              // The own address is an entry recognised as this node: never a link, dialled once.
+              assert.deepStrictEqual(
+                stats.peers.filter((peer) => peer.self).map((peer) => peer.host),
+                [ADDRESSES[i] ?? ""]
+              )
+              assert.isTrue(stats.peers.every((peer) => peer.found_by === "dns"))
+              assert.strictEqual(stats.inbound.self_dials, 1)
+              assert.strictEqual(stats.health.status, "clustered")
+            }
+
+            // A fourth replica: its record first, then the process, as a headless Service publishes it.
+            appendFileSync(hosts, `${ADDRESSES[3]} ${NAME}\n`)
+            const fourth = yield* start(3)
+            const all = [...nodes, fourth]
+            // Within two intervals of its listener, every node links to it and it to every node (the
+            // bound leaves room for the processes' own scheduling; under TestClock the bound is exact).
+            yield* MeshTest.eventually(
+              Effect.map(
+                Effect.forEach(all, (n) => statsOf(n.http)),
+                (stats) => stats.every((s) => linkedTo(s).length === 3)
+              ),
+              Duration.millis(2 * INTERVAL_MS + 1_500)
+            )
+          })
+        )
+      ),
+    60_000
+  )
+})

@@ -1,0 +1,208 @@
+/**
+ * Health and the degrade signal (`MeshHealth`), and outbound liveness, under `TestClock` over the
+ * in-memory network: each status reached by cutting links with the network's partitions, with its
+ * event, its metric and `/readyz`; the shipped waker's `degradedMaxWait` shortens parked pops only while
+ * the mesh is degraded; a link into a black hole is closed and dialled again within the dead threshold
+ * plus one heartbeat, and a slow but healthy one is not.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Option, Ref, Stream, TestClock } from "effect"
+import * as HttpRoutes from "../src/HttpRoutes.js"
+import * as MeshHealth from "../src/MeshHealth.js"
+import * as MeshMetrics from "../src/MeshMetrics.js"
+import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
+import * as MeshTest from "../src/MeshTest.js"
+
+const active = (stats: MeshStats): ActiveStats => {
+  if (!stats.enabled) throw new Error(`mesh not active: ${stats.reason}`)
+  return stats
+}
+
+const advance = (millis: number, step = 250) =>
+  Effect.gen(function* () {
+    for (let done = 0; done < millis; done += step) {
+      yield* TestClock.adjust(Duration.millis(step))
+      yield* MeshTest.settle
+    }
+  })
+
+const timing = {
+  heartbeatInterval: Duration.seconds(1),
+  deadThreshold: Duration.seconds(3)
+}
+
+/** Three nodes, each listing the other two. */
+const trio = (
+  options: { readonly auth?: "legacy" | "permissive"; readonly degradedMaxWait?: Duration.Duration } = {}
+) =>
+  Effect.gen(function* () {
+    const network = yield* MeshTest.network
+    const node = (serverId: string, peers: ReadonlyArray<string>) =>
+      MeshTest.node(network, {
+        serverId,
+        peers,
+        config: { ...timing, auth: options.auth ?? "legacy" },
+        ...(options.degradedMaxWait === undefined
+          ? {}
+          : { options: { waker: { degradedMaxWait: options.degradedMaxWait } } })
+      })
+    const a = yield* node("a", ["b", "c"])
+    const b = yield* node("b", ["a", "c"])
+    const c = yield* node("c", ["a", "b"])
+    yield* advance(2_000)
+    return { network, a, b, c }
+  })
+
+const statusOf = (node: MeshTest.Node) => Effect.map(node.mesh.health, (health) => health.status)
+
+describe("MeshHealth", () => {
+  for (const auth of ["legacy", "permissive"] as const) {
+    it.scoped(`${auth}: clustered, degraded, isolated and back, with events, the metric and /readyz`, () =>
+      Effect.gen(function* () {
+        const { network, a } = yield* trio({ auth })
+        const changes = yield* Ref.make<ReadonlyArray<string>>([])
+        yield* a.mesh.events.pipe(
+          Stream.runForEach((event) =>
+            event._tag === "HealthChanged"
+              ? Ref.update(changes, (all) => [...all, `${event.from}>${event.to}`])
+              : Effect.void
+          ),
+          Effect.forkScoped
+        )
+        yield* MeshTest.settle
+        assert.strictEqual(yield* statusOf(a), "clustered")
+        assert.deepStrictEqual(active(yield* a.mesh.stats).health, {
+          status: "clustered",
+          expected: 2,
+          healthy: 2,
+          lane: "none"
+        })
+        assert.strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).ready, true)
+
+        // c is cut off from a (both ways): a reaches b only.
+        yield* network.network.partition(["a"], ["c"])
+        yield* advance(4_000)
+        assert.strictEqual(yield* statusOf(a), "degraded")
+        const degraded = HttpRoutes.readiness(yield* a.mesh.stats)
+        assert.deepStrictEqual([degraded.ready, degraded.reason, degraded.healthy], [true, "degraded", 1])
+
+        // a is cut off from everyone: isolated, and /readyz says 503.
+        yield* network.network.isolate("a")
+        yield* advance(4_000)
+        assert.strictEqual(yield* statusOf(a), "isolated")
+        assert.deepStrictEqual(
+          [HttpRoutes.readiness(yield* a.mesh.stats).ready, HttpRoutes.readiness(yield* a.mesh.stats).reason],
+          [false, "isolated"]
+        )
+        yield* a.mesh.syncMetrics
+        const gauge = MeshMetrics.seriesValue("queen_mesh_health", { server_id: "a", status: "isolated" })
+        assert.include(JSON.stringify(Option.getOrNull(gauge)), '"value":1')
+
+        yield* network.network.heal
+        yield* advance(8_000)
+        assert.strictEqual(yield* statusOf(a), "clustered")
+        assert.deepStrictEqual(yield* Ref.get(changes), [
+          "clustered>degraded",
+          "degraded>isolated",
+          ...(yield* Ref.get(changes)).slice(2)
+        ])
+        assert.strictEqual((yield* Ref.get(changes)).at(-1)?.endsWith(">clustered"), true)
+      })
+    )
+  }
+
+  it.scoped("solo: no peer expected; a node whose peers are not up yet is isolated, not solo", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const alone = yield* MeshTest.node(network, { serverId: "alone", peers: [] })
+      assert.strictEqual(yield* statusOf(alone), "solo")
+      const early = yield* MeshTest.node(network, { serverId: "early", peers: ["late"], config: timing })
+      yield* advance(1_000)
+      assert.strictEqual(yield* statusOf(early), "isolated")
+      assert.deepStrictEqual(MeshHealth.compute([], "none"), MeshHealth.solo)
+    })
+  )
+
+  it.scoped("degradedMaxWait shortens a parked pop's wait only while the mesh is degraded", () =>
+    Effect.gen(function* () {
+      const { network, a } = yield* trio({ degradedMaxWait: Duration.seconds(1) })
+      const target = { queue: "orders", tenant: Option.none() }
+      // Clustered: a pop waits its whole maxWait.
+      const clustered = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
+      yield* advance(9_000)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(clustered)))
+      yield* advance(1_500)
+      assert.strictEqual(yield* Fiber.join(clustered), "timeout")
+
+      // A pop parked, then the mesh degrades: the pop is timed out a second after it did.
+      const parked = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
+      yield* MeshTest.settle
+      yield* network.network.partition(["a"], ["c"])
+      yield* advance(4_000)
+      assert.strictEqual(yield* statusOf(a), "degraded")
+      assert.strictEqual(yield* Fiber.join(parked), "timeout")
+      // While degraded, a new pop waits a second, not its minute.
+      const short = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
+      yield* advance(1_250)
+      assert.strictEqual(yield* Fiber.join(short), "timeout")
+
+      // Clustered again: the whole wait is back.
+      yield* network.network.heal
+      yield* advance(8_000)
+      assert.strictEqual(yield* statusOf(a), "clustered")
+      const again = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
+      yield* advance(5_000)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(again)))
+    })
+  )
+})
+
+describe("outbound liveness", () => {
+  it.scoped(
+    "a link into a black hole is closed and dialled again within the dead threshold plus a heartbeat",
+    () =>
+      Effect.gen(function* () {
+        const network = yield* MeshTest.network
+        // The listeners' idle timeout is long, so the close is the dialer's own doing, as behind a real
+        // black hole where no close from the other end ever arrives.
+        const config = { ...timing, idleTimeout: Duration.minutes(1), auth: "permissive" as const }
+        const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
+        yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
+        yield* advance(2_000)
+        assert.isTrue(active(yield* a.mesh.stats).peers[0]!.connected)
+        // Nothing either node receives is read any more: a black hole both ways, the links still "up".
+        yield* network.network.stopReading("a", true)
+        yield* network.network.stopReading("b", true)
+        const dialsBefore = (yield* network.network.dials).filter((dial) => dial.from === "a").length
+        // Within the dead threshold the link stays.
+        yield* advance(2_500)
+        assert.strictEqual(active(yield* a.mesh.stats).peers[0]!.silent_closes, 0)
+        // By the dead threshold plus one heartbeat, it is closed and dialled again at once.
+        yield* advance(
+          Duration.toMillis(timing.deadThreshold) + Duration.toMillis(timing.heartbeatInterval) - 2_500
+        )
+        const peer = active(yield* a.mesh.stats).peers[0]!
+        assert.strictEqual(peer.silent_closes, 1)
+        assert.isAbove((yield* network.network.dials).filter((dial) => dial.from === "a").length, dialsBefore)
+      })
+  )
+
+  it.scoped("a slow but healthy peer keeps its link", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const config = { ...timing, auth: "permissive" as const }
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
+      yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
+      yield* advance(2_000)
+      // Every byte takes 1.5 s: slow, yet the gap a heartbeat leaves stays under the 3 s dead threshold.
+      yield* network.network.setDelay("1500 millis")
+      yield* advance(30_000, 500)
+      const peer = active(yield* a.mesh.stats).peers[0]!
+      assert.deepStrictEqual(
+        [peer.connected, peer.silent_closes, peer.stalled_closes, peer.reconnects],
+        [true, 0, 0, 0]
+      )
+      assert.strictEqual(yield* statusOf(a), "clustered")
+    })
+  )
+})
