@@ -16,18 +16,20 @@
  *   over the measured rounds, per wake line delivered (the senders' share included), gross and net of
  *   the idle rate;
  * - idle cost per node: CPU ms per minute of each node over a window with heartbeats only, and RSS;
- * - the time for a new member found by discovery to receive its first wake: not measured yet (see
- *   `discoveryFirstWake`).
+ * - the time for a new member found by discovery (`QUEEN_MESH_DISCOVERY=dns:<name>`, a private hosts
+ *   file per node) to receive its first wake, from its spawn and from its `listening` line (see
+ *   `discoveryFirstWake`; skipped, saying why, without root or `unshare -m`).
  */
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
-import { type CliNode, type CliOptions, isEvent, pushLine, startNode, upstreamStats } from "./cli.js"
+import { CliNode, type CliOptions, cliEntry, isEvent, pushLine, startNode, upstreamStats } from "./cli.js"
 import { nowNs } from "./ipc.js"
-import { distribution, mean, round, sleep } from "./stats.js"
+import { distribution, mean, percentile, round, sleep } from "./stats.js"
 
 export interface ClusterPlan {
   /** Mesh sizes, one run each. */
@@ -44,6 +46,8 @@ export interface ClusterPlan {
   readonly rounds: number
   /** The idle window, heartbeats only. */
   readonly idleMs: number
+  /** The discovery join ({@link discoveryFirstWake}); {@link discoveryDefaults} for what is left out. */
+  readonly discovery?: Partial<DiscoveryPlan>
 }
 
 /** Our CLI, or upstream's Rust mesh behind its harness. */
@@ -88,6 +92,19 @@ const getText = (port: number, path: string): Promise<string> =>
 const statsOf = async (httpPort: number): Promise<Stats> =>
   Schema.decodeUnknownSync(Stats)(await getText(httpPort, "/internal/api/shared-state/stats"))
 
+/** The sender's entry for one peer (the fields read here). */
+const PeerEntry = Schema.parseJson(
+  Schema.Struct({
+    peers: Schema.Array(
+      Schema.Struct({
+        host: Schema.String,
+        dropped_down: Schema.Number,
+        last_error: Schema.NullOr(Schema.String)
+      })
+    )
+  })
+)
+
 /** A node's links as its stats see them: outbound connected, inbound authenticated (and open). */
 interface Links {
   readonly outbound: number
@@ -128,27 +145,332 @@ const spread = (values: ReadonlyArray<number>, digits = 1) => ({
   max: round(Math.max(...values), digits)
 })
 
-/**
- * The time from starting an (N+1)th node that the others find through discovery
- * (`QUEEN_MESH_DISCOVERY=dns:<name>`, being built) to the first `wake` line it prints for a push on an
- * existing node. To fill in once discovery lands: start the N nodes with discovery against a resolver
- * the bench controls (a loopback DNS server or a hosts-file name listing 127.0.0.1 ports), start the
- * new node, push on an existing node every millisecond or so, and stamp the new node's first `wake`
- * line; report p50/p99 over a few joins. Until then it says so and carries no number.
- */
-export const discoveryFirstWake = (): { readonly status: "not measured yet"; readonly reason: string } => {
-  const here = Path.dirname(fileURLToPath(import.meta.url))
-  let known = false
+/** How the discovery join is measured; the defaults stand where a plan leaves them out. */
+export interface DiscoveryPlan {
+  /** Nodes already meshed through discovery when each new one joins. */
+  readonly existing: number
+  /** Joins measured, one new node each, one after the other. */
+  readonly joins: number
+  /** `QUEEN_MESH_DISCOVERY_INTERVAL_MS` of every node. */
+  readonly intervalMs: number
+  /** A push on an existing node every so often, from the new node's `listening` to its first wake. */
+  readonly pushEveryMs: number
+}
+
+export const discoveryDefaults: DiscoveryPlan = { existing: 3, joins: 5, intervalMs: 1_000, pushEveryMs: 2 }
+
+/** The name every node resolves (only in the nodes' private hosts file). */
+const DISCOVERY_NAME = "queen-mesh-bench-headless.test"
+/** The tenant of the discovery pushes: a UUID, as `QUEEN_MESH_TENANTS=uuid` (the default) requires. */
+const DISCOVERY_TENANT = "ac3e0000-0000-4000-8000-00000000ac3e"
+/** Existing nodes on 127.0.0.2, .3, ...; the joiners after them, a fresh address each. */
+const discoveryAddress = (i: number): string => `127.0.0.${2 + i}`
+
+/** Min, median (p50), p99 and max of a few samples (nearest rank: p99 is the max under 100 samples). */
+export interface FewSamples {
+  readonly n: number
+  readonly min: number
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+const fewSamples = (values: ReadonlyArray<number>): FewSamples => ({
+  n: values.length,
+  min: round(Math.min(...values), 1),
+  p50: round(percentile(values, 50), 1),
+  p99: round(percentile(values, 99), 1),
+  max: round(Math.max(...values), 1)
+})
+
+/** One join: the new node's address, who pushed, and its times (ms). */
+export interface DiscoveryJoin {
+  readonly address: string
+  /** The existing node whose stdin carried the pushes (rotating over joins). */
+  readonly sender: string
+  /** The random pause before the spawn, so the joins fall anywhere in the others' discovery rounds. */
+  readonly offsetMs: number
+  readonly spawnToListeningMs: number
+  readonly spawnToFirstWakeMs: number
+  readonly listeningToFirstWakeMs: number
+  /** Pushes written from `listening` to the first wake. */
+  readonly pushesSent: number
+  /** Which of them (0-based) the first wake was for: the pushes before it reached no link to the new node. */
+  readonly wokenByPush: number
+  /** That push's stdin write to the wake line: delivery once linked, as against waiting for the link. */
+  readonly wokenByPushAgeMs: number
+  /** The `from` of the first wake line (the server id that sent it). */
+  readonly from: string
+  /**
+   * The sender's stats for the new peer just after the first wake: why its last dial failed (`null`:
+   * none did; `refused`: it found the address before the new node listened, and then waited on its
+   * reconnect back-off), and the pushes it dropped while the link was down.
+   */
+  readonly senderLastError: string | null
+  readonly senderDroppedDown: number | null
+}
+
+export type DiscoveryFirstWake =
+  | {
+      readonly status: "measured"
+      /** The name every node resolves through its private hosts file (`dns.lookup`, `multi on`). */
+      readonly name: string
+      readonly existingNodes: number
+      readonly intervalMs: number
+      readonly pushEveryMs: number
+      readonly joins: number
+      /** The existing nodes' spawn to full mesh (every outbound link connected, N - 1 inbound authenticated). */
+      readonly existingFormationMs: number
+      readonly spawnToListeningMs: FewSamples
+      readonly spawnToFirstWakeMs: FewSamples
+      readonly listeningToFirstWakeMs: FewSamples
+      readonly perJoin: ReadonlyArray<DiscoveryJoin>
+    }
+  | { readonly status: "skipped"; readonly reason: string }
+  | { readonly status: "failed"; readonly reason: string }
+
+const here = Path.dirname(fileURLToPath(import.meta.url))
+
+/** Why the discovery join cannot be measured here, or undefined. */
+const discoveryUnavailable = (
+  wrap: (command: ReadonlyArray<string>) => ReadonlyArray<string>,
+  hosts: string
+) => {
   try {
-    known = Fs.readFileSync(Path.resolve(here, "../src/cli/env.js"), "utf8").includes("QUEEN_MESH_DISCOVERY")
-  } catch {
-    known = false
+    if (!Fs.readFileSync(Path.resolve(here, "../src/cli/env.js"), "utf8").includes("QUEEN_MESH_DISCOVERY"))
+      return "this build of the CLI has no QUEEN_MESH_DISCOVERY"
+  } catch (error) {
+    return `cannot read the compiled CLI: ${error instanceof Error ? error.message : String(error)}`
   }
-  return {
-    status: "not measured yet",
-    reason: known
-      ? "discovery lands later: the CLI knows QUEEN_MESH_DISCOVERY, but this measurement is not written yet (bench/cluster.ts, discoveryFirstWake)"
-      : "discovery lands later: this build has no QUEEN_MESH_DISCOVERY (bench/cluster.ts, discoveryFirstWake)"
+  if (process.getuid?.() !== 0)
+    return "not root: a private mount namespace with its own /etc/hosts needs root"
+  try {
+    ChildProcess.execFileSync("unshare", ["-m", "--propagation", "private", "true"], {
+      stdio: "ignore",
+      timeout: 10_000
+    })
+  } catch (error) {
+    return `unshare -m failed here: ${error instanceof Error ? error.message : String(error)}`
+  }
+  // The whole path once: the bind mounts, and the name resolving to every address in the file.
+  const expected = Fs.readFileSync(hosts, "utf8")
+    .split("\n")
+    .filter((line) => line.endsWith(` ${DISCOVERY_NAME}`)).length
+  try {
+    const command = wrap([
+      process.execPath,
+      "-e",
+      `require("node:dns").lookup(${JSON.stringify(DISCOVERY_NAME)},{all:true},(e,a)=>{process.stdout.write(e?"error "+e.code:String(a.length))})`
+    ])
+    const out = ChildProcess.execFileSync(command[0]!, command.slice(1), {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 10_000
+    })
+    if (out !== String(expected))
+      return `the private hosts file does not resolve ${DISCOVERY_NAME} to its ${expected} addresses (got ${out})`
+  } catch (error) {
+    return `the private mount namespace failed here: ${error instanceof Error ? error.message : String(error)}`
+  }
+  return undefined
+}
+
+/**
+ * The time for a new member found by discovery to receive its first wake. `existing` `queen-mesh node`
+ * processes on 127.0.0.2, .3, ... share one mesh port and `QUEEN_MESH_DISCOVERY=dns:<name>` at
+ * `intervalMs`, the name resolving to every one of them through a hosts file; each runs in a private
+ * mount namespace with that file over /etc/hosts (and `multi on` in /etc/host.conf), as
+ * `test/Discovery.process.test.ts` does, so it needs root and `unshare -m` (else `skipped`, saying
+ * why). Once they are a full mesh, each join, after a random pause of up to one interval: the new
+ * address appended to the file in place (the running nodes see it at their next round), the new node
+ * spawned on it, and from its `listening` line a push on one existing node (rotating) every
+ * `pushEveryMs` until the new node prints its first `wake` line; then the new node stopped and its line
+ * removed. Spawn to first wake and `listening` to first wake, stamped in the driver.
+ */
+export const discoveryFirstWake = async (
+  options: ClusterOptions,
+  plan: DiscoveryPlan = discoveryDefaults
+): Promise<DiscoveryFirstWake> => {
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-bench-dns-"))
+  const nodes: Array<CliNode> = []
+  try {
+    const hosts = Path.join(dir, "hosts")
+    const conf = Path.join(dir, "host.conf")
+    const line = (address: string) => `${address} ${DISCOVERY_NAME}\n`
+    let listed = Array.from({ length: plan.existing }, (_, i) => discoveryAddress(i))
+    // Rewritten in place (same inode), as the nodes see the file through a bind mount.
+    const writeHosts = () => Fs.writeFileSync(hosts, `127.0.0.1 localhost\n${listed.map(line).join("")}`)
+    writeHosts()
+    Fs.writeFileSync(conf, "multi on\n")
+    const wrap = (command: ReadonlyArray<string>): ReadonlyArray<string> => [
+      "unshare",
+      "-m",
+      "--propagation",
+      "private",
+      "sh",
+      "-c",
+      'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/host.conf && shift && exec "$@"',
+      hosts,
+      conf,
+      ...command
+    ]
+    const unavailable = discoveryUnavailable(wrap, hosts)
+    if (unavailable !== undefined) return { status: "skipped", reason: unavailable }
+
+    const port = await options.cli.freePort()
+    const start = (serverId: string, address: string): CliNode => {
+      const command = wrap([process.execPath, ...options.cli.execArgv(serverId), cliEntry, "node"])
+      const node = new CliNode(
+        "mesh",
+        { file: command[0]!, args: command.slice(1) },
+        {
+          QUEEN_SERVER_ID: serverId,
+          QUEEN_MESH_PORT: String(port),
+          QUEEN_MESH_BIND_ADDR: address,
+          QUEEN_MESH_DISCOVERY: `dns:${DISCOVERY_NAME}`,
+          QUEEN_MESH_DISCOVERY_INTERVAL_MS: String(plan.intervalMs),
+          QUEEN_SYNC_SECRET: options.cli.secret,
+          QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+          QUEEN_MESH_HTTP_PORT: "0",
+          QUEEN_MESH_LOG_LEVEL: "warning",
+          NO_COLOR: "1"
+        }
+      )
+      options.cli.onStart?.(node)
+      nodes.push(node)
+      return node
+    }
+
+    options.progress(
+      `discovery: ${plan.existing} nodes on one name (interval ${plan.intervalMs} ms), then ${plan.joins} joins to their first wake`
+    )
+    const spawned = nowNs()
+    const started = listed.map((address, i) => ({ id: `dns-${i}`, node: start(`dns-${i}`, address) }))
+    const existing = await Promise.all(
+      started.map(async (e) => ({
+        ...e,
+        httpPort: Schema.decodeUnknownSync(Listening)(
+          await e.node.waitFor(isEvent("listening"), 30_000, "listening")
+        ).http_port
+      }))
+    )
+    const httpPorts = existing.map((e) => e.httpPort)
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      const links = await Promise.all(httpPorts.map(meshLinks))
+      if (links.every((l) => fullyLinked(l, plan.existing - 1))) break
+      if (Date.now() > deadline)
+        throw new Error(`the ${plan.existing} discovery nodes were not a full mesh after 30 s`)
+      await sleep(50)
+    }
+    const existingFormationMs = round((nowNs() - spawned) / 1e6, 0)
+
+    const perJoin: Array<DiscoveryJoin> = []
+    for (let j = 0; j < plan.joins; j++) {
+      const offsetMs = Math.round(Math.random() * plan.intervalMs)
+      await sleep(offsetMs)
+      const address = discoveryAddress(plan.existing + j)
+      const sender = existing[j % existing.length]!
+      const serverId = `dns-join-${j}`
+      // Its record first, then the process, as a headless Service publishes it.
+      listed = [...listed, address]
+      writeHosts()
+      const pushedAt: Array<number> = []
+      // Start-up, then the others' next round and their reconnect back-off, with room to spare.
+      const limitMs = 10 * plan.intervalMs + 20_000
+      let timer: NodeJS.Timeout | undefined
+      const t0 = nowNs()
+      const joiner = start(serverId, address)
+      try {
+        const times = await new Promise<{ listening: number; woke: number; push: number; from: string }>(
+          (resolve, reject) => {
+            let listening = 0
+            const limit = setTimeout(() => {
+              joiner.onLine = undefined
+              const what = listening === 0 ? "no listening line" : `no wake after ${pushedAt.length} pushes`
+              reject(
+                new Error(
+                  `discovery join ${j}: ${what} within ${limitMs} ms; stderr: ${joiner.stderr.slice(-500)}`
+                )
+              )
+            }, limitMs)
+            // A node that dies on the way says so at once, not at the limit.
+            joiner.process.once("exit", (code, signal) => {
+              clearTimeout(limit)
+              reject(
+                new Error(
+                  `discovery join ${j}: the new node exited (${signal ?? code}) before its first wake; stderr: ${joiner.stderr.slice(-500)}`
+                )
+              )
+            })
+            const push = () => {
+              const k = pushedAt.length
+              pushedAt.push(nowNs())
+              sender.node.write(
+                `{"op":"message_available","queue":"discovery","partition":"d${j}-${k}","tenant":"${DISCOVERY_TENANT}"}\n`
+              )
+            }
+            joiner.onLine = (text, at) => {
+              if (listening === 0 && isEvent("listening")(text)) {
+                listening = at
+                push()
+                timer = setInterval(push, plan.pushEveryMs)
+                return
+              }
+              if (!isEvent("wake")(text)) return
+              const match = new RegExp(`"partition":"d${j}-(\\d+)"`).exec(text)
+              if (match === null) return
+              joiner.onLine = undefined
+              clearTimeout(limit)
+              clearInterval(timer)
+              const from = /"from":"([^"]*)"/.exec(text)
+              resolve({ listening, woke: at, push: Number(match[1]), from: from?.[1] ?? "" })
+            }
+          }
+        )
+        const entry = await getText(sender.httpPort, "/internal/api/shared-state/stats")
+          .then((body) => Schema.decodeUnknownSync(PeerEntry)(body).peers.find((p) => p.host === address))
+          .catch(() => undefined)
+        perJoin.push({
+          address,
+          sender: sender.id,
+          offsetMs,
+          spawnToListeningMs: round((times.listening - t0) / 1e6, 1),
+          spawnToFirstWakeMs: round((times.woke - t0) / 1e6, 1),
+          listeningToFirstWakeMs: round((times.woke - times.listening) / 1e6, 1),
+          pushesSent: pushedAt.length,
+          wokenByPush: times.push,
+          wokenByPushAgeMs: round((times.woke - pushedAt[times.push]!) / 1e6, 2),
+          from: times.from,
+          senderLastError: entry?.last_error ?? null,
+          senderDroppedDown: entry?.dropped_down ?? null
+        })
+      } finally {
+        clearInterval(timer)
+        await joiner.stop()
+        nodes.splice(nodes.indexOf(joiner), 1)
+        listed = listed.filter((a) => a !== address)
+        writeHosts()
+      }
+    }
+    return {
+      status: "measured",
+      name: DISCOVERY_NAME,
+      existingNodes: plan.existing,
+      intervalMs: plan.intervalMs,
+      pushEveryMs: plan.pushEveryMs,
+      joins: plan.joins,
+      existingFormationMs,
+      spawnToListeningMs: fewSamples(perJoin.map((r) => r.spawnToListeningMs)),
+      spawnToFirstWakeMs: fewSamples(perJoin.map((r) => r.spawnToFirstWakeMs)),
+      listeningToFirstWakeMs: fewSamples(perJoin.map((r) => r.listeningToFirstWakeMs)),
+      perJoin
+    }
+  } catch (error) {
+    return { status: "failed", reason: error instanceof Error ? error.message : String(error) }
+  } finally {
+    await Promise.all(nodes.map((node) => node.stop()))
+    Fs.rmSync(dir, { recursive: true, force: true })
   }
 }
 
@@ -355,7 +677,8 @@ export type ClusterRow = Awaited<ReturnType<typeof clusterOnce>>
 
 /**
  * Every size of the plan in turn with our CLI, then with upstream's where `options.cli.upstream` is
- * set (`upstreamSkipped` says why not otherwise), then the discovery figure (not measured yet).
+ * set (`upstreamSkipped` says why not otherwise), then the discovery join (`plan.discovery`, else
+ * {@link discoveryDefaults}).
  */
 export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, upstreamSkipped?: string) => {
   const rows: Array<ClusterRow> = []
@@ -364,6 +687,7 @@ export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, ups
   if (options.cli.upstream !== undefined) {
     for (const n of plan.sizes) upstreamRows.push(await clusterOnce(options, plan, "upstream", n))
   }
+  const discovery = await discoveryFirstWake(options, { ...discoveryDefaults, ...plan.discovery })
   return {
     sizes: plan.sizes,
     cores: Os.cpus().length,
@@ -372,7 +696,7 @@ export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, ups
       options.cli.upstream !== undefined
         ? { status: "measured" as const, binary: options.cli.upstream, rows: upstreamRows }
         : { status: "skipped" as const, reason: upstreamSkipped ?? "no upstream binary given" },
-    discoveryFirstWake: discoveryFirstWake()
+    discoveryFirstWake: discovery
   }
 }
 

@@ -4,10 +4,10 @@
  * figure, the ratios (ours divided by the baseline's), the targets, and the machine.
  *
  * Flags: `--quick` (smaller counts, about three minutes), `--only=<sections>` (a subset of
- * codec, throughput, wake, pg, flood, cli, cluster, scale, parked, idle, tls, fair, written to
+ * codec, throughput, wake, pg, lane, flood, cli, cluster, scale, parked, idle, tls, fair, written to
  * `.bench-dist/results.only.json` instead), `--cpu-prof=<role>,...` (run those child roles under
  * `node --cpu-prof`, profiles in `bench/profiles/`; the CLI nodes are `cli-mesh-a`, `cli-mesh-b`,
- * `cli-mesh-recv` and their `cli-base-*` twins), `--upstream=<path>|off` (upstream's Rust mesh
+ * `cli-mesh-recv` and their `cli-base-*` twins, the lane's `lane-flood-a`, `lane-lane-b`, ...), `--upstream=<path>|off` (upstream's Rust mesh
  * behind its harness, run in the CLI rounds as a third kind; else `QUEEN_MESH_BENCH_UPSTREAM`, else
  * `/tmp/upstream-mesh-harness/target/release/upstream-mesh-node` if it exists; skipped, saying why,
  * where none is found).
@@ -20,8 +20,9 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { type CliKind, cliReceive, cliWake } from "./cli.js"
-import { type ClusterPlan, runCluster } from "./cluster.js"
+import { type ClusterPlan, type ClusterResult, runCluster } from "./cluster.js"
 import { Child } from "./ipc.js"
+import * as Lane from "./lane.js"
 import { type PgServer, startPostgres } from "./postgres.js"
 import { type Distribution, distribution, median, ratio, round, sleep } from "./stats.js"
 
@@ -89,6 +90,7 @@ const plan = quick
       idle: { durationMs: 20_000 },
       tls: { rounds: 300 },
       fair: { durationMs: 4_000, everyMs: 50 },
+      lane: Lane.quickPlan,
       cluster: {
         sizes: [3, 8],
         warmupLinesPerNode: 2_000,
@@ -110,6 +112,7 @@ const plan = quick
       idle: { durationMs: 60_000 },
       tls: { rounds: 1_000 },
       fair: { durationMs: 10_000, everyMs: 50 },
+      lane: Lane.fullPlan,
       cluster: {
         sizes: [3, 8, 16],
         warmupLinesPerNode: 3_000,
@@ -156,6 +159,8 @@ const cleanup = () => {
   for (const node of cliNodes) node.process.kill("SIGKILL")
   pgServer?.stop()
   pgServer = undefined
+  Lane.killLaneChildren()
+  Lane.stopLaneDatabase()
 }
 process.on("exit", cleanup)
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -891,6 +896,12 @@ const check = (
   met: value === null || value === undefined ? null : ok(value)
 })
 
+/** The discovery join, for the cluster note. */
+const discoveryNote = (d: ClusterResult["discoveryFirstWake"]): string =>
+  d.status === "measured"
+    ? `Discovery join: ${d.existingNodes} queen-mesh node processes on 127.0.0.2-${1 + d.existingNodes}, one mesh port, each with QUEEN_MESH_DISCOVERY=dns:${d.name} and QUEEN_MESH_DISCOVERY_INTERVAL_MS=${d.intervalMs}, the name resolving to every node through a hosts file bind-mounted over /etc/hosts in a private mount namespace per node (multi on), and no static peers; once they were a full mesh (${d.existingFormationMs} ms from spawn), ${d.joins} joins one after the other, each after a random pause of up to one interval (so the joins fall anywhere in the others' rounds): the new address appended to the file in place, the new node spawned on it, and from its listening line a push (message_available on one existing node's stdin, rotating) every ${d.pushEveryMs} ms until the new node printed its first wake line; then it was stopped and its line removed. Spawn to first wake p50 ${d.spawnToFirstWakeMs.p50} ms (min ${d.spawnToFirstWakeMs.min}, max ${d.spawnToFirstWakeMs.max}), of which spawn to listening p50 ${d.spawnToListeningMs.p50} ms; listening to first wake p50 ${d.listeningToFirstWakeMs.p50} ms (min ${d.listeningToFirstWakeMs.min}, max ${d.listeningToFirstWakeMs.max}); with ${d.joins} samples p99 is the max. The record goes in before the process, so a sender whose discovery round falls while the new node is still starting finds the address early and has its dial refused, and the wait after listening is then its reconnect back-off (250 ms doubling) rather than the next round: in ${d.perJoin.filter((j) => j.senderLastError !== null).length} of ${d.joins} joins the sender had a failed dial to the new node (senderLastError in perJoin, which has each join's figures).`
+    : `Discovery join (a new member found by discovery, to its first wake): ${d.status} (${d.reason}).`
+
 /** What the largest cluster means for a machine of `cores` cores, for the notes. */
 const clusterCrowding = (sizes: ReadonlyArray<number>, cores: number): string => {
   const most = Math.max(...sizes)
@@ -966,6 +977,11 @@ const main = async () => {
   const cluster = enabled("cluster") ? await runClusterSection(upstream) : undefined
   const scale = enabled("scale") ? await runScale() : undefined
   const parked = enabled("parked") ? await runParked() : undefined
+  const lane = enabled("lane")
+    ? await Lane.runLane(plan.lane, progress, (role) =>
+        profiled.has(`lane-${role}`) ? profileFlags(`lane-${role}`) : []
+      )
+    : undefined
   const tls = enabled("tls") ? await runTls() : undefined
   const fairness = enabled("fair") ? await runFair() : undefined
   const idle = enabled("idle") ? await runIdle() : undefined
@@ -1078,6 +1094,22 @@ const main = async () => {
       (v) => v < 250
     )
   ]
+  const laneMeasured = lane?.measured === true ? lane : undefined
+  targets.push(
+    check(
+      "lane wake p50 / bare pg_notify round trip p50",
+      laneMeasured?.wake.ratios.laneOverBareP50,
+      "<= 1.2",
+      (v) => v <= 1.2
+    ),
+    check("wakes lost on the lane while connected", laneMeasured?.lostWhileConnected, "= 0", (v) => v === 0)
+  )
+  if (lane !== undefined) {
+    targets.push(
+      info("lane wake p50 / TCP mesh wake p50", laneMeasured?.wake.ratios.laneOverTcpP50),
+      info("lane wake p50 under write load / bare under load", laneMeasured?.loaded.ratios.laneOverBareP50)
+    )
+  }
   const vsUpstream = cli?.upstream.status === "measured" ? cli.upstream.ratios.oursOverUpstream : undefined
   if (cli !== undefined) {
     targets.push(
@@ -1100,6 +1132,13 @@ const main = async () => {
     `Fairness: a mesh node receiving, from one authenticated peer, MESSAGE_AVAILABLE_BATCH frames just under 16 MiB back to back (valid, or with the last item invalid), and from another one MESSAGE_AVAILABLE every ${plan.fair.everyMs} ms carrying its send time; the good peer's one-way wake latency over ${plan.fair.durationMs / 1000} s, after 1 s of flood.`
   ]
   if (postgres?.measured === false) notes.push(`PostgreSQL skipped: ${postgres.reason}`)
+  if (lane !== undefined) {
+    notes.push(
+      lane.measured
+        ? `Lane: bench/lane.ts on an embedded PostgreSQL ${lane.postgres} (${lane.settings}). Wake = A's push (mesh.unsafeMessageAvailable; for TCP the same call over the TCP mesh) to B's parked LocalWaker pop, separate processes, CLOCK_MONOTONIC stamps, variants in alternating blocks of ${plan.lane.wake.block}, ${plan.lane.wake.measured} measured after ${plan.lane.wake.warmup} warm-up; bare = SELECT pg_notify($1, $2) of a ${"bench.".length + 230}-byte payload on A's client to B's LISTENing client, stamped in its notification handler. Flood = ${plan.lane.flood.hints.toLocaleString("en-US")} distinct hints pushed back to back, yielding every ${plan.lane.flood.yieldEvery} and pausing while half the lane's send buffer is full; one at a time = ${plan.lane.flood.trickle} hints 2 ms apart, each its own notification; database CPU = every PostgreSQL process's schedstat over the flood (net: minus the idle rate measured for 1 s before). Load = ${plan.lane.load.clients} connections running BEGIN; INSERT; UPDATE; COMMIT back to back while ${plan.lane.load.measured} lane and bare wakes are measured. A wake not applied within 5 s is lost.`
+        : `Lane skipped: ${lane.reason}`
+    )
+  }
   if (cli !== undefined) {
     notes.push(
       cli.upstream.status === "measured"
@@ -1109,7 +1148,7 @@ const main = async () => {
   }
   if (cluster !== undefined) {
     notes.push(
-      `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.cluster.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.cluster.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.cluster.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.cluster.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. Discovery's time to a new member's first wake: ${cluster.discoveryFirstWake.status} (${cluster.discoveryFirstWake.reason}). ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
+      `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.cluster.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.cluster.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.cluster.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.cluster.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
     )
   }
 
@@ -1131,6 +1170,7 @@ const main = async () => {
     idle,
     tls,
     fairness,
+    lane,
     targets,
     notes
   }
@@ -1370,7 +1410,25 @@ const main = async () => {
   if (cluster?.upstream.status === "skipped")
     rows.push(["upstream Rust cluster rows", "skipped (see notes)", "-", "-"])
   if (cluster !== undefined) {
-    rows.push(["cluster: a new member found by discovery, to its first wake", "not measured yet", "-", "-"])
+    const d = cluster.discoveryFirstWake
+    if (d.status === "measured") {
+      const few = (f: { n: number; min: number; p50: number; max: number }) =>
+        `${fmt(f.p50, 0)} (${fmt(f.min, 0)}-${fmt(f.max, 0)})`
+      rows.push([
+        `discovery join (${d.existingNodes} nodes, ${d.intervalMs} ms interval): spawn to first wake, p50 (min-max) of ${d.joins} (ms)`,
+        few(d.spawnToFirstWakeMs),
+        "-",
+        "-"
+      ])
+      rows.push([
+        `discovery join: listening to first wake, p50 (min-max) of ${d.joins} (ms)`,
+        few(d.listeningToFirstWakeMs),
+        "-",
+        "-"
+      ])
+    } else {
+      rows.push(["discovery join: a new member to its first wake", `${d.status} (see notes)`, "-", "-"])
+    }
   }
   for (const r of scale?.rows ?? []) {
     rows.push([
@@ -1432,6 +1490,61 @@ const main = async () => {
         "-"
       ])
     }
+  }
+  if (lane !== undefined) {
+    if (lane.measured) {
+      const w = lane.wake
+      for (const [name, v] of [
+        ["lane", w.lane],
+        ["TCP mesh", w.tcp],
+        ["bare pg_notify", w.bare]
+      ] as const) {
+        rows.push([
+          `wake p50 / p99, ${name} (µs; lost)`,
+          `${fmt(v.latencyUs.p50)} / ${fmt(v.latencyUs.p99)}; ${v.lost}`,
+          "-",
+          name === "lane" ? fmt(w.ratios.laneOverBareP50, 2) : "-"
+        ])
+      }
+      const f = lane.flood
+      rows.push([
+        "lane hints/s, coalesced (hints per notification)",
+        `${fmt(f.hintsPerSec, 0)} (${fmt(f.hintsPerNotification)})`,
+        "-",
+        "-"
+      ])
+      rows.push([
+        "lane: database CPU per hint, gross / net of idle (µs)",
+        `${fmt(f.dbCpuUsPerHint, 3)} / ${fmt(f.dbCpuUsPerHintNetOfIdle, 3)}`,
+        "-",
+        "-"
+      ])
+      rows.push([
+        "lane: sender CPU per hint (µs); hints lost",
+        `${fmt(f.senderCpuUsPerHint, 3)}; ${f.lost}`,
+        "-",
+        "-"
+      ])
+      rows.push([
+        "lane, one hint per notification: database / sender CPU per hint, net of idle (µs)",
+        `${fmt(f.oneAtATime.dbCpuUsPerHintNetOfIdle)} / ${fmt(f.oneAtATime.senderCpuUsPerHintNetOfIdle)}`,
+        "-",
+        "-"
+      ])
+      const l = lane.loaded
+      rows.push([
+        `wake p50 / p99 under ${l.clients} writers (${fmt(l.transactionsPerSec, 0)} tx/s), lane (µs)`,
+        `${fmt(l.lane.latencyUs.p50)} / ${fmt(l.lane.latencyUs.p99)}`,
+        "-",
+        fmt(l.ratios.laneOverBareP50, 2)
+      ])
+      rows.push([
+        `wake p50 / p99 under ${l.clients} writers, bare pg_notify (µs)`,
+        `${fmt(l.bare.latencyUs.p50)} / ${fmt(l.bare.latencyUs.p99)}`,
+        "-",
+        "-"
+      ])
+    } else rows.push(["PostgreSQL lane", "skipped (see notes)", "-", "-"])
   }
   const targetRows: Array<Array<string>> = [["target", "value", "limit", "met"]]
   for (const t of targets) {

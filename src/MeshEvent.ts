@@ -46,11 +46,14 @@ export type MeshEvent =
   | { readonly _tag: "SelfRecognized"; readonly peer: string }
   /** A peer entry was added: configured at start, or found by discovery. */
   | { readonly _tag: "MemberJoined"; readonly peer: string; readonly foundBy: "config" | "dns" | "discovery" }
-  /** A discovered peer entry was removed (missing from two discovery rounds): its link is closed. */
+  /**
+   * A member was removed: a discovered peer entry missing from two discovery rounds (its link is
+   * closed), or a node silent on the lane long enough to be forgotten.
+   */
   | {
       readonly _tag: "MemberLeft"
       readonly peer: string
-      readonly foundBy: "config" | "dns" | "discovery"
+      readonly foundBy: "config" | "dns" | "discovery" | "lane"
       readonly reason: string
     }
   /** The node's health changed (see `MeshHealth`). */

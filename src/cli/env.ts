@@ -44,6 +44,19 @@ export const variables: ReadonlyArray<Variable> = [
     commands: ["node"]
   },
   {
+    name: "QUEEN_MESH_PG_URL",
+    default: "(none)",
+    description:
+      "PostgreSQL connection string: hints also go over LISTEN/NOTIFY; with no peers, on that lane alone, no mesh port",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_PG_CHANNEL",
+    default: "queen_mesh[_<label>]",
+    description: "channel of the PostgreSQL lane, 1 to 63 bytes (default from QUEEN_MESH_CLUSTER_LABEL)",
+    commands: ["node"]
+  },
+  {
     name: "QUEEN_MESH_PORT",
     alias: "QUEEN_UDP_NOTIFY_PORT",
     default: "6633",

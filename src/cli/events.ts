@@ -29,8 +29,33 @@ export const listening = (options: {
     http_port: options.httpPort
   })
 
+/**
+ * The kinds of event `--quiet` prints.
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const quietTags: ReadonlyArray<MeshEvent["_tag"]> = ["PeerUp", "PeerDown"]
+
+/**
+ * The kinds of event that make a line (the others are logged, or not part of the protocol).
+ *
+ * @since 0.1.0
+ * @category lines
+ */
+export const lineTags: ReadonlyArray<MeshEvent["_tag"]> = [
+  "Wake",
+  "HotlistDirty",
+  "QueueConfigInvalidated",
+  "Maintenance",
+  "PopMaintenance",
+  "EphAdmin",
+  "PeerUp",
+  "PeerDown"
+]
+
 /** Events `--quiet` keeps. */
-const QUIET = new Set<MeshEvent["_tag"]>(["PeerUp", "PeerDown"])
+const QUIET = new Set<MeshEvent["_tag"]>(quietTags)
 
 /**
  * The line for a mesh event, or none for events that are not part of the protocol (refused handshakes

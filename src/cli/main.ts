@@ -115,7 +115,14 @@ const runCommand = (command: Args.Parsed & { readonly _tag: "Run" }): Effect.Eff
       })
     case "demo":
       return Effect.flatMap(fromEither(numberOption(options, "duration", 10, { max: 3600 })), (duration) =>
-        Effect.flatMap(load.demo(), (Demo) => Demo.run({ duration, plain: has(options, "plain") }))
+        Effect.flatMap(load.demo(), (Demo) => {
+          const lane = options.get("lane")
+          return Demo.run({
+            duration,
+            plain: has(options, "plain"),
+            ...(typeof lane === "string" ? { lane } : {})
+          })
+        })
       )
   }
 }

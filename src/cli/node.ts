@@ -89,6 +89,17 @@ export const stdoutBufferConfig: Config.Config<number> = parsedOr(
 ).pipe(Config.withDescription("bytes of stdout events pending before new ones are dropped"))
 
 /**
+ * Whether `QUEEN_MESH_PG_URL` asks for the PostgreSQL lane: set and not empty. Only then is the lane's
+ * module loaded (and, with it, the `pg` driver), which reads and checks the lane's variables itself.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const laneRequested: Config.Config<boolean> = Config.option(Config.string("QUEEN_MESH_PG_URL")).pipe(
+  Config.map(Option.exists((url) => url.trim() !== ""))
+)
+
+/**
  * Everything `node` reads from the environment.
  *
  * @since 0.1.0
@@ -98,8 +109,21 @@ export const config = Config.all({
   mesh: MeshConfig.config,
   deprecated: MeshConfig.deprecated,
   http: httpConfig,
-  stdoutBuffer: stdoutBufferConfig
+  stdoutBuffer: stdoutBufferConfig,
+  pg: laneRequested
 })
+
+/**
+ * The lane a node runs beside (or instead of) the TCP mesh, for the start-up log.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LaneDescription {
+  readonly kind: "pg"
+  /** The channel set, or `undefined` for the default one derived from the cluster label. */
+  readonly channel: string | undefined
+}
 
 /**
  * @since 0.1.0
@@ -121,11 +145,13 @@ export interface NodeOptions {
 export const describeConfig = (
   mesh: MeshConfig.MeshConfigShape,
   http: HttpConfig,
-  stdoutBuffer: number
+  stdoutBuffer: number,
+  lane?: LaneDescription
 ): Record<string, string | number | boolean> => ({
   version,
-  active: MeshConfig.isActive(mesh),
+  active: MeshConfig.isActive(mesh) || (lane !== undefined && mesh.enabled),
   enabled: mesh.enabled,
+  lane: lane === undefined ? "(none)" : `${lane.kind} channel ${lane.channel ?? "(from the cluster label)"}`,
   peers: mesh.peers.length === 0 ? "(none)" : mesh.peers.map((peer) => `${peer.host}:${peer.port}`).join(","),
   port: mesh.port,
   bind_addr: mesh.bindHost,
@@ -231,11 +257,29 @@ const watchSignals = Effect.acquireRelease(
  */
 export const run = (options: NodeOptions): Effect.Effect<never, CliFailure> =>
   Effect.gen(function* () {
-    const settings = yield* Effect.withConfigProvider(config, ConfigProvider.fromEnv()).pipe(
+    const env = ConfigProvider.fromEnv()
+    const settings = yield* Effect.withConfigProvider(config, env).pipe(Effect.mapError(configFailure))
+    const lane = settings.pg ? Option.some(yield* loadLane(env)) : Option.none()
+    return yield* serve({ ...settings, lane }, options).pipe(
+      Effect.annotateLogs({ server_id: settings.mesh.serverId })
+    )
+  })
+
+/** The lane's module, its variables read and checked (a bad one exits 2, naming it). */
+const loadLane = (env: ConfigProvider.ConfigProvider) =>
+  Effect.gen(function* () {
+    const Postgres = yield* Effect.promise(() => import("../Postgres.js"))
+    const settings = yield* Effect.withConfigProvider(Postgres.config, env).pipe(
       Effect.mapError(configFailure)
     )
-    return yield* serve(settings, options).pipe(Effect.annotateLogs({ server_id: settings.mesh.serverId }))
+    const channel = Option.getOrUndefined(settings.channel)
+    return {
+      description: { kind: "pg", channel } satisfies LaneDescription,
+      layer: Postgres.layer({ url: settings.url, ...(channel === undefined ? {} : { channel }) })
+    }
   })
+
+type LoadedLane = Effect.Effect.Success<ReturnType<typeof loadLane>>
 
 const serve = (
   settings: {
@@ -243,6 +287,7 @@ const serve = (
     readonly deprecated: ReadonlyArray<string>
     readonly http: HttpConfig
     readonly stdoutBuffer: number
+    readonly lane: Option.Option<LoadedLane>
   },
   options: NodeOptions
 ) =>
@@ -253,8 +298,9 @@ const serve = (
     }
     yield* watchSignals
     yield* Effect.addFinalizer(() => Effect.logInfo("node stopped"))
+    const lane = Option.getOrUndefined(settings.lane)
     yield* Effect.logInfo("node starting").pipe(
-      Effect.annotateLogs(describeConfig(meshConfig, http, settings.stdoutBuffer))
+      Effect.annotateLogs(describeConfig(meshConfig, http, settings.stdoutBuffer, lane?.description))
     )
 
     // A slow or gone stdout reader is a warning on stderr, never a crash nor unbounded memory.
@@ -275,11 +321,14 @@ const serve = (
         )
     })
 
+    const meshLayer = Mesh.layerTcp().pipe(Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig)))
     const context = yield* Layer.build(
-      Mesh.layerTcp().pipe(Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig)))
+      lane === undefined ? meshLayer : meshLayer.pipe(Layer.provide(lane.layer))
     ).pipe(
-      Effect.mapError(
-        (error) => new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh: mesh ${error.message}` })
+      Effect.mapError((error) =>
+        error._tag === "PostgresError"
+          ? new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh: PostgreSQL lane: ${error.message}` })
+          : new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh: mesh ${error.message}` })
       )
     )
     const mesh = yield* Effect.provide(Mesh.Mesh, context)
@@ -291,13 +340,18 @@ const serve = (
     // between peers: one flooding peer cannot crowd another's wakes out.
     let early: Array<readonly [line: string, from: string]> | undefined = []
     const quiet = options.quiet
-    yield* mesh.observe((event) => {
-      const line = Events.lineOf(event, quiet)
-      if (line === undefined) return
-      const from = Events.sourceOf(event)
-      if (early === undefined) Io.stdout.writeLine(line, from)
-      else if (early.length < 10_000) early.push([line, from])
-    })
+    // Only the kinds that make a line are observed: with --quiet no wake event is even built, so a
+    // received frame costs what it costs the library.
+    yield* mesh.observe(
+      (event) => {
+        const line = Events.lineOf(event, quiet)
+        if (line === undefined) return
+        const from = Events.sourceOf(event)
+        if (early === undefined) Io.stdout.writeLine(line, from)
+        else if (early.length < 10_000) early.push([line, from])
+      },
+      quiet ? Events.quietTags : Events.lineTags
+    )
     const ready = {
       open: Effect.sync(() => {
         const waiting = early ?? []
