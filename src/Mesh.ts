@@ -191,6 +191,65 @@ export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
 
 const invalid = (detail: string) => new InvalidInputError({ detail })
 
+/** A push, built once for every push to the same partition (see `pushOf` in `make`). */
+interface Push {
+  readonly item: Frame.QueueItem
+  readonly bytes: Uint8Array
+  readonly effect: Effect.Effect<void>
+}
+
+/** Pushes kept at most: partitions pushed to lately. */
+const PUSHES_KEPT = 1024
+
+/**
+ * Pushes by queue, partition and tenant (absent: `undefined`), in nested maps keyed by the caller's own
+ * strings, so a lookup builds nothing. Only string names are kept (anything else takes the slow path
+ * and its error); the table is dropped whole when it holds `PUSHES_KEPT`.
+ */
+class PushTable {
+  private readonly byQueue = new Map<string, Map<string, Map<string | undefined, Push>>>()
+  private size = 0
+
+  /** The tenant of an input as a key: `undefined` for none, `null` for one that is not a string. */
+  private static tenantKey(input: Frame.QueueItemInput): string | undefined | null {
+    let tenant = input.tenant
+    if (typeof tenant === "object" && tenant !== null) tenant = Option.getOrUndefined(tenant)
+    if (tenant === undefined || tenant === null || tenant === "") return undefined
+    return typeof tenant === "string" ? tenant : null
+  }
+
+  get(input: Frame.QueueItemInput): Push | undefined {
+    const { queue, partition } = input
+    if (typeof queue !== "string" || typeof partition !== "string") return undefined
+    const tenant = PushTable.tenantKey(input)
+    if (tenant === null) return undefined
+    return this.byQueue.get(queue)?.get(partition)?.get(tenant)
+  }
+
+  set(input: Frame.QueueItemInput, push: Push): void {
+    const { queue, partition } = input
+    if (typeof queue !== "string" || typeof partition !== "string") return
+    const tenant = PushTable.tenantKey(input)
+    if (tenant === null) return
+    if (this.size >= PUSHES_KEPT) {
+      this.byQueue.clear()
+      this.size = 0
+    }
+    let byPartition = this.byQueue.get(queue)
+    if (byPartition === undefined) {
+      byPartition = new Map()
+      this.byQueue.set(queue, byPartition)
+    }
+    let byTenant = byPartition.get(partition)
+    if (byTenant === undefined) {
+      byTenant = new Map()
+      byPartition.set(partition, byTenant)
+    }
+    byTenant.set(tenant, push)
+    this.size++
+  }
+}
+
 /** How bad a health status is, for the direction of a change. */
 const HEALTH_RANK: Readonly<Record<MeshHealth.Status, number>> = {
   clustered: 0,
@@ -441,31 +500,59 @@ export const make: Effect.Effect<
   })
 
   // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
-  const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
-    if (closed) throw closedError("messageAvailable")
+  // A push to a partition is usually followed by more pushes to it: the validated item, its encoded
+  // frame and (with a synchronous waker) the very effect that sends it are built once and kept, so a
+  // repeated push allocates nothing but its key. Bounded: the table is dropped whole when full.
+  const pushes = new PushTable()
+  const pushOf = (input: Frame.QueueItemInput): Push | InvalidInputError => {
+    const known = pushes.get(input)
+    if (known !== undefined) return known
     const item = Frame.validItem(input, tenants)
-    if (Either.isLeft(item)) throw invalid(item.left)
-    // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
-    if (hasReceivers()) send(Frame.encodeMessageAvailable(item.right))
-    if (wakeNow !== undefined) wakeNow(item.right)
-    else Effect.runFork(waker.wake(item.right))
+    if (Either.isLeft(item)) return invalid(item.left)
+    const valid = item.right
+    const bytes = Frame.encodeMessageAvailable(valid)
+    const push: Push = {
+      item: valid,
+      bytes,
+      effect:
+        wakeNow === undefined
+          ? Effect.suspend(() =>
+              closed
+                ? Effect.void
+                : Effect.zipRight(
+                    Effect.sync(() => {
+                      if (hasReceivers()) send(bytes)
+                    }),
+                    waker.wake(valid)
+                  )
+            )
+          : Effect.sync(() => {
+              if (closed) return
+              if (hasReceivers()) send(bytes)
+              wakeNow(valid)
+            })
+    }
+    pushes.set(input, push)
+    return push
   }
 
-  // Validation is pure, so it happens as the effect is built: the effect itself is then one `sync`
-  // step, the cheapest a fiber can run (a `suspend` costs about half as much again, per call).
+  // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
+  const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
+    if (closed) throw closedError("messageAvailable")
+    const push = pushOf(input)
+    if (push instanceof InvalidInputError) throw push
+    // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
+    if (hasReceivers()) send(push.bytes)
+    if (wakeNow !== undefined) wakeNow(push.item)
+    else Effect.runFork(waker.wake(push.item))
+  }
+
+  // Validation is pure, so it happens as the effect is built; the effect itself is one `sync` step,
+  // the cheapest a fiber can run, and the same object for every push to the same partition.
   const messageAvailable: MeshShape["messageAvailable"] = (input) => {
     if (closed) return Effect.fail(closedError("messageAvailable"))
-    const item = Frame.validItem(input, tenants)
-    if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-    const valid = item.right
-    if (wakeNow === undefined) {
-      return Effect.zipRight(waker.wake(valid), broadcast({ _tag: "MessageAvailable", ...valid }))
-    }
-    return Effect.sync(() => {
-      if (closed) return
-      if (hasReceivers()) send(Frame.encodeMessageAvailable(valid))
-      wakeNow(valid)
-    })
+    const push = pushOf(input)
+    return push instanceof InvalidInputError ? Effect.fail(push) : push.effect
   }
 
   const messageAvailableBatch: MeshShape["messageAvailableBatch"] = (inputs) =>

@@ -69,8 +69,8 @@ describe("a peer list that names the node itself", () => {
       yield* MeshTest.settle
       // Readiness is sampled all along: once both others are up it never says otherwise.
       let readySince: number | undefined
-      for (let t = 0; t < 120_000; t += 250) {
-        yield* TestClock.adjust(250)
+      for (let t = 0; t < 120_000; t += 500) {
+        yield* TestClock.adjust(500)
         yield* MeshTest.settle
         const ready = yield* Effect.forEach(nodes, (node) =>
           Effect.map(statsOf(node), (stats) => HttpRoutes.readiness(stats))
@@ -198,7 +198,7 @@ describe("a peer list that names the node itself", () => {
       )
       // A second node announcing the id "a" (misconfigured), listening as "a2" and dialling a.
       yield* MeshTest.node(network, { serverId: "a", peers: ["a"], config: { bindHost: "a2" } })
-      yield* advance(130_000, 250)
+      yield* advance(130_000, 1_000)
       const stats = yield* statsOf(a)
       assert.isAbove(stats.rejections.own_server_id, 10)
       assert.strictEqual(stats.inbound.self_dials, 0)

@@ -34,7 +34,7 @@ const active = (stats: MeshStats): ActiveStats => {
   return stats
 }
 
-const advance = (millis: number, step = 250) =>
+const advance = (millis: number, step = 500) =>
   Effect.gen(function* () {
     for (let done = 0; done < millis; done += step) {
       yield* TestClock.adjust(Duration.millis(step))
@@ -79,22 +79,34 @@ describe("keyring rotation", () => {
         /** Every node wakes a pop parked on every other node. */
         const everyWakeDelivered = (step: string) =>
           Effect.gen(function* () {
+            const pops: Array<{ readonly what: string; readonly fiber: Fiber.RuntimeFiber<string> }> = []
             for (const from of NAMES) {
               for (const to of NAMES) {
                 if (from === to) continue
                 const target = { queue: `${step}-${from}-${to}`, tenant: Option.none() }
-                const pop = yield* Effect.fork(
+                const fiber = yield* Effect.fork(
                   running.get(to)!.node.waker.awaitWake(target, { maxWait: "1 minute" })
                 )
-                yield* MeshTest.settle
-                yield* running.get(from)!.node.mesh.messageAvailable({ queue: target.queue, partition: "p" })
-                yield* advance(250)
-                const outcome = yield* Fiber.poll(pop)
-                assert.isTrue(
-                  Option.isSome(outcome) && Exit.isSuccess(outcome.value) && outcome.value.value === "woken",
-                  `${step}: the wake from ${from} did not reach ${to}`
-                )
+                pops.push({ what: `${step}: the wake from ${from} to ${to}`, fiber })
               }
+            }
+            yield* MeshTest.settle
+            for (const from of NAMES) {
+              for (const to of NAMES) {
+                if (from !== to) {
+                  yield* running
+                    .get(from)!
+                    .node.mesh.messageAvailable({ queue: `${step}-${from}-${to}`, partition: "p" })
+                }
+              }
+            }
+            yield* advance(500)
+            for (const { what, fiber } of pops) {
+              const outcome = yield* Fiber.poll(fiber)
+              assert.isTrue(
+                Option.isSome(outcome) && Exit.isSuccess(outcome.value) && outcome.value.value === "woken",
+                what
+              )
             }
           })
         const keyIdsSeen = (name: string) =>

@@ -157,6 +157,19 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
     const resolution = Duration.toMillis(Duration.decode(options.timeoutResolution ?? Duration.millis(25)))
     const clock = yield* Effect.clock
 
+    // Tenants as normalised, by the string given: a wake names one of few tenants, and the rule (a UUID
+    // test) costs more than the lookup. Bounded: dropped whole when full.
+    const tenants = new Map<string, string | undefined>()
+    const knownTenant = (given: string): string | undefined => {
+      let normal = tenants.get(given)
+      if (normal === undefined && !tenants.has(given)) {
+        normal = normalTenant(given)
+        if (tenants.size >= 256) tenants.clear()
+        tenants.set(given, normal)
+      }
+      return normal
+    }
+
     // queue -> tenant -> parked pops. Nested maps rather than a joined key: no two names can collide.
     const parked = new Map<string, Map<string, Set<Pop>>>()
     const heap = new DeadlineHeap()
@@ -259,7 +272,7 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
       const byTenant = parked.get(queue)
       const named = Option.isSome(item.tenant) && item.tenant.value !== ""
       if (named || !tenancy) {
-        const tenant = named ? normalTenant(item.tenant.value) : defaultTenant
+        const tenant = named ? knownTenant(item.tenant.value) : defaultTenant
         if (tenant === undefined) {
           dropped++
           return
