@@ -741,4 +741,41 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       heapBounded(baseline, 16 * MB, "i) SIGSTOP")
     })
   )
+
+  // (j) Outbound liveness: a link into a black hole is "up" until TCP gives up. The dialer knows the
+  // server it reaches (its v2 challenge named it), hears nothing from it for the dead threshold, and
+  // closes and redials the link itself; the listeners' idle timeout is long here, so no close from the
+  // other side helps. A slow but healthy peer (latency well under the dead threshold) keeps its link.
+  it.scopedLive(
+    "j) a black-holed peer is detected by the dialer and redialled; a slow but healthy one is not",
+    () =>
+      Effect.gen(function* () {
+        const { lives, proxy } = yield* cluster({
+          config: { auth: "permissive", idleTimeout: Duration.minutes(1) }
+        })
+        const [a, b, c] = lives.map((l) => l.node) as [Node, Node, Node]
+        // Slow: every chunk between A and C takes 150 ms each way, a quarter of the dead threshold.
+        proxy(0, 2).setLatency(150)
+        proxy(2, 0).setLatency(150)
+        proxy(0, 1).blackHole(true)
+        proxy(1, 0).blackHole(true)
+        yield* MeshTest.eventually(
+          Effect.map(statsOf(a), (stats) => peerAt(stats, linkName(0, 1)).silent_closes >= 1)
+        )
+        const acceptedInHole = proxy(0, 1).counters().blackHoled
+        yield* MeshTest.eventually(Effect.sync(() => proxy(0, 1).counters().blackHoled > acceptedInHole))
+        // Meanwhile C, slow, was never closed, and still wakes A's pops.
+        const toC = peerAt(yield* statsOf(a), linkName(0, 2))
+        assert.deepStrictEqual([toC.connected, toC.silent_closes, toC.stalled_closes], [true, 0, 0])
+        assert.strictEqual(yield* wake(c, a), "woken")
+        proxy(0, 1).blackHole(false)
+        proxy(1, 0).blackHole(false)
+        // A connection accepted into the hole stays dead behind it (see c): the RST a real network would
+        // deliver, and the links come back.
+        proxy(0, 1).reset()
+        proxy(1, 0).reset()
+        yield* MeshTest.eventually(Effect.map(statsOf(a), (stats) => peerAt(stats, linkName(0, 1)).connected))
+        assert.strictEqual(yield* wake(a, b), "woken")
+      })
+  )
 })
