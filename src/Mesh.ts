@@ -31,11 +31,11 @@ import * as HotList from "./HotList.js"
 import * as Dispatch from "./internal/dispatch.js"
 import * as EphCounts from "./internal/ephCounts.js"
 import * as HealthRef from "./internal/healthRef.js"
+import * as HealthTracker from "./internal/healthTracker.js"
 import * as Keyring from "./internal/keyring.js"
 import * as Lane from "./internal/lane.js"
 import * as Listener from "./internal/listener.js"
 import * as Liveness from "./internal/liveness.js"
-import { loop } from "./internal/loop.js"
 import { membersOf } from "./internal/membership.js"
 import * as MeshMetrics from "./internal/metricsSync.js"
 import * as Outbound from "./internal/outboundLink.js"
@@ -250,14 +250,6 @@ class PushTable {
   }
 }
 
-/** How bad a health status is, for the direction of a change. */
-const HEALTH_RANK: Readonly<Record<MeshHealth.Status, number>> = {
-  clustered: 0,
-  solo: 0,
-  degraded: 1,
-  isolated: 2
-}
-
 /**
  * The host's four services: what the mesh applies received frames to.
  *
@@ -404,50 +396,9 @@ export const make: Effect.Effect<
   const laneStatus: Effect.Effect<MeshHealth.Health["lane"]> =
     lane === undefined ? Effect.succeed("none") : lane.status
 
-  // Health: recomputed on every membership change (and the lane's), published when it changes.
+  // Health: kept current from the membership and the lane's status.
   const health = yield* HealthRef.HealthRef
-  let first = true
-  const recompute = Effect.gen(function* () {
-    const next = MeshHealth.compute(yield* members, yield* laneStatus)
-    const previous = yield* SubscriptionRef.get(health)
-    if (
-      previous.status === next.status &&
-      previous.expected === next.expected &&
-      previous.healthy === next.healthy &&
-      previous.lane === next.lane
-    ) {
-      return
-    }
-    yield* SubscriptionRef.set(health, next)
-    const initial = first
-    first = false
-    if (previous.status !== next.status) {
-      events.emit({ _tag: "HealthChanged", from: previous.status, to: next.status })
-      if (initial) return
-      const worse = HEALTH_RANK[next.status] > HEALTH_RANK[previous.status]
-      yield* (worse ? Effect.logWarning : Effect.logInfo)("mesh health changed").pipe(
-        Effect.annotateLogs({
-          from: previous.status,
-          to: next.status,
-          expected: next.expected,
-          healthy: next.healthy
-        })
-      )
-    }
-  })
-  yield* recompute
-  const changed = yield* Effect.makeLatch(false)
-  yield* events.observe(() => changed.unsafeOpen(), MeshEventModule.membershipTags)
-  yield* loop(
-    "MeshHealth",
-    Effect.zipRight(
-      Effect.sync(() => changed.unsafeClose()),
-      recompute
-    ),
-    {
-      before: changed.await
-    }
-  )
+  yield* HealthTracker.track({ health, members, lane: laneStatus, events })
 
   const stats: Effect.Effect<MeshStats.MeshStats> = Effect.gen(function* () {
     const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
