@@ -84,16 +84,7 @@ export const membershipTags: ReadonlyArray<MeshEvent["_tag"]> = [
   "LaneStatus"
 ]
 
-const MEMBERSHIP: ReadonlySet<MeshEvent["_tag"]> = new Set([
-  "PeerUp",
-  "PeerDown",
-  "LinkUp",
-  "LinkDown",
-  "SelfRecognized",
-  "MemberJoined",
-  "MemberLeft",
-  "LaneStatus"
-])
+const MEMBERSHIP: ReadonlySet<MeshEvent["_tag"]> = new Set(membershipTags)
 
 /**
  * Whether `event` changes what `Mesh.members` says: a server alive or dead, a link up or down, an entry
