@@ -224,7 +224,8 @@ export const startNode = (
   kind: CliKind,
   serverId: string,
   port: number,
-  peers: ReadonlyArray<number>
+  peers: ReadonlyArray<number>,
+  extra: { readonly args?: ReadonlyArray<string>; readonly env?: Record<string, string> } = {}
 ): CliNode => {
   let node: CliNode
   if (kind === "upstream") {
@@ -238,8 +239,11 @@ export const startNode = (
   } else {
     node = new CliNode(
       kind,
-      { file: process.execPath, args: [...options.execArgv(serverId), ...scripts[kind]] },
-      envFor(options, serverId, port, peers)
+      {
+        file: process.execPath,
+        args: [...options.execArgv(serverId), ...scripts[kind], ...(extra.args ?? [])]
+      },
+      { ...envFor(options, serverId, port, peers), ...extra.env }
     )
   }
   options.onStart?.(node)
@@ -448,6 +452,92 @@ export const cliReceive = async (
       cpuUsPerLine: Math.round((cpu / counted) * 1000) / 1000,
       wallMs: Math.round(wallNs / 1e5) / 10,
       lost: frames - printed
+    }
+  } finally {
+    await stopSender?.()
+    await node.stop()
+  }
+}
+
+export interface CliQuietReceiveResult {
+  readonly frames: number
+  /** Frames the node counted by the end of the window. */
+  readonly counted: number
+  readonly framesPerSec: number
+  readonly cpuUsPerFrame: number
+  readonly wallMs: number
+  readonly polls: number
+}
+
+/** `messages_received` from a node's stats route (ours: the whole stats body; the baseline: a counter). */
+const QuietCount = Schema.parseJson(Schema.Struct({ messages_received: Schema.Number }))
+const decodeQuietCount = Schema.decodeUnknownSync(QuietCount)
+
+const fetchCount = async (url: string): Promise<number> => {
+  const response = await fetch(url)
+  return decodeQuietCount(await response.text()).messages_received
+}
+
+/**
+ * A node of `kind` with its wake lines off (`queen-mesh node --quiet`; the baseline with
+ * `QUEEN_BENCH_QUIET=1`) receiving `frames` frames from `startSender(port)`, counted by polling its
+ * stats route every `pollMs`: frames/s is the count's growth between the first poll that saw a frame
+ * and the first that saw them all (so the poll's granularity cancels out), and the node's CPU over the
+ * same window, the polls' cost included.
+ */
+export const cliReceiveQuiet = async (
+  options: CliOptions,
+  kind: "mesh" | "base",
+  frames: number,
+  startSender: (port: number) => Promise<() => Promise<void>>,
+  pollMs = 50
+): Promise<CliQuietReceiveResult> => {
+  const port = await options.freePort()
+  const node = startNode(options, kind, `cli-${kind}-quiet`, port, [await options.freePort()], {
+    args: kind === "mesh" ? ["--quiet"] : [],
+    env: kind === "base" ? { QUEEN_BENCH_QUIET: "1" } : {}
+  })
+  let stopSender: (() => Promise<void>) | undefined
+  try {
+    const listening = await node.waitFor(isEvent("listening"), 15_000, "listening")
+    const httpPort = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ http_port: Schema.Number })))(
+      listening
+    ).http_port
+    const url =
+      kind === "mesh"
+        ? `http://127.0.0.1:${httpPort}/internal/api/shared-state/stats`
+        : `http://127.0.0.1:${httpPort}/`
+    stopSender = await startSender(port)
+    let first: { at: number; count: number; cpu: number } | undefined
+    let last = { at: 0, count: 0 }
+    let polls = 0
+    const deadline = Date.now() + 120_000
+    let stalledSince = Date.now()
+    for (;;) {
+      const count = await fetchCount(url)
+      const at = nowNs()
+      polls++
+      if (count > 0 && first === undefined) first = { at, count, cpu: node.cpuNs() }
+      if (count > last.count) stalledSince = Date.now()
+      last = { at, count }
+      if (count >= frames) break
+      // A node that lost frames never reaches `frames`: stop once the count stood still for a second.
+      if (first !== undefined && Date.now() - stalledSince > 1_000) break
+      if (Date.now() > deadline)
+        throw new Error(`${kind} CLI quiet receive: ${count} of ${frames} frames in 120 s`)
+      await sleep(pollMs)
+    }
+    const cpu = (node.cpuNs() - (first?.cpu ?? 0)) / 1000
+    const start = first ?? last
+    const wallNs = Math.max(1, last.at - start.at)
+    const grown = Math.max(1, last.count - start.count)
+    return {
+      frames,
+      counted: last.count,
+      framesPerSec: Math.round((grown / wallNs) * 1e9),
+      cpuUsPerFrame: Math.round((cpu / grown) * 1000) / 1000,
+      wallMs: Math.round(wallNs / 1e5) / 10,
+      polls
     }
   } finally {
     await stopSender?.()

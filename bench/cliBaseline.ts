@@ -6,8 +6,13 @@
  * received in one event-loop turn are written to stdout in one write, and dropped past 4 MiB pending,
  * as the CLI's `QUEEN_MESH_STDOUT_BUFFER` does. Nothing else of the CLI: no HTTP routes, no logs.
  *
+ * With `QUEEN_BENCH_QUIET=1` it prints no wake lines (as `queen-mesh node --quiet`) and counts them
+ * instead, served as `{"messages_received":N}` on an HTTP port of its own (`http_port` in `listening`),
+ * the way the quiet receive benchmark reads ours from its stats route.
+ *
  * `node .bench-dist/bench/cliBaseline.js` with the environment of `queen-mesh node`.
  */
+import * as Http from "node:http"
 import * as Baseline from "./baseline.js"
 
 const env = process.env
@@ -21,6 +26,8 @@ const peers = (env.QUEEN_MESH_PEERS ?? "")
     const at = p.lastIndexOf(":")
     return at < 0 ? { host: p, port } : { host: p.slice(0, at), port: Number(p.slice(at + 1)) }
   })
+const QUIET = env.QUEEN_BENCH_QUIET === "1"
+let received = 0
 const STDOUT_LIMIT = Number(env.QUEEN_MESH_STDOUT_BUFFER ?? String(4 * 1024 * 1024))
 
 let pending: Array<string> = []
@@ -46,8 +53,17 @@ const node = new Baseline.BaselineNode({
   secret: env.QUEEN_SYNC_SECRET ?? "",
   peers,
   heartbeatMs: Number(env.QUEEN_SYNC_HEARTBEAT_MS ?? "1000"),
-  onWake: (item, from) =>
-    print({ event: "wake", from, tenant: item.tenant ?? null, queue: item.queue, partition: item.partition }),
+  onWake: (item, from) => {
+    if (QUIET) received++
+    else
+      print({
+        event: "wake",
+        from,
+        tenant: item.tenant ?? null,
+        queue: item.queue,
+        partition: item.partition
+      })
+  },
   onPeerUp: (id) => print({ event: "peer_up", server_id: id })
 })
 
@@ -92,8 +108,25 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   })
 }
 
+/** The counter's route when quiet; `null` otherwise, as the baseline has no HTTP routes. */
+const counterRoute = (): Promise<number | null> =>
+  QUIET
+    ? new Promise((resolve) => {
+        const server = Http.createServer((_, response) => {
+          response.setHeader("content-type", "application/json")
+          response.end(`{"messages_received":${received}}`)
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const address = server.address()
+          resolve(typeof address === "object" && address !== null ? address.port : null)
+        })
+        server.unref()
+      })
+    : Promise.resolve(null)
+
 node.start().then(
-  (bound) => print({ event: "listening", server_id: serverId, port: bound, http_port: null }),
+  async (bound) =>
+    print({ event: "listening", server_id: serverId, port: bound, http_port: await counterRoute() }),
   (error: unknown) => {
     process.stderr.write(`cli baseline: ${String(error)}\n`)
     process.exit(1)

@@ -103,9 +103,14 @@ const ref = (u: unknown): Frame.QueueRef | undefined => {
 const enabled = (u: unknown): boolean | undefined =>
   isRecord(u) && typeof u.enabled === "boolean" ? u.enabled : undefined
 
+/** As `item`, built as the frame at once: the frame every push sends, so one object, not two. */
 export const messageAvailable = (u: unknown): Frame.MessageAvailable | undefined => {
-  const one = item(u)
-  return one === undefined ? undefined : { _tag: "MessageAvailable", ...one }
+  if (!isRecord(u)) return undefined
+  const queue = Rules.queueName(u.queue)
+  if (queue === undefined) return undefined
+  const partition = Rules.partition(u.partition)
+  if (partition === undefined) return undefined
+  return { _tag: "MessageAvailable", queue, partition, tenant: Rules.wireTenant(u.tenant) }
 }
 
 export const messageAvailableBatch = (u: unknown): Frame.MessageAvailableBatch | undefined => {

@@ -28,8 +28,6 @@ export const MAX_SERVER_ID_BYTES = 256
  */
 export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
 
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
-
 /** Whether `text` is at most {@link MAX_NAME_CHARS} code points, counted only when it could be more. */
 export const fitsName = (text: string): boolean => {
   if (text.length <= MAX_NAME_CHARS) return true
@@ -51,10 +49,48 @@ export const fitsName = (text: string): boolean => {
 export const fitsBytes = (text: string, max: number): boolean =>
   text.length * 3 <= max || (text.length <= max && Buffer.byteLength(text, "utf8") <= max)
 
-/** Whether `text` is a UUID in the 8-4-4-4-12 hex form, in any case. */
-export const isUuid = (text: string): boolean => text.length === 36 && UUID.test(text)
+/**
+ * How `text` reads as a UUID in the 8-4-4-4-12 hex form: `0` not one, `1` one in lowercase, `2` one
+ * with an uppercase digit. A loop over the char codes, not a regular expression: every wake frame's
+ * tenant goes through it on receive, and the expression cost several times the loop there.
+ */
+const uuidShape = (text: string): 0 | 1 | 2 => {
+  if (text.length !== 36) return 0
+  let upper = false
+  for (let i = 0; i < 36; i++) {
+    const c = text.charCodeAt(i)
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (c !== 45) return 0
+    } else if ((c >= 48 && c <= 57) || (c >= 97 && c <= 102)) {
+    } else if (c >= 65 && c <= 70) {
+      upper = true
+    } else {
+      return 0
+    }
+  }
+  return upper ? 2 : 1
+}
+
+/**
+ * Whether `text` is a UUID in the 8-4-4-4-12 hex form, in any case. The last answer is kept: the
+ * receive path asks again for the tenant it has just read.
+ */
+export const isUuid = (text: string): boolean => {
+  if (text === lastUuidText) return lastUuidAnswer
+  const answer = uuidShape(text) !== 0
+  lastUuidText = text
+  lastUuidAnswer = answer
+  return answer
+}
+
+let lastUuidText: string | undefined
+let lastUuidAnswer = false
 
 const NONE: Option.Option<string> = Option.none()
+
+/** The last tenant {@link tenant} read and its value: a one-entry memo of a pure function. */
+let lastTenant: string | undefined
+let lastTenantOption: Option.Option<string> = NONE
 
 /**
  * The tenant rule. Absent, `null` and `""` are **absent** (`Option.none()`): a peer that predates tenant
@@ -64,8 +100,15 @@ const NONE: Option.Option<string> = Option.none()
  */
 export const tenant = (u: unknown): Option.Option<string> | undefined => {
   if (u === undefined || u === null || u === "") return NONE
-  if (typeof u !== "string" || !fitsName(u)) return undefined
-  return Option.some(isUuid(u) ? u.toLowerCase() : u)
+  if (typeof u !== "string") return undefined
+  // Most frames name the tenant the previous one named: its `Option` is shared (it is immutable).
+  if (u === lastTenant) return lastTenantOption
+  if (!fitsName(u)) return undefined
+  const shape = uuidShape(u)
+  const read = Option.some(shape === 2 ? u.toLowerCase() : u)
+  lastTenant = u
+  lastTenantOption = read
+  return read
 }
 
 /**
