@@ -1,6 +1,6 @@
 /**
  * `queen-mesh node`: one mesh node configured from the environment (spec "Enabling it"), with the
- * shipped in-memory host services, the HTTP routes, JSON lines on stdout for what the mesh does, and
+ * shipped in-memory host services but a waker that wakes nothing (it parks no pops), the HTTP routes, JSON lines on stdout for what the mesh does, and
  * JSON commands on stdin (docs/cli.md, "node", is the contract).
  *
  * @since 0.1.0
@@ -17,9 +17,14 @@ import {
   Redacted,
   Runtime
 } from "effect"
+import * as HotList from "../HotList.js"
 import * as HttpRoutes from "../HttpRoutes.js"
+import * as MaintenanceFlags from "../MaintenanceFlags.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
+import * as QueueConfigCache from "../QueueConfigCache.js"
+import * as TcpTransport from "../TcpTransport.js"
+import * as Waker from "../Waker.js"
 import * as Commands from "./commands.js"
 import * as Events from "./events.js"
 import * as Io from "./io.js"
@@ -43,6 +48,19 @@ export interface HttpConfig {
  * @category defaults
  */
 export const httpDefaults: HttpConfig = { host: "127.0.0.1", port: 6632 }
+
+/**
+ * The node's host services: the shipped in-memory ones, but a waker that wakes nothing. A
+ * `queen-mesh node` parks no pops and nobody takes partition hints from it, so the shipped registry
+ * would only record, on every received wake, hints for no one; the wake is printed from the mesh's
+ * event instead (and with `--quiet` not even built).
+ */
+const hostServices = Layer.mergeAll(
+  Waker.layerNoop,
+  QueueConfigCache.layerMemory(),
+  HotList.layerMemory(),
+  MaintenanceFlags.layer()
+)
 
 const parsedOr = <A>(name: string, fallback: A, parse: (raw: string) => Either.Either<A, string>) =>
   Config.option(Config.string(name)).pipe(
@@ -321,7 +339,10 @@ const serve = (
         )
     })
 
-    const meshLayer = Mesh.layerTcp().pipe(Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig)))
+    const meshLayer = Mesh.layer.pipe(
+      Layer.provide(Layer.merge(hostServices, TcpTransport.layerConfig())),
+      Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig))
+    )
     const context = yield* Layer.build(
       lane === undefined ? meshLayer : meshLayer.pipe(Layer.provide(lane.layer))
     ).pipe(
