@@ -130,6 +130,14 @@ describe("operator endpoints of queen-mesh node", () => {
         .get(names.framesSent)
         ?.samples.find((sample) => sample.labels.tag === "MESSAGE_AVAILABLE")?.value
       assert.strictEqual(sentWakes, 20)
+      // The histograms wait for a sync, and a scrape syncs: every chunk B applied and every write A made
+      // is counted at the scrape.
+      const count = (family: ReturnType<typeof families.get>) =>
+        (family?.samples ?? [])
+          .filter((sample) => sample.name.endsWith("_count"))
+          .reduce((total, sample) => total + sample.value, 0)
+      assert.isAtLeast(count(families.get(names.applySeconds)), 1)
+      assert.isAtLeast(count(sentOnA.get(names.writeFrames)), 1)
     })
   )
 

@@ -46,14 +46,27 @@ const APPLY_BOUNDS = Array.from({ length: 24 }, (_, i) => 2 ** i / 1e6)
 const WRITE_BOUNDS = Array.from({ length: 16 }, (_, i) => 2 ** (i + 1) - 1)
 
 /**
- * Observes one value. The value is stored, and the histogram updated from the stored values once the
- * current turn of the event loop ends (or when 1,024 are waiting): the hot paths that observe (a
- * chunk read, a write) then finish, and wake the fibers they resumed, before the histogram's work.
+ * Observes one value. The value is stored, and the histogram updated from the stored values at the
+ * next metrics sync ({@link flushHistograms}: every scrape and every sync interval, as the counters
+ * are), or at once when 1,024 are waiting: a chunk read or a write then costs a store, not a
+ * histogram update nor a timer of its own.
  */
 export type Observe = (value: number) => void
 
 const EMPTY: ReadonlyArray<never> = []
 const BUFFERED = 1024
+
+/** The histograms with values waiting, each by its flush. */
+const waitingHistograms = new Set<() => void>()
+
+/**
+ * Moves every waiting histogram value into its Effect metric. The metrics sync calls it before it reads
+ * or exports anything.
+ */
+export const flushHistograms = (): void => {
+  for (const flush of waitingHistograms) flush()
+  waitingHistograms.clear()
+}
 
 const histogram = (
   name: string,
@@ -72,7 +85,7 @@ const histogram = (
     for (let i = 0; i < n; i++) metric.unsafeUpdate(waiting[i]!, EMPTY)
   }
   return (value) => {
-    if (count === 0) setImmediate(flush)
+    if (count === 0) waitingHistograms.add(flush)
     else if (count === BUFFERED) flush()
     waiting[count++] = value
   }

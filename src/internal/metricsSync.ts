@@ -113,6 +113,7 @@ export const make = (
       metric.unsafeUpdate(value, EMPTY)
     }
     const sync = Effect.gen(function* () {
+      MetricNames.flushHistograms()
       const links = yield* peers.links
       const counts = yield* listener.counts
       const servers = yield* liveness.servers
