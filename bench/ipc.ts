@@ -136,9 +136,11 @@ export class Child {
   constructor(
     readonly role: string,
     params: object,
-    execArgv: ReadonlyArray<string> = []
+    execArgv: ReadonlyArray<string> = [],
+    /** The script to fork and the arguments before the role: `bench/child.js` by default. */
+    entry: { readonly file: string; readonly args: ReadonlyArray<string> } = { file: childEntry, args: [] }
   ) {
-    this.process = fork(childEntry, [role, JSON.stringify(params)], {
+    this.process = fork(entry.file, [...entry.args, role, JSON.stringify(params)], {
       execArgv: [...execArgv],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
       serialization: "json"

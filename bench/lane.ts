@@ -20,7 +20,6 @@
  * This file is also the entry point of its child processes (`node lane.js --lane-child <role> <params>`),
  * so the lane's roles need nothing from the shared child entry.
  */
-import { type ChildProcess, fork } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
@@ -32,7 +31,7 @@ import * as MeshConfig from "../src/MeshConfig.js"
 import * as Postgres from "../src/Postgres.js"
 import * as Waker from "../src/Waker.js"
 import { processCpuNs } from "./cli.js"
-import { fromParent, Mailbox, Message, nowNs, toParent } from "./ipc.js"
+import { Child, fromParent, nowNs, toParent } from "./ipc.js"
 import * as Latency from "./latency.js"
 import { type Distribution, distribution, ratio, round, sleep } from "./stats.js"
 
@@ -72,60 +71,17 @@ const CHILD_FLAG = "--lane-child"
 // processes
 // ---------------------------------------------------------------------------------------------
 
-const decodeMessage = Schema.decodeUnknownSync(Message)
 const entry = fileURLToPath(import.meta.url)
 
-/** A forked child running one of this file's roles. */
-class LaneChild {
-  readonly process: ChildProcess
-  readonly mailbox = new Mailbox()
-  private exited = false
-
-  constructor(
-    readonly role: string,
-    params: object
-  ) {
-    this.process = fork(entry, [CHILD_FLAG, role, JSON.stringify(params)], {
-      execArgv: [...execArgvFor(role)],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-      serialization: "json"
-    })
-    this.process.on("message", (raw) => this.mailbox.deliver(decodeMessage(raw)))
-    this.process.on("exit", (code, signal) => {
-      this.exited = true
-      this.mailbox.fail(new Error(`${role} exited (${code ?? signal})`))
-    })
-    children.add(this)
-    this.process.once("exit", () => children.delete(this))
-  }
-
-  send(message: Message): void {
-    if (!this.exited) this.process.send(message)
-  }
-
-  take(kind: string, timeoutMs: number): Promise<Message> {
-    return this.mailbox.take(kind, timeoutMs, `${kind} from ${this.role}`).catch((error: unknown) => {
-      throw new Error(`${this.role}: ${error instanceof Error ? error.message : String(error)}`)
-    })
-  }
-
-  async stop(): Promise<void> {
-    if (this.exited) return
-    this.send({ kind: "stop" })
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.process.kill("SIGKILL")
-        resolve()
-      }, 1000)
-      this.process.once("exit", () => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
-  }
+/** A forked child running one of this file's roles, killed with the driver. */
+const startChild = (role: string, params: object): Child => {
+  const child = new Child(role, params, execArgvFor(role), { file: entry, args: [CHILD_FLAG] })
+  children.add(child)
+  child.process.once("exit", () => children.delete(child))
+  return child
 }
 
-const children = new Set<LaneChild>()
+const children = new Set<Child>()
 
 /** Extra `node` flags per role (the driver's `--cpu-prof=lane-<role>`). */
 let execArgvFor: (role: string) => ReadonlyArray<string> = () => []
@@ -135,7 +91,7 @@ export const killLaneChildren = (): void => {
   for (const child of children) child.process.kill("SIGKILL")
 }
 
-const stopAll = (list: ReadonlyArray<LaneChild>) => Promise.all(list.map((c) => c.stop()))
+const stopAll = (list: ReadonlyArray<Child>) => Promise.all(list.map((c) => c.stop()))
 
 const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -265,13 +221,13 @@ const wakeSeries = async (
   const { warmup, measured, block } = rounds
   const blocks = Math.ceil(measured / block)
   const total = warmup + measured + blocks
-  const pairs: Array<{ variant: Variant; a: LaneChild; b: LaneChild; next: number; kept: Array<number> }> = []
+  const pairs: Array<{ variant: Variant; a: Child; b: Child; next: number; kept: Array<number> }> = []
   try {
     for (const variant of variants) {
       const [portA, portB] = [await freePort(), await freePort()]
       const common = { total, url: db.url, secret: SECRET, pollMs: 100, pgPort: 0 }
-      const b = new LaneChild(`${variant}-b`, { ...common, port: portB, peerPort: portA })
-      const a = new LaneChild(`${variant}-a`, { ...common, port: portA, peerPort: portB })
+      const b = startChild(`${variant}-b`, { ...common, port: portB, peerPort: portA })
+      const a = startChild(`${variant}-a`, { ...common, port: portA, peerPort: portB })
       pairs.push({ variant, a, b, next: 0, kept: [] })
     }
     await Promise.all(pairs.flatMap(({ a, b }) => [a.take("ready", 60_000), b.take("ready", 60_000)]))
@@ -331,8 +287,8 @@ const FloodReceived = Schema.Struct({
 })
 
 const runFlood = async (db: Database, plan: LanePlan["flood"]) => {
-  const b = new LaneChild("flood-b", { url: db.url, secret: SECRET, hints: plan.hints })
-  const a = new LaneChild("flood-a", { url: db.url, secret: SECRET, ...plan })
+  const b = startChild("flood-b", { url: db.url, secret: SECRET, hints: plan.hints })
+  const a = startChild("flood-a", { url: db.url, secret: SECRET, ...plan })
   try {
     await Promise.all([a.take("ready", 60_000), b.take("ready", 60_000)])
     // The idle rate first (heartbeats, checks), over as long as the flood will take at most.
@@ -404,7 +360,7 @@ const runLoaded = async (db: Database, plan: LanePlan) => {
   await db.query(
     "INSERT INTO bench_counter SELECT g, 0 FROM generate_series(1, 64) g ON CONFLICT (id) DO NOTHING"
   )
-  const load = new LaneChild("load", { url: db.url, clients: plan.load.clients })
+  const load = startChild("load", { url: db.url, clients: plan.load.clients })
   try {
     await load.take("ready", 60_000)
     await sleep(plan.load.warmupMs)
@@ -549,25 +505,6 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
   await inbox.take("stop", LONG_WAIT_MS * 10)
 }
 
-/** B: parks, reports `parked i`, stamps when woken (0 when not within {@link LOST_AFTER_MS}), repeats. */
-const parker = async (
-  ready: () => Promise<void>,
-  park: () => Promise<{ readonly woken: Promise<number> }>,
-  total: number
-) => {
-  const inbox = fromParent()
-  await ready()
-  toParent({ kind: "ready" })
-  const stamps: Array<number> = new Array(total).fill(0)
-  for (let i = 0; i < total; i++) {
-    const { woken } = await park()
-    toParent({ kind: "parked", i })
-    stamps[i] = await woken
-  }
-  toParent({ kind: "times", data: stamps })
-  await inbox.take("stop", LONG_WAIT_MS * 10)
-}
-
 const Params = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const num = (params: Record<string, unknown>, key: string): number => {
   const value = params[key]
@@ -592,7 +529,7 @@ const laneA = async (params: Record<string, unknown>) => {
 const laneB = async (params: Record<string, unknown>) => {
   const runtime = laneRuntime("lane-b", str(params, "url"), SECRET)
   const waker = await runtime.runPromise(Waker.LocalWaker)
-  await parker(
+  await Latency.parker(
     () => untilLaneHears(runtime, 1, "lane B"),
     async () => {
       let resolve: (at: number) => void = () => {}
@@ -646,7 +583,7 @@ const bareB = async (params: Record<string, unknown>) => {
     resolve?.(at)
   })
   await client.query(`LISTEN ${BARE_CHANNEL}`)
-  await parker(
+  await Latency.parker(
     async () => {},
     async () => ({
       woken: new Promise<number>((resolve) => {

@@ -55,7 +55,7 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
  * B: parks, reports `parked i`, stamps when woken, repeats. `park` resolves once the pop is registered,
  * with a promise of the stamp taken as the pop resumed.
  */
-const parker = async (
+export const parker = async (
   ready: () => Promise<void>,
   park: () => Promise<{ readonly woken: Promise<number> }>,
   total: number

@@ -21,7 +21,6 @@ import {
   Schedule,
   type Scope
 } from "effect"
-import pg from "pg"
 import * as Frame from "../src/Frame.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as Keyring from "../src/internal/keyring.js"
@@ -133,34 +132,6 @@ const park = (node: Node, queue: string) =>
     return fiber
   })
 
-/** A plain `pg` client, as psql would be: it can LISTEN and NOTIFY anything. */
-const rawClient = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      client.on("error", () => {})
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  ).pipe(
-    Effect.map((client) => ({
-      notify: (channel: string, payload: string) =>
-        Effect.tryPromise(() => client.query("SELECT pg_notify($1, $2)", [channel, payload])).pipe(
-          Effect.asVoid
-        ),
-      listen: (channel: string) =>
-        Effect.promise(async () => {
-          const payloads: Array<string> = []
-          client.on("notification", (message) => {
-            if (message.channel === channel) payloads.push(message.payload ?? "")
-          })
-          await client.query(`LISTEN ${client.escapeIdentifier(channel)}`)
-          return payloads
-        })
-    }))
-  )
-
 const threeNodes = (url: string, channel: string, prefix: string) =>
   Effect.gen(function* () {
     const nodes: Array<LaneNode> = []
@@ -253,7 +224,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
       Effect.gen(function* () {
         const server = yield* Pg.PgServer
         const channel = freshChannel()
-        const raw = yield* rawClient(server.url)
+        const raw = yield* Pg.rawClient(server.url)
         const captured = yield* raw.listen(channel)
         const [a, b] = yield* threeNodes(server.url, channel, "hostile")
         const pop = yield* park(b, "genuine")
@@ -451,7 +422,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
       Effect.gen(function* () {
         const server = yield* Pg.PgServer
         const channel = freshChannel()
-        const raw = yield* rawClient(server.url)
+        const raw = yield* Pg.rawClient(server.url)
         const payloads = yield* raw.listen(channel)
         const a = yield* laneNode({ serverId: "big-a", url: server.url, channel })
         const b = yield* laneNode({ serverId: "big-b", url: server.url, channel })

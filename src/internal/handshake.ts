@@ -240,12 +240,8 @@ export const helloV2 = (
             label
           })
     return {
-      _tag: "Hello",
-      server_id: serverId,
-      nonce,
-      mac: key === "" ? "" : mac(key, nonce),
-      http_addr: advert.http_addr,
-      eph_epoch: advert.eph_epoch,
+      // The legacy HELLO, so a legacy listener accepts it, with the v2 fields.
+      ...helloWithNonce(serverId, key, nonce, advert),
       key_id: key === "" ? Option.none() : Option.some(Keyring.keyIdOf(key)),
       v2: Option.some({ challenge: challenge.nonce, receiver: challenge.server_id, label, mac: v2Mac })
     }

@@ -137,10 +137,10 @@ const COMPACT_FLOOR = 64
 
 const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
-/** The tenant rule for a name already known to be a string: `undefined` when over-long. */
+/** The tenant rule for a name already known to be a non-empty string: `undefined` when over-long. */
 const normalTenant = (tenant: string): string | undefined => {
-  if (!rules.fitsName(tenant)) return undefined
-  return rules.isUuid(tenant) ? tenant.toLowerCase() : tenant
+  const read = rules.tenant(tenant)
+  return read === undefined ? undefined : Option.getOrUndefined(read)
 }
 
 /** The shipped waker and its reaper fiber, in the current scope. */

@@ -22,23 +22,27 @@ const TENANT = "7f9c24e8-3b12-4fef-91e0-66ca3c8b3a4f"
 const runtime = (tenants: MeshConfig.TenantRule) =>
   Layer.merge(MeshConfig.layer({ serverId: "self", tenants }), EphCounts.layer)
 
+/** The dispatch over `hosts` (a waker, and anything beside it) and the other shipped host services. */
+const dispatchContext = <A>(tenants: MeshConfig.TenantRule, hosts: Layer.Layer<A>) =>
+  Layer.build(
+    Dispatch.layer.pipe(
+      Layer.provideMerge(
+        Layer.mergeAll(
+          hosts,
+          QueueConfigCache.layerMemory(),
+          HotList.layerMemory(),
+          MaintenanceFlags.layer(),
+          MeshEvent.layer,
+          runtime(tenants)
+        )
+      )
+    )
+  )
+
 describe("Dispatch", () => {
   it.scoped("applies every frame of the table to the shipped host services", () =>
     Effect.gen(function* () {
-      const context = yield* Layer.build(
-        Dispatch.layer.pipe(
-          Layer.provideMerge(
-            Layer.mergeAll(
-              Waker.layerLocal(),
-              QueueConfigCache.layerMemory(),
-              HotList.layerMemory(),
-              MaintenanceFlags.layer(),
-              MeshEvent.layer,
-              runtime("any")
-            )
-          )
-        )
-      )
+      const context = yield* dispatchContext("any", Waker.layerLocal())
       const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
       const hot = yield* Effect.provide(HotList.MemoryHotList, context)
       const cache = yield* Effect.provide(QueueConfigCache.MemoryQueueConfigCache, context)
@@ -85,19 +89,9 @@ describe("Dispatch", () => {
   it.scoped("a waker with only the effectful wake gets an effect per frame, items in order", () =>
     Effect.gen(function* () {
       const woken: Array<string> = []
-      const context = yield* Layer.build(
-        Dispatch.layer.pipe(
-          Layer.provide(
-            Layer.mergeAll(
-              Layer.succeed(Waker.Waker, { wake: (i) => Effect.sync(() => woken.push(i.partition)) }),
-              QueueConfigCache.layerMemory(),
-              HotList.layerMemory(),
-              MaintenanceFlags.layer(),
-              MeshEvent.layer,
-              runtime("uuid")
-            )
-          )
-        )
+      const context = yield* dispatchContext(
+        "uuid",
+        Layer.succeed(Waker.Waker, { wake: (i) => Effect.sync(() => woken.push(i.partition)) })
       )
       const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
       const batch: Frame.Frame = {
@@ -114,20 +108,12 @@ describe("Dispatch", () => {
   it.scoped("an EphemeralAdmin provided beside the host services gets every EPH_ADMIN, with its sender", () =>
     Effect.gen(function* () {
       const applied: Array<string> = []
-      const context = yield* Layer.build(
-        Dispatch.layer.pipe(
-          Layer.provideMerge(
-            Layer.mergeAll(
-              Waker.layerLocal(),
-              QueueConfigCache.layerMemory(),
-              HotList.layerMemory(),
-              MaintenanceFlags.layer(),
-              MeshEvent.layer,
-              runtime("uuid"),
-              EphemeralAdmin.layer((command, from) =>
-                Effect.sync(() => applied.push(`${from} ${command.op} ${command.tenant} ${command.queue}`))
-              )
-            )
+      const context = yield* dispatchContext(
+        "uuid",
+        Layer.merge(
+          Waker.layerLocal(),
+          EphemeralAdmin.layer((command, from) =>
+            Effect.sync(() => applied.push(`${from} ${command.op} ${command.tenant} ${command.queue}`))
           )
         )
       )
@@ -149,20 +135,7 @@ describe("Dispatch", () => {
     "tenants: uuid reads a tenant that is not a UUID as absent in every frame kind, as upstream does",
     () =>
       Effect.gen(function* () {
-        const context = yield* Layer.build(
-          Dispatch.layer.pipe(
-            Layer.provideMerge(
-              Layer.mergeAll(
-                Waker.layerLocal(),
-                QueueConfigCache.layerMemory(),
-                HotList.layerMemory(),
-                MaintenanceFlags.layer(),
-                MeshEvent.layer,
-                runtime("uuid")
-              )
-            )
-          )
-        )
+        const context = yield* dispatchContext("uuid", Waker.layerLocal())
         const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
         const events = yield* Effect.provide(MeshEvent.MeshEvents, context)
         const tenants: Array<string | null> = []

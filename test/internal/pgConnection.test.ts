@@ -8,7 +8,6 @@
 import * as Net from "node:net"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Schedule, type Scope } from "effect"
-import pg from "pg"
 import * as PgLane from "../../src/internal/pgConnection.js"
 import * as Envelope from "../../src/internal/pgEnvelope.js"
 import * as Pg from "../fixtures/postgres.js"
@@ -102,37 +101,6 @@ const upAll = (...probes: ReadonlyArray<Probe>) =>
     { concurrency: "unbounded" }
   ).pipe(Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("lanes did not come up") }))
 
-/** A plain `pg` client, as psql would be: it can LISTEN and NOTIFY anything. */
-const rawClient = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      client.on("error", () => {})
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  ).pipe(
-    Effect.map((client) => ({
-      notify: (channel: string, payload: string) =>
-        Effect.promise(() => client.query("SELECT pg_notify($1, $2)", [channel, payload])).pipe(
-          Effect.asVoid
-        ),
-      listen: (channel: string) =>
-        Effect.promise(async () => {
-          const payloads: Array<string> = []
-          client.on("notification", (message) => {
-            // Lanes' probes are theirs; the envelopes are what the tests look at.
-            const payload = message.payload ?? ""
-            if (message.channel === channel && Envelope.probeNonce(payload) === undefined)
-              payloads.push(payload)
-          })
-          await client.query(`LISTEN ${client.escapeIdentifier(channel)}`)
-          return payloads
-        })
-    }))
-  )
-
 /**
  * A TCP proxy to the server that can swallow every `NotificationResponse` ('A') the server sends, as a
  * pooler in transaction mode effectively does: all of them (`deafNew`), or on the connections open now
@@ -192,6 +160,9 @@ const deafProxy = (url: string) =>
   })
 
 // Lane logs (up, down) are noise here; the assertions say what happened.
+/** Lanes' probes are theirs; the envelopes are what the tests look at. */
+const isProbe = (payload: string) => Envelope.probeNonce(payload) !== undefined
+
 const TestLayer = Layer.merge(Pg.layer, Logger.remove(Logger.defaultLogger))
 
 const external = Pg.externalUrl !== undefined
@@ -257,8 +228,8 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("PostgreS
       Effect.gen(function* () {
         const server = yield* Pg.PgServer
         const channel = freshChannel()
-        const raw = yield* rawClient(server.url)
-        const payloads = yield* raw.listen(channel)
+        const raw = yield* Pg.rawClient(server.url)
+        const payloads = yield* raw.listen(channel, isProbe)
         const a = yield* startLane(server.url, channel, "big-a")
         const b = yield* startLane(server.url, channel, "big-b")
         yield* upAll(a, b)
@@ -313,8 +284,8 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("PostgreS
       Effect.gen(function* () {
         const server = yield* Pg.PgServer
         const channel = freshChannel()
-        const raw = yield* rawClient(server.url)
-        const captured = yield* raw.listen(channel)
+        const raw = yield* Pg.rawClient(server.url)
+        const captured = yield* raw.listen(channel, isProbe)
         const a = yield* startLane(server.url, channel, "honest")
         const b = yield* startLane(server.url, channel, "target")
         yield* upAll(a, b)
