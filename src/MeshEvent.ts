@@ -65,6 +65,8 @@ export type MeshEvent =
       readonly detail: string | null
     }
   | { readonly _tag: "HandshakeFailed"; readonly remote: string; readonly reason: string }
+  /** A notification on the lane was refused (a forgery, a replay, our own id from another boot, ...). */
+  | { readonly _tag: "LaneRefused"; readonly reason: string }
   | { readonly _tag: "InvalidFrame"; readonly from: string; readonly tag: number; readonly detail: string }
 
 /**

@@ -124,7 +124,12 @@ export const LaneStats = Schema.Struct({
   bytes_received: Schema.Number,
   frames_sent: Schema.Number,
   frames_received: Schema.Number,
-  /** Notifications refused, by reason (`bad_mac`, `replay`, `old_epoch`, `garbage`, ...). */
+  /**
+   * Notifications and frames refused, by reason: the envelope's (`malformed`, `unknown_key`, `bad_mac`,
+   * `unauthenticated`, `own_server_id`, `old_epoch`, `replayed`, `wrong_backend`, `stale`; see
+   * docs/postgres.md) and the frames' (`invalid_frame`, `handshake_frame`, `unknown_frame`,
+   * `overloaded`).
+   */
   refused: Schema.Record({ key: Schema.String, value: Schema.Number }),
   /** Frames the lane could not send (buffer full while down, too large, stale, failed). */
   dropped: Schema.Number,

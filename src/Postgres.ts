@@ -14,9 +14,11 @@
  * - every broadcast frame is also handed to the lane, which coalesces a tick's frames into as few
  *   notifications as fit under PostgreSQL's 8000-byte payload limit (a batch is split by items), each
  *   sealed with the sender's id, boot epoch, a sequence number and a MAC under the mesh keyring;
- * - a received notification is checked (MAC, epoch, sequence: anyone who can connect to the database
- *   can NOTIFY) and its frames go through the same dispatch as a TCP link's; HELLO and CHALLENGE frames
- *   mean nothing on the lane and are counted and ignored; our own notifications are ignored;
+ * - a received notification is checked (MAC, server id, epoch, sequence, sending backend and sealing
+ *   time: anyone who can connect to the database can NOTIFY, and anyone who can LISTEN can record) and
+ *   its frames go through the same dispatch as a TCP link's; HELLO and CHALLENGE frames mean nothing on
+ *   the lane and are counted and ignored; our own notifications, known by the backend they come from,
+ *   are ignored, and our server id from anywhere else is refused;
  * - the senders of authenticated notifications are the lane's members, alive while heard within the
  *   dead threshold (heartbeats every `heartbeatInterval` keep a quiet node heard), forgotten after a
  *   long silence;
@@ -689,6 +691,9 @@ const makeLane = (
         },
         {
           onFrames: (from, frames, epoch) => receiver.receive(from, frames, epoch),
+          onRefused: (reason) => {
+            if (context.events.listening("LaneRefused")) context.events.emit({ _tag: "LaneRefused", reason })
+          },
           onStateChange: (state) => {
             if (state.status === lastStatus) return
             if (state.status === "down" && lastStatus === "up") downSince = clock.unsafeCurrentTimeMillis()

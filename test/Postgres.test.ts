@@ -12,6 +12,7 @@ import {
   Duration,
   Effect,
   Either,
+  Exit,
   Fiber,
   HashMap,
   Layer,
@@ -19,7 +20,8 @@ import {
   Option,
   Redacted,
   Schedule,
-  type Scope
+  Scope,
+  SubscriptionRef
 } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
@@ -264,7 +266,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
           [otherKey, "unknown_key"],
           [unsigned, "unauthenticated"],
           ["hello", "malformed"],
-          ["qm1.not.an.envelope", "malformed"],
+          ["qm2.not.an.envelope", "malformed"],
           ["\u00e9\u6f22\u{1f600}".repeat(500), "malformed"]
         ]
         for (const [payload] of hostile) yield* raw.notify(channel, payload)
@@ -274,6 +276,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
 
         // Authenticated (whoever holds the key), but frames that mean nothing on the lane or are not frames.
         const insider = new Envelope.Sender("insider", Envelope.makeEpoch(Date.now(), 3), channel, keys)
+        insider.bind(raw.pid, raw.clockOffset)
         yield* raw.notify(
           channel,
           sealed(insider, [
@@ -324,6 +327,76 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
         assert.strictEqual(yield* Fiber.join(again), "woken")
       }),
     40_000
+  )
+
+  it.scoped(
+    "a restarted node never applies a recording of its previous boot: refused as own_server_id and warned once; its peer refuses it as old_epoch",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Pg.PgServer
+        const channel = freshChannel()
+        const raw = yield* Pg.rawClient(server.url)
+        const captured = yield* raw.listen(channel, (payload) => Envelope.probeNonce(payload) !== undefined)
+        const firstBoot = yield* Scope.make()
+        const a1 = yield* laneNode({ serverId: "n-a", url: server.url, channel }).pipe(
+          Scope.extend(firstBoot)
+        )
+        const b = yield* laneNode({ serverId: "n-b", url: server.url, channel })
+        for (const node of [a1, b]) yield* eventually(aliveOnLane(node, 1), "20 seconds")
+        // The first boot flips maintenance on and off; a recorder keeps all it sent.
+        yield* a1.mesh.setMaintenance(true)
+        yield* eventually(SubscriptionRef.get(b.flags.maintenance))
+        yield* a1.mesh.setMaintenance(false)
+        yield* eventually(Effect.map(SubscriptionRef.get(b.flags.maintenance), (on) => !on))
+        const fromFirstBoot = captured.filter((payload) => payload.includes('"s":"n-a"'))
+        assert.isTrue(fromFirstBoot.some((payload) => payload.includes('"enabled":true')))
+        yield* Scope.close(firstBoot, Exit.void)
+
+        const logs: Array<{ readonly level: string; readonly message: string }> = []
+        const capture = Logger.make(({ logLevel, message }) => {
+          logs.push({
+            level: logLevel.label,
+            message: Array.isArray(message) ? message.map(String).join(" ") : String(message)
+          })
+        })
+        const a2 = yield* laneNode({ serverId: "n-a", url: server.url, channel, logger: capture })
+        const epoch = (yield* laneStats(a2)).epoch
+        // b has heard the new boot, so the first one's epoch is old to it.
+        yield* eventually(
+          Effect.map(laneStats(b), (lane) =>
+            lane.members.some((m) => m.server_id === "n-a" && m.epoch === epoch)
+          ),
+          "20 seconds"
+        )
+        yield* eventually(aliveOnLane(a2, 1), "20 seconds")
+        const before = (yield* laneStats(b)).refused
+        for (const payload of fromFirstBoot) yield* raw.notify(channel, payload)
+        yield* eventually(
+          Effect.map(
+            Effect.zip(laneStats(a2), laneStats(b)),
+            ([own, peer]) =>
+              own.refused.own_server_id === fromFirstBoot.length &&
+              (peer.refused.old_epoch ?? 0) - (before.old_epoch ?? 0) === fromFirstBoot.length
+          ),
+          "20 seconds"
+        )
+        // Nothing of it applied: no maintenance, no member or peer_up for itself, health unchanged.
+        assert.isFalse(yield* SubscriptionRef.get(a2.flags.maintenance))
+        assert.isFalse(yield* SubscriptionRef.get(b.flags.maintenance))
+        assert.deepStrictEqual(
+          (yield* laneStats(a2)).members.map((m) => m.server_id),
+          ["n-b"]
+        )
+        assert.deepStrictEqual(
+          a2.events.filter((e) => e._tag === "PeerUp" && e.serverId === "n-a"),
+          []
+        )
+        assert.deepStrictEqual(wakesFrom(a2, "n-a"), [])
+        assert.strictEqual((yield* a2.mesh.health).status, "clustered")
+        const warnings = logs.filter((l) => l.level === "WARN" && l.message.includes("another boot"))
+        assert.strictEqual(warnings.length, 1, "warned once, however many came")
+      }),
+    60_000
   )
 
   it.scoped.skipIf(external)(
@@ -469,7 +542,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
         assert.isAtLeast(big.length, notifications - 50)
         for (const payload of payloads) {
           assert.isAtMost(Buffer.byteLength(payload, "utf8"), 7999)
-          assert.isTrue(payload.startsWith("qm1.") || payload.startsWith("qmp1."))
+          assert.isTrue(payload.startsWith("qm2.") || payload.startsWith("qmp1."))
         }
         assert.strictEqual((yield* laneStats(b)).status, "up")
       }),

@@ -146,6 +146,7 @@ export const lineOf = (event: MeshEvent, quiet: boolean): string | undefined => 
     case "PeerDown":
       return safeJson({ event: "peer_down", server_id: event.serverId })
     case "HandshakeFailed":
+    case "LaneRefused":
     case "InvalidFrame":
     case "LinkUp":
     case "LinkDown":

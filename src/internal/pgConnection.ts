@@ -304,6 +304,9 @@ const READ_ONLY = "25006"
 
 const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`
 
+/** The database's time now, in ms since the epoch, as a float8 (which `pg` reads as a number). */
+const DATABASE_NOW = "(extract(epoch from clock_timestamp()) * 1000)::float8"
+
 const millis = (duration: Duration.Duration): string => `${Duration.toMillis(duration)} ms`
 
 type Rows = ReadonlyArray<Record<string, unknown>>
@@ -456,9 +459,15 @@ const emptyRefused = (): Record<PgLaneRefusal, number> => ({
   unknown_key: 0,
   bad_mac: 0,
   unauthenticated: 0,
+  own_server_id: 0,
   old_epoch: 0,
-  replayed: 0
+  replayed: 0,
+  wrong_backend: 0,
+  stale: 0
 })
+
+/** How often, at most, refused notifications are logged at warning (with the counts since the last). */
+const REFUSAL_WARNING_INTERVAL_MS = 60_000
 
 /**
  * The lane's long-lived state and its methods: the send buffer, the sender, the replay state, the
@@ -473,6 +482,16 @@ class Lane {
   /** How our own notifications' bodies begin (see `Envelope.ownPrefix`). */
   readonly ownPrefix: string
   readonly annotations: Readonly<Record<string, unknown>>
+  /**
+   * The current connection as `open` needs it: our backend (-1 before the first connection) and the
+   * database time at which it began to LISTEN.
+   */
+  readonly session = { processId: 0, ownPid: -1, listenedAt: Number.POSITIVE_INFINITY }
+  /** Milliseconds to add to `Date.now()` for the database's time, as last measured. */
+  private clockOffset = 0
+  /** Refusals not yet reported by a warning, and when the last warning was (monotonic ms). */
+  private refusalsUnreported = 0
+  private lastRefusalWarningAt = Number.NEGATIVE_INFINITY
 
   closed = false
   everUp = false
@@ -545,14 +564,14 @@ class Lane {
   /** The client's 'notification' handler: nothing a notification carries may throw out of it. */
   readonly onNotification = (message: pg.Notification): void => {
     try {
-      this.receive(message.channel, message.payload)
+      this.receive(message.channel, message.payload, message.processId)
     } catch (cause) {
       this.handlerErrors++
       this.log(Effect.logWarning("a notification could not be handled", cause))
     }
   }
 
-  private receive(channel: string, payload: string | undefined): void {
+  private receive(channel: string, payload: string | undefined, processId: number): void {
     if (channel !== this.options.channel) return
     this.notificationsReceived++
     if (payload !== undefined) this.bytesReceived += Buffer.byteLength(payload, "utf8")
@@ -565,7 +584,17 @@ class Lane {
       } else this.probesForeign++
       return
     }
-    const opened = Envelope.open(payload, channel, this.options.auth, this.self, this.replay, this.ownPrefix)
+    const session = this.session
+    session.processId = processId
+    const opened = Envelope.open(
+      payload,
+      channel,
+      this.options.auth,
+      this.self,
+      this.replay,
+      session,
+      this.ownPrefix
+    )
     if (Either.isLeft(opened)) {
       const reason = opened.left
       if (reason === "own") {
@@ -573,12 +602,35 @@ class Lane {
         return
       }
       this.refused[reason]++
+      this.warnRefused(reason)
       this.call(() => this.handlers.onRefused?.(reason))
       return
     }
     const { from, frames, epoch } = opened.right
     this.framesReceived += frames.length
     if (frames.length > 0) this.call(() => this.handlers.onFrames(from, frames, epoch))
+  }
+
+  /**
+   * A refused notification is worth a warning, at most once a minute with the count since the last one:
+   * a flood of forgeries costs one line a minute. Our own server id on another boot is named as such (a
+   * replay of our previous boot, or another process configured with our id).
+   */
+  private warnRefused(reason: PgLaneRefusal): void {
+    this.refusalsUnreported++
+    const now = performance.now()
+    if (now - this.lastRefusalWarningAt < REFUSAL_WARNING_INTERVAL_MS) return
+    this.lastRefusalWarningAt = now
+    const since = this.refusalsUnreported
+    this.refusalsUnreported = 0
+    const refused = Object.values(this.refused).reduce((a, b) => a + b, 0)
+    this.log(
+      Effect.logWarning(
+        reason === "own_server_id"
+          ? "PostgreSQL lane: a notification carries this node's server id from another boot (a replay of a previous boot, or another node with the same id); refused"
+          : "PostgreSQL lane: notifications refused"
+      ).pipe(Effect.annotateLogs({ reason, refused, since_last_warning: since }))
+    )
   }
 
   /** Calls a host handler; a throw is counted and logged, never propagated into the lane. */
@@ -712,9 +764,10 @@ class Lane {
   check(conn: Connection): Effect.Effect<void, PgLaneError> {
     const timeout = this.options.probeTimeout
     return Effect.gen(this, function* () {
+      const sentAt = Date.now()
       const rows = yield* conn
         .query(
-          "SELECT array(SELECT pg_listening_channels()) AS channels, pg_notification_queue_usage() AS usage",
+          `SELECT array(SELECT pg_listening_channels()) AS channels, pg_notification_queue_usage() AS usage, ${DATABASE_NOW} AS now`,
           [],
           "Check",
           "the listening check"
@@ -732,6 +785,7 @@ class Lane {
       const row = rows[0]
       const usage = row?.usage
       if (typeof usage === "number") this.queueUsage = usage
+      this.measured(row?.now, sentAt, Date.now())
       const channels = row?.channels
       if (!Array.isArray(channels) || !channels.includes(this.options.channel)) {
         return yield* new PgLaneError({
@@ -741,6 +795,44 @@ class Lane {
       }
       yield* this.probe(conn)
     })
+  }
+
+  // --- identity and time --------------------------------------------------------------------
+
+  /** The database's clock read at some point between `sentAt` and `answeredAt`: the offset anew. */
+  private measured(now: unknown, sentAt: number, answeredAt: number): void {
+    if (typeof now !== "number" || !Number.isFinite(now)) return
+    this.clockOffset = now - (sentAt + answeredAt) / 2
+    if (this.session.ownPid >= 0) this.sender.bind(this.session.ownPid, this.clockOffset)
+  }
+
+  /**
+   * A new connection: its backend, which its notifications name and by which our own are known, and the
+   * database's clock; then the moment it begins to LISTEN, before which nothing it hears was sealed.
+   */
+  identify(conn: Connection): Effect.Effect<void, PgLaneError> {
+    return Effect.gen(this, function* () {
+      const sentAt = Date.now()
+      const rows = yield* conn.query(
+        `SELECT pg_backend_pid() AS pid, ${DATABASE_NOW} AS now`,
+        [],
+        "Listen",
+        "reading the backend's pid"
+      )
+      const answeredAt = Date.now()
+      const pid = rows[0]?.pid
+      if (typeof pid !== "number" || !Number.isSafeInteger(pid) || pid < 0) {
+        return yield* new PgLaneError({ reason: "Listen", detail: "pg_backend_pid() did not answer a pid" })
+      }
+      this.session.ownPid = pid
+      this.measured(rows[0]?.now, sentAt, answeredAt)
+      this.sender.bind(pid, this.clockOffset)
+    })
+  }
+
+  /** Marks the moment the connection begins to LISTEN, in the database's time. */
+  listening(): void {
+    this.session.listenedAt = Date.now() + this.clockOffset
   }
 
   // --- state --------------------------------------------------------------------------------
@@ -902,6 +994,8 @@ const connect = (lane: Lane): Effect.Effect<Connection, PgLaneError, Scope.Scope
 const session = (lane: Lane): Effect.Effect<never, PgLaneError, Scope.Scope> =>
   Effect.gen(function* () {
     const conn = yield* connect(lane)
+    yield* lane.identify(conn)
+    lane.listening()
     yield* conn.query(`LISTEN ${quoteIdent(lane.options.channel)}`, [], "Listen", "LISTEN")
     yield* lane.check(conn)
     yield* lane.up()

@@ -1,16 +1,26 @@
 /**
  * The PostgreSQL lane's envelope: how the mesh frames of one tick become `pg_notify` payloads and back,
  * with no I/O. Packing fits frames under PostgreSQL's payload limit (splitting batches by item), sealing
- * adds the sender, its boot epoch, a sequence number and a MAC, and `open` checks all of it on receipt.
+ * adds the sender, its boot epoch, the backend it sends from, the database time, a sequence number and
+ * a MAC, and `open` checks all of it on receipt.
  *
  * Why a MAC per notification: anyone who can connect to the database can NOTIFY any channel, so the
  * lane cannot lean on a network boundary the way the TCP mesh does (spec "The security reality").
  *
- * The format, versioned by its prefix (`qm1`):
+ * Why more than a MAC: anyone who can LISTEN can record a notification and NOTIFY it again, MAC and
+ * all. A notification therefore names the backend that sends it (`p`, its `pg_backend_pid()`), and
+ * PostgreSQL tells the receiver which backend really did (the notification's process id): a recording
+ * sent again comes from another backend and is refused, whatever the receiver remembers of its sender
+ * (a receiver that has just started remembers nothing). The sealing time (`t`, database time) closes
+ * the last gap, a backend id reused after the sender's connection ended: PostgreSQL delivers to a
+ * connection only what is committed after its LISTEN, so nothing sealed well before that is live.
+ * Per sender, the newest epoch and the highest sequence number seen keep the rest in order.
+ *
+ * The format, versioned by its prefix (`qm2`):
  *
  * ```text
- * qm1.<key id | ->.<mac hex | ->.<body>
- * body = {"s":<sender id>,"e":"<epoch>","q":<seq>,"f":[[<tag>,<payload JSON | null>],...]}
+ * qm2.<key id | ->.<mac hex | ->.<body>
+ * body = {"s":<sender id>,"e":"<epoch>","p":<backend pid>,"t":<ms>,"q":<seq>,"f":[[<tag>,<payload JSON | null>],...]}
  * ```
  *
  * - Text, never NUL (a `text` payload cannot hold one); dots split the three header fields and the body
@@ -40,7 +50,7 @@ import * as Rules from "./rules.js"
 // ---------------------------------------------------------------------------------------------
 
 /** The version prefix of an envelope. */
-export const VERSION = "qm1"
+export const VERSION = "qm2"
 
 /** PostgreSQL refuses payloads of 8000 bytes or more; this is the most one notification may carry. */
 export const DEFAULT_PAYLOAD_LIMIT = 7999
@@ -51,8 +61,18 @@ export const MAX_OPEN_LENGTH = 64 * 1024
 /** The replay state remembers at most this many senders; the longest silent is forgotten first. */
 export const MAX_SENDERS = 256
 
-/** The digits a sequence number may take in an envelope: `Number.MAX_SAFE_INTEGER` has 16. */
+/** The digits a sequence number or a time may take in an envelope: `Number.MAX_SAFE_INTEGER` has 16. */
 const MAX_SEQ_DIGITS = 16
+
+/** The digits a backend pid may take: PostgreSQL's are 32-bit. */
+const MAX_PID_DIGITS = 10
+
+/**
+ * How much earlier than a connection's LISTEN a notification may have been sealed and still be live:
+ * the error of two clock offsets measured against the database, and the time between sealing and
+ * commit, with room to spare.
+ */
+export const SEAL_TOLERANCE_MS = 5000
 
 const MAC_DOMAIN = "queen-mesh/pg/v1"
 const HKDF_SALT = "queen-mesh pg lane v1"
@@ -346,15 +366,20 @@ export const pack = (frames: ReadonlyArray<Uint8Array>, room: number): Packed =>
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One process's sending side on one channel: its id, boot epoch, key, and the sequence number of its last
- * notification (1 is the first of an epoch).
+ * One process's sending side on one channel: its id, boot epoch, key, the backend it sends from and its
+ * clock (see {@link bind}), and the sequence number of its last notification (1 is the first of an
+ * epoch; the sequence runs on across connections).
  */
 export class Sender {
   seq = 0
-  private readonly head: string
+  /** The backend that carries this sender's notifications (`pg_backend_pid()`); 0 before {@link bind}. */
+  pid = 0
+  private head: string
   private readonly keyId: string
   private readonly key: Buffer | undefined
-  /** Bytes of an envelope with an empty frame list and the widest sequence number. */
+  /** Milliseconds to add to `Date.now()` for the database's time. */
+  private clockOffset = 0
+  /** Bytes of an envelope with an empty frame list and the widest pid, time and sequence number. */
   readonly overhead: number
 
   constructor(
@@ -363,7 +388,7 @@ export class Sender {
     readonly channel: string,
     auth: Auth
   ) {
-    this.head = ownPrefix({ serverId, epoch })
+    this.head = sessionPrefix({ serverId, epoch }, 0)
     if (auth === "open") {
       this.keyId = NO_FIELD
       this.key = undefined
@@ -374,13 +399,37 @@ export class Sender {
     }
     const macLength = this.key === undefined ? NO_FIELD.length : 64
     this.overhead =
-      VERSION.length + 1 + this.keyId.length + 1 + macLength + 1 + this.head.length + MAX_SEQ_DIGITS + 8
+      VERSION.length +
+      1 +
+      this.keyId.length +
+      1 +
+      macLength +
+      1 +
+      ownPrefix({ serverId, epoch }).length +
+      MAX_PID_DIGITS +
+      ',"t":'.length +
+      MAX_SEQ_DIGITS +
+      ',"q":'.length +
+      MAX_SEQ_DIGITS +
+      ',"f":[]}'.length
+  }
+
+  /**
+   * The connection this sender's notifications go out on now: its backend pid and the database clock's
+   * offset from ours (`Date.now() + clockOffset` is the database's time). Called for every connection,
+   * and again whenever the offset is measured anew.
+   */
+  bind(pid: number, clockOffset: number): void {
+    if (pid !== this.pid) this.head = sessionPrefix({ serverId: this.serverId, epoch: this.epoch }, pid)
+    this.pid = pid
+    this.clockOffset = clockOffset
   }
 
   /** The envelope of one group from {@link pack}, with the next sequence number. */
   envelope(group: string): string {
     this.seq++
-    const body = `${this.head}${this.seq},"f":[${group}]}`
+    const time = Math.max(0, Math.round(Date.now() + this.clockOffset))
+    const body = `${this.head}${time},"q":${this.seq},"f":[${group}]}`
     const mac = this.key === undefined ? NO_FIELD : macOf(this.key, this.channel, body).toString("hex")
     return `${VERSION}.${this.keyId}.${mac}.${body}`
   }
@@ -411,14 +460,28 @@ export const seal = (
 // receiving
 // ---------------------------------------------------------------------------------------------
 
-/** Why `open` refused a notification. `own` is not an error: our own notification, ignored. */
+/**
+ * Why `open` refused a notification. `own` is not an error: our own notification, come back to us.
+ *
+ * - `malformed`: not the format; `unknown_key`, `bad_mac`, `unauthenticated`: the MAC (a key we do not
+ *   hold, one that does not verify, none while keys are installed);
+ * - `own_server_id`: it verifies and carries this node's server id with another boot epoch: our own
+ *   previous boot replayed, or another process configured with our id;
+ * - `old_epoch`, `replayed`: an epoch older than the newest seen from its sender, or a sequence number
+ *   not above the highest seen in its epoch (a recording of ours of this boot is `replayed` too);
+ * - `wrong_backend`: sent from another backend than the one it names: a recording sent again;
+ * - `stale`: sealed before this connection began to LISTEN, so not a live delivery.
+ */
 export const refusalReasons = [
   "malformed",
   "unknown_key",
   "bad_mac",
   "unauthenticated",
+  "own_server_id",
   "old_epoch",
   "replayed",
+  "wrong_backend",
+  "stale",
   "own"
 ] as const
 
@@ -446,13 +509,22 @@ export interface Self {
 }
 
 /**
- * How the body of every notification `self` seals begins: `{"s":<id>,"e":"<epoch>","q":`. A body that
- * begins so is ours (or a forgery of ours, which may as well be ignored too), known without the MAC or
- * the JSON: a node hears all its own notifications, and a large batch would cost its sender as much
- * again to verify and parse as to send.
+ * What PostgreSQL says of a notification and of the connection it reached: the backend that sent it
+ * (the notification's process id), our own backend, and the database time at which our connection
+ * began to LISTEN.
  */
+export interface Receipt {
+  readonly processId: number
+  readonly ownPid: number
+  readonly listenedAt: number
+}
+
+/** How the body of every notification `self` seals begins: `{"s":<id>,"e":"<epoch>","p":`. */
 export const ownPrefix = (self: Self): string =>
-  `{"s":${asciiJson(JSON.stringify(self.serverId))},"e":"${self.epoch}","q":`
+  `{"s":${asciiJson(JSON.stringify(self.serverId))},"e":"${self.epoch}","p":`
+
+/** How the body of every notification `self` seals from backend `pid` begins, up to its time. */
+const sessionPrefix = (self: Self, pid: number): string => `${ownPrefix(self)}${pid},"t":`
 
 /**
  * The newest epoch and the highest sequence number accepted from each sender, for at most
@@ -495,9 +567,13 @@ export class ReplayState {
 interface Body {
   readonly from: string
   readonly epoch: string
+  readonly pid: number
+  readonly time: number
   readonly seq: number
   readonly frames: ReadonlyArray<ReceivedFrame>
 }
+
+const isCount = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
 
 /** The body's fields, checked by hand: anything not of the format is `undefined`. */
 const parseBody = (text: string): Body | undefined => {
@@ -510,12 +586,13 @@ const parseBody = (text: string): Body | undefined => {
   if (!isRecord(json)) return undefined
   const from = Rules.serverId(json.s)
   const epoch = json.e
+  const pid = json.p
+  const time = json.t
   const seq = json.q
   const list = json.f
   if (from === undefined || typeof epoch !== "string" || !EPOCH.test(epoch)) return undefined
-  if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1 || !Array.isArray(list)) {
-    return undefined
-  }
+  if (!isCount(pid) || pid > 0xffffffff || !isCount(time)) return undefined
+  if (!isCount(seq) || seq < 1 || !Array.isArray(list)) return undefined
   const frames: Array<ReceivedFrame> = []
   for (const item of list) {
     if (!Array.isArray(item) || item.length !== 2) return undefined
@@ -523,15 +600,16 @@ const parseBody = (text: string): Body | undefined => {
     if (typeof tag !== "number" || !Number.isInteger(tag) || tag < 0 || tag > 255) return undefined
     frames.push({ tag, json: item[1] })
   }
-  return { from, epoch, seq, frames }
+  return { from, epoch, pid, time, seq, frames }
 }
 
 /**
- * Checks a notification and returns its frames, or why it was refused: not the format (`malformed`), a
- * key we do not hold (`unknown_key`), a MAC that does not verify (`bad_mac`, compared in constant time),
- * no MAC while keys are installed (`unauthenticated`), an epoch older than the newest seen from that
- * sender (`old_epoch`), a sequence number not above the highest seen in its epoch (`replayed`), or our
- * own (`own`). A newer epoch resets the sender's sequence. Never throws, whatever the input.
+ * Checks a notification and returns its frames, or why it was refused (see {@link refusalReasons}), in
+ * this order: the format, the MAC (compared in constant time), our own server id, the sender's epoch
+ * and sequence, the backend, the time. Only a notification from our own backend that begins as ours do
+ * is `own` without its MAC being checked: nobody else can send from our backend. A newer epoch resets
+ * the sender's sequence; the replay state changes only when a notification is accepted. Never throws,
+ * whatever the input.
  */
 export const open = (
   payload: string | undefined,
@@ -539,6 +617,7 @@ export const open = (
   auth: Auth,
   self: Self,
   state: ReplayState,
+  receipt: Receipt,
   own: string = ownPrefix(self)
 ): Either.Either<Opened, RefusalReason> => {
   try {
@@ -550,7 +629,7 @@ export const open = (
     const keyId = payload.slice(VERSION.length + 1, keyEnd)
     const mac = payload.slice(keyEnd + 1, macEnd)
     const body = payload.slice(macEnd + 1)
-    if (body.startsWith(own)) return Either.left("own")
+    if (receipt.processId === receipt.ownPid && body.startsWith(own)) return Either.left("own")
     const unsigned = keyId === NO_FIELD && mac === NO_FIELD
     if (!unsigned && (!KEY_ID.test(keyId) || keyId === NO_FIELD || !MAC_HEX.test(mac))) {
       return Either.left("malformed")
@@ -567,11 +646,22 @@ export const open = (
     }
     const parsed = parseBody(body)
     if (parsed === undefined) return Either.left("malformed")
-    if (parsed.from === self.serverId && parsed.epoch === self.epoch) return Either.left("own")
+    // Ours, yet not from our backend: a recording of this boot, or another boot (or process) of our id.
+    if (parsed.from === self.serverId) {
+      return Either.left(parsed.epoch === self.epoch ? "replayed" : "own_server_id")
+    }
     const replay = state.check(parsed.from, parsed.epoch, parsed.seq)
     if (replay !== undefined) return Either.left(replay)
+    if (parsed.pid !== receipt.processId) return Either.left("wrong_backend")
+    if (parsed.time < receipt.listenedAt - SEAL_TOLERANCE_MS) return Either.left("stale")
     state.accept(parsed.from, parsed.epoch, parsed.seq)
-    return Either.right({ ...parsed, keyId: verifiedBy })
+    return Either.right({
+      from: parsed.from,
+      epoch: parsed.epoch,
+      seq: parsed.seq,
+      frames: parsed.frames,
+      keyId: verifiedBy
+    })
   } catch {
     // Total by construction; this is the belt to those braces (a hostile input must never escape).
     return Either.left("malformed")

@@ -15,6 +15,11 @@ const ringB: Envelope.Keyring = { primary: B, accepted: [] }
 const ringBA: Envelope.Keyring = { primary: B, accepted: [A] }
 const EPOCH = Envelope.makeEpoch(1_700_000_000_000, 7)
 const RECEIVER: Envelope.Self = { serverId: "receiver", epoch: Envelope.makeEpoch(1_700_000_000_000, 9) }
+/** The backend every test sender sends from, and the receiver's own. */
+const SENDER_PID = 4242
+const RECEIVER_PID = 77
+/** A notification from the test sender's backend, on a connection listening since long ago. */
+const RECEIPT: Envelope.Receipt = { processId: SENDER_PID, ownPid: RECEIVER_PID, listenedAt: 0 }
 
 /** `u32 BE length | u8 tag | payload`, the payload given as text (empty for none). */
 const frame = (tag: number, payload: string): Uint8Array => {
@@ -29,8 +34,11 @@ const frame = (tag: number, payload: string): Uint8Array => {
 const payloadOf = (bytes: Uint8Array): unknown =>
   bytes.length === 5 ? null : JSON.parse(Buffer.from(bytes.subarray(5)).toString("utf8"))
 
-const sender = (auth: Envelope.Auth = ringA, serverId = "sender", epoch = EPOCH) =>
-  new Envelope.Sender(serverId, epoch, CHANNEL, auth)
+const sender = (auth: Envelope.Auth = ringA, serverId = "sender", epoch = EPOCH, pid = SENDER_PID) => {
+  const s = new Envelope.Sender(serverId, epoch, CHANNEL, auth)
+  s.bind(pid, 0)
+  return s
+}
 
 const openAll = (
   payloads: ReadonlyArray<string>,
@@ -39,7 +47,7 @@ const openAll = (
 ): Array<Envelope.ReceivedFrame> => {
   const out: Array<Envelope.ReceivedFrame> = []
   for (const payload of payloads) {
-    const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, state)
+    const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, state, RECEIPT)
     if (Either.isLeft(opened)) assert.fail(`refused: ${opened.left}`)
     out.push(...opened.right.frames)
   }
@@ -234,9 +242,10 @@ describe("pgEnvelope", () => {
       const sealed = Envelope.seal(s, [bytes])
       assert.deepStrictEqual(sealed.dropped, [])
       for (const payload of sealed.payloads) assert.isAtMost(Buffer.byteLength(payload, "utf8"), 7999)
-      // Close to the fewest possible: every notification but the last is nearly full.
+      // Close to the fewest possible: every notification but the last is full but for less than one item.
       const room = 7999 - s.overhead
-      assert.isAtMost(sealed.payloads.length, Math.ceil(bytes.length / (room - 64)) + 1)
+      const longestItem = items.reduce((most, item) => Math.max(most, JSON.stringify(item).length + 1), 0)
+      assert.isAtMost(sealed.payloads.length, Math.ceil(bytes.length / (room - longestItem)) + 1)
       const received = openAll(sealed.payloads)
       const got: Array<unknown> = []
       for (const f of received) {
@@ -302,14 +311,15 @@ describe("pgEnvelope", () => {
       ])
     })
 
-    it("the overhead is what the report says: 129 bytes plus the server id and the sequence digits", () => {
+    it("the overhead is what the report says: 139 bytes plus the server id and the pid, time and sequence digits", () => {
       const s = sender(ringA, "queen-a")
       const [payload] = Envelope.seal(s, [frame(1, '{"queue":"q"}')]).payloads
       const empty = payload!.length - '[1,{"queue":"q"}]'.length
-      assert.strictEqual(empty, 129 + "queen-a".length + 1)
-      assert.strictEqual(s.overhead, 129 + "queen-a".length + 16)
+      const time = String(JSON.parse(payload!.slice(payload!.indexOf("{"))).t)
+      assert.strictEqual(empty, 139 + "queen-a".length + String(SENDER_PID).length + time.length + 1)
+      assert.strictEqual(s.overhead, 139 + "queen-a".length + 10 + 16 + 16)
       const open = sender("open", "queen-a")
-      assert.strictEqual(open.overhead, 51 + "queen-a".length + 16)
+      assert.strictEqual(open.overhead, 61 + "queen-a".length + 10 + 16 + 16)
     })
   })
 
@@ -321,14 +331,22 @@ describe("pgEnvelope", () => {
       payload: string | undefined,
       auth: Envelope.Auth = ringA,
       state = new Envelope.ReplayState(),
-      self = RECEIVER
+      self = RECEIVER,
+      receipt = RECEIPT
     ) => {
-      const opened = Envelope.open(payload, CHANNEL, auth, self, state)
+      const opened = Envelope.open(payload, CHANNEL, auth, self, state, receipt)
       return Either.isLeft(opened) ? opened.left : "accepted"
     }
 
     it("accepts a sealed notification and names sender, epoch, seq and key", () => {
-      const opened = Envelope.open(sealOne(sender()), CHANNEL, ringA, RECEIVER, new Envelope.ReplayState())
+      const opened = Envelope.open(
+        sealOne(sender()),
+        CHANNEL,
+        ringA,
+        RECEIVER,
+        new Envelope.ReplayState(),
+        RECEIPT
+      )
       assert.deepStrictEqual(
         opened,
         Either.right({
@@ -342,46 +360,57 @@ describe("pgEnvelope", () => {
     })
 
     it("malformed: not the format, bad JSON, wrong field types, over-long sender id", () => {
-      const signed = (body: string) => `qm1.${A.id}.${macFor(body)}.${body}`
+      const signed = (body: string) => `qm2.${A.id}.${macFor(body)}.${body}`
       for (const payload of [
         undefined,
         "",
         "hello",
-        "qm1",
-        "qm1.",
-        "qm1.a.b",
-        "qm2.-.-.{}",
-        `qm1.${A.id}.xyz.{}`,
-        `qm1.${A.id}.-.{}`,
-        `qm1.-.${"0".repeat(64)}.{}`,
-        `qm1.a.b.c.${"0".repeat(64)}.{}`,
+        "qm2",
+        "qm2.",
+        "qm2.a.b",
+        "qm9.-.-.{}",
+        `qm2.${A.id}.xyz.{}`,
+        `qm2.${A.id}.-.{}`,
+        `qm2.-.${"0".repeat(64)}.{}`,
+        `qm2.a.b.c.${"0".repeat(64)}.{}`,
         "x".repeat(Envelope.MAX_OPEN_LENGTH + 1)
       ]) {
         assert.strictEqual(
           refusal(payload),
-          payload === "qm1.-.-.{}" ? "unauthenticated" : "malformed",
+          payload === "qm2.-.-.{}" ? "unauthenticated" : "malformed",
           payload
         )
       }
+      const pt = `"p":${SENDER_PID},"t":1`
       for (const body of [
         "not json",
         "[]",
         "{}",
-        `{"s":"","e":"${EPOCH}","q":1,"f":[]}`,
-        `{"s":"${"x".repeat(257)}","e":"${EPOCH}","q":1,"f":[]}`,
-        `{"s":"a","e":"${EPOCH.toUpperCase()}","q":1,"f":[]}`,
-        `{"s":"a","e":"${EPOCH}","q":0,"f":[]}`,
-        `{"s":"a","e":"${EPOCH}","q":1.5,"f":[]}`,
-        `{"s":"a","e":"${EPOCH}","q":"1","f":[]}`,
-        `{"s":"a","e":"${EPOCH}","q":1,"f":{}}`,
-        `{"s":"a","e":"${EPOCH}","q":1,"f":[[256,null]]}`,
-        `{"s":"a","e":"${EPOCH}","q":1,"f":[[1]]}`,
-        `{"s":"a","e":"${EPOCH}","q":1,"f":[[1,null,2]]}`,
-        `{"s":1,"e":"${EPOCH}","q":1,"f":[]}`
+        `{"s":"","e":"${EPOCH}",${pt},"q":1,"f":[]}`,
+        `{"s":"${"x".repeat(257)}","e":"${EPOCH}",${pt},"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH.toUpperCase()}",${pt},"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":0,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":1.5,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":"1","f":[]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":1,"f":{}}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":1,"f":[[256,null]]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":1,"f":[[1]]}`,
+        `{"s":"a","e":"${EPOCH}",${pt},"q":1,"f":[[1,null,2]]}`,
+        `{"s":1,"e":"${EPOCH}",${pt},"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","t":1,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":-1,"t":1,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":4294967296,"t":1,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":"1","t":1,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":1,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":1,"t":1.5,"q":1,"f":[]}`,
+        `{"s":"a","e":"${EPOCH}","p":1,"t":-1,"q":1,"f":[]}`
       ]) {
         assert.strictEqual(refusal(signed(body)), "malformed", body)
       }
-      assert.strictEqual(refusal(signed(`{"s":"a","e":"${EPOCH}","q":1,"f":[[1,null]],"x":1}`)), "accepted")
+      assert.strictEqual(
+        refusal(signed(`{"s":"a","e":"${EPOCH}",${pt},"q":1,"f":[[1,null]],"x":1}`)),
+        "accepted"
+      )
     })
 
     /** The MAC by the spec's recipe, written out independently of the module. */
@@ -409,7 +438,7 @@ describe("pgEnvelope", () => {
       assert.strictEqual(refusal(sealOne(sender(ringB)), ringA), "unknown_key")
       const payload = sealOne(sender())
       const flipped = payload.replace(
-        /^(qm1\.[^.]+\.)(.)/,
+        /^(qm2\.[^.]+\.)(.)/,
         (_, head: string, c: string) => head + (c === "0" ? "1" : "0")
       )
       assert.strictEqual(refusal(flipped), "bad_mac")
@@ -427,11 +456,60 @@ describe("pgEnvelope", () => {
       assert.strictEqual(refusal(sealOne(sender(ringB)), "open"), "accepted")
     })
 
-    it("own: our id with our epoch is ignored; our id with another epoch is another process", () => {
+    it("own: our id and epoch from our own backend is ignored, unchecked", () => {
       const self = { serverId: "sender", epoch: EPOCH }
-      assert.strictEqual(refusal(sealOne(sender()), ringA, new Envelope.ReplayState(), self), "own")
-      const other = sender(ringA, "sender", Envelope.makeEpoch(1_700_000_000_001, 0))
-      assert.strictEqual(refusal(sealOne(other), ringA, new Envelope.ReplayState(), self), "accepted")
+      const ours = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
+      assert.strictEqual(refusal(sealOne(sender()), ringA, new Envelope.ReplayState(), self, ours), "own")
+      // Only the prefix is read: nobody else can send from our backend.
+      assert.strictEqual(
+        refusal(sealOne(sender(ringB)), ringA, new Envelope.ReplayState(), self, ours),
+        "own"
+      )
+    })
+
+    it("own_server_id: our id with another epoch is refused, whatever the backend and the epoch's age", () => {
+      const self = { serverId: "sender", epoch: EPOCH }
+      const state = new Envelope.ReplayState()
+      for (const bootMillis of [1_600_000_000_000, 1_700_000_000_001, 1_800_000_000_000]) {
+        const other = sender(ringA, "sender", Envelope.makeEpoch(bootMillis, 0))
+        assert.strictEqual(refusal(sealOne(other), ringA, state, self), "own_server_id")
+        const ownBackend = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
+        assert.strictEqual(refusal(sealOne(other), ringA, state, self, ownBackend), "own_server_id")
+      }
+      assert.strictEqual(state.size, 0, "nothing remembered of ourselves")
+    })
+
+    it("our id and epoch from another backend: checked, a forgery bad_mac, a recording replayed", () => {
+      const self = { serverId: "sender", epoch: EPOCH }
+      const recording = sealOne(sender())
+      assert.strictEqual(refusal(recording, ringA, new Envelope.ReplayState(), self), "replayed")
+      const forged = recording.replace(/^(qm2\.[^.]+\.)[0-9a-f]{64}/, `$1${"0".repeat(64)}`)
+      assert.strictEqual(refusal(forged, ringA, new Envelope.ReplayState(), self), "bad_mac")
+    })
+
+    it("wrong_backend: a recording sent again from another backend, to a receiver that never heard its sender", () => {
+      const recording = sealOne(sender())
+      const elsewhere = { processId: SENDER_PID + 1, ownPid: RECEIVER_PID, listenedAt: 0 }
+      const state = new Envelope.ReplayState()
+      assert.strictEqual(refusal(recording, ringA, state, RECEIVER, elsewhere), "wrong_backend")
+      assert.isUndefined(state.get("sender"), "nothing remembered of a refusal")
+      assert.strictEqual(refusal(recording, ringA, state), "accepted", "from its own backend it is live")
+      assert.strictEqual(refusal(recording, ringA, state, RECEIVER, elsewhere), "replayed", "known now")
+    })
+
+    it("stale: sealed well before this connection began to LISTEN", () => {
+      const s = sender()
+      const sealedAt = JSON.parse(sealOne(s).split(".").slice(3).join(".")).t as number
+      const late = (listenedAt: number) => ({ processId: SENDER_PID, ownPid: RECEIVER_PID, listenedAt })
+      const tolerance = Envelope.SEAL_TOLERANCE_MS
+      assert.strictEqual(
+        refusal(sealOne(s), ringA, undefined, RECEIVER, late(sealedAt + tolerance + 60_000)),
+        "stale"
+      )
+      assert.strictEqual(refusal(sealOne(s), ringA, undefined, RECEIVER, late(sealedAt)), "accepted")
+      // The sealing time is the database's: the sender's offset moves it.
+      s.bind(SENDER_PID, -3_600_000)
+      assert.strictEqual(refusal(sealOne(s), ringA, undefined, RECEIVER, late(sealedAt)), "stale")
     })
 
     it("replayed and old_epoch; a newer epoch resets the sequence", () => {
@@ -452,7 +530,7 @@ describe("pgEnvelope", () => {
       const state = new Envelope.ReplayState()
       const s = sender()
       for (let i = 0; i < 5; i++) sealOne(s)
-      const forged = sealOne(s).replace(/^(qm1\.[^.]+\.)[0-9a-f]{64}/, `$1${"0".repeat(64)}`)
+      const forged = sealOne(s).replace(/^(qm2\.[^.]+\.)[0-9a-f]{64}/, `$1${"0".repeat(64)}`)
       assert.strictEqual(refusal(forged, ringA, state), "bad_mac")
       assert.isUndefined(state.get("sender"))
       const late = sender(ringA, "sender", Envelope.makeEpoch(9_000_000_000_000, 0))
@@ -492,9 +570,9 @@ describe("pgEnvelope", () => {
       [
         fc.oneof(
           fc.string({ unit: "binary", maxLength: 300 }),
-          fc.string({ maxLength: 300 }).map((s) => `qm1.${s}`),
-          fc.string({ maxLength: 300 }).map((s) => `qm1.-.-.${s}`),
-          fc.json().map((s) => `qm1.-.-.${s}`),
+          fc.string({ maxLength: 300 }).map((s) => `qm2.${s}`),
+          fc.string({ maxLength: 300 }).map((s) => `qm2.-.-.${s}`),
+          fc.json().map((s) => `qm2.-.-.${s}`),
           fc
             .tuple(fc.nat(400), fc.nat(400), fc.string({ unit: "binary", maxLength: 20 }))
             .map(([at, cut, junk]) => {
@@ -505,7 +583,7 @@ describe("pgEnvelope", () => {
         fc.constantFrom<Envelope.Auth>(ringA, "open")
       ],
       ([payload, auth]) => {
-        const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, new Envelope.ReplayState())
+        const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, new Envelope.ReplayState(), RECEIPT)
         assert.isTrue(Either.isLeft(opened) || Either.isRight(opened))
         if (Either.isLeft(opened)) assert.include(Envelope.refusalReasons, opened.left)
       },
