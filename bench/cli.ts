@@ -1,7 +1,7 @@
 /**
  * The CLI path: `queen-mesh node` (the entry `src/cli.ts`, compiled with the bench into `.bench-dist/`)
  * next to the hand-written `bench/cliBaseline.ts` and, where it is built, upstream Queen's Rust mesh
- * behind its stdin/stdout harness (`upstream-mesh-node`, see `/work/shared/upstream-mesh/README.md`),
+ * behind its stdin/stdout harness (`upstream-mesh-node`, see `../shared/upstream-mesh/README.md` beside this repository),
  * all driven as a script drives them, through pipes. Run from the driver process, which owns the pipes:
  *
  * - wake latency: a `message_available` line (upstream: `ma <queue> <partition> <tenant>`) written to

@@ -17,6 +17,7 @@
  */
 import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Baseline from "./baseline.js"
@@ -27,7 +28,13 @@ import { type Distribution, distribution, sleep } from "./stats.js"
 const SECRET = "bench-s3cr3t"
 const argOf = (name: string): string | undefined =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const defaultUpstream = "/tmp/upstream-mesh-harness/target/release/upstream-mesh-node"
+const defaultUpstream = Path.join(
+  Os.tmpdir(),
+  "upstream-mesh-harness",
+  "target",
+  "release",
+  "upstream-mesh-node"
+)
 const upstreamArg = argOf("upstream") ?? process.env.QUEEN_MESH_BENCH_UPSTREAM ?? defaultUpstream
 const upstream = upstreamArg !== "off" && Fs.existsSync(upstreamArg) ? upstreamArg : undefined
 const rounds = Number(argOf("rounds") ?? "3000")

@@ -9,7 +9,7 @@
  * `node --cpu-prof`, profiles in `bench/profiles/`; the CLI nodes are `cli-mesh-a`, `cli-mesh-b`,
  * `cli-mesh-recv` and their `cli-base-*` twins, the lane's `lane-flood-a`, `lane-lane-b`, ...), `--upstream=<path>|off` (upstream's Rust mesh
  * behind its harness, run in the CLI rounds as a third kind; else `QUEEN_MESH_BENCH_UPSTREAM`, else
- * `/tmp/upstream-mesh-harness/target/release/upstream-mesh-node` if it exists; skipped, saying why,
+ * `upstream-mesh-harness/target/release/upstream-mesh-node` in the temporary directory if it exists; skipped, saying why,
  * where none is found).
  */
 import { execFileSync } from "node:child_process"
@@ -45,8 +45,14 @@ const only = listArg("only")
 const profiled = new Set(listArg("cpu-prof") ?? [])
 const enabled = (section: string) => only === undefined || only.includes(section)
 
-/** Where upstream's harness was built by `/work/shared/upstream-mesh/build.sh` (commit 2719e64). */
-const UPSTREAM_DEFAULT = "/tmp/upstream-mesh-harness/target/release/upstream-mesh-node"
+/** Where `build.sh` of the upstream harness (`../shared/upstream-mesh`) builds commit 2719e64. */
+const UPSTREAM_DEFAULT = Path.join(
+  Os.tmpdir(),
+  "upstream-mesh-harness",
+  "target",
+  "release",
+  "upstream-mesh-node"
+)
 
 type Upstream = { readonly binary: string } | { readonly skipped: string }
 
@@ -69,7 +75,7 @@ const findUpstream = (): Upstream => {
     return {
       skipped:
         given === undefined
-          ? `upstream's harness is not built (no ${UPSTREAM_DEFAULT}; build it with /work/shared/upstream-mesh/build.sh, or pass --upstream=<path>)`
+          ? `upstream's harness is not built (no ${UPSTREAM_DEFAULT}; build it with ../shared/upstream-mesh/build.sh, or pass --upstream=<path>)`
           : `${from}=${given} is not an executable file`
     }
   }
@@ -641,8 +647,8 @@ const runCli = async (upstream: Upstream) => {
       "binary" in upstream
         ? {
             status: "measured" as const,
-            binary: upstream.binary,
-            what: "upstream Queen's server/src/mesh.rs (commit 2719e64 where built by build.sh) behind /work/shared/upstream-mesh's stdin/stdout harness: one write and flush per wake line, a tokio multi-thread runtime",
+            binary: Path.basename(upstream.binary),
+            what: "upstream Queen's server/src/mesh.rs (commit 2719e64 where built by build.sh) behind the stdin/stdout harness of ../shared/upstream-mesh: one write and flush per wake line, a tokio multi-thread runtime",
             ratios: {
               oursOverUpstream: overUpstream(wakeMesh, recvMesh),
               baselineOverUpstream: overUpstream(wakeBase, recvBase)
@@ -1178,7 +1184,7 @@ const main = async () => {
   if (cli !== undefined) {
     notes.push(
       cli.upstream.status === "measured"
-        ? `CLI, upstream Rust: upstream Queen's mesh.rs behind the harness of /work/shared/upstream-mesh (${cli.upstream.binary}), started as upstream-mesh-node <id> <port> 127.0.0.1:<peer> <secret> 1000 5000 and dialled on 127.0.0.1 only (it binds 0.0.0.0); wake = "ma orders <partition> <tenant>" on A's stdin (the same frame on the wire as the other two: every kind pushes one UUID tenant, the only kind upstream reads as a tenant), in the same alternating blocks; readiness by its stats command (outbound connected, the peer's HELLO heard), as it prints no peer_up. Its harness writes and flushes stdout once per wake line and never drops one (a slow reader back-pressures the mesh), where ours coalesces per event-loop turn and drops past 4 MiB. CPU from /proc covers every thread of its tokio runtime.`
+        ? `CLI, upstream Rust: upstream Queen's mesh.rs behind the harness of ../shared/upstream-mesh (${Path.basename(cli.upstream.binary)}), started as upstream-mesh-node <id> <port> 127.0.0.1:<peer> <secret> 1000 5000 and dialled on 127.0.0.1 only (it binds 0.0.0.0); wake = "ma orders <partition> <tenant>" on A's stdin (the same frame on the wire as the other two: every kind pushes one UUID tenant, the only kind upstream reads as a tenant), in the same alternating blocks; readiness by its stats command (outbound connected, the peer's HELLO heard), as it prints no peer_up. Its harness writes and flushes stdout once per wake line and never drops one (a slow reader back-pressures the mesh), where ours coalesces per event-loop turn and drops past 4 MiB. CPU from /proc covers every thread of its tokio runtime.`
         : `CLI, upstream Rust: skipped (${cli.upstream.reason}).`
     )
   }

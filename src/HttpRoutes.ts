@@ -22,6 +22,7 @@ import {
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
 import { Mesh } from "./Mesh.js"
+import type * as MeshHealth from "./MeshHealth.js"
 import * as MeshMetrics from "./MeshMetrics.js"
 import * as MeshStats from "./MeshStats.js"
 
@@ -181,8 +182,9 @@ const metricsHandler = Effect.gen(function* () {
  */
 export interface Readiness {
   readonly ready: boolean
-  /** `mesh_inactive` (sync off or nothing to reach), else the node's health (see `MeshHealth`). */
-  readonly reason: "mesh_inactive" | "clustered" | "degraded" | "isolated" | "solo"
+  /** The node's health (see `MeshHealth`): its status and the reason for it. */
+  readonly status: MeshHealth.Status
+  readonly reason: MeshHealth.Reason
   readonly links_up: number
   /** The configured and discovered peers other than this node itself. */
   readonly peer_count: number
@@ -192,55 +194,60 @@ export interface Readiness {
 }
 
 /**
- * Ready unless the node is `isolated`: it expects peers (or has a lane) and reaches none of them, so
- * every remote push would reach its pops only by their backoff. `clustered`, `degraded` (some peers
- * reached: hints still flow to most pops) and `solo` (nothing to reach) are ready, as is a node whose
- * mesh does not run. An entry that names this node itself counts for nothing.
+ * Ready unless the node is `isolated`: it expects peers (or has a lane, or a discovery source) and
+ * reaches none of them, so every remote push would reach its pops only by their backoff. `clustered`,
+ * `degraded` (some peers reached: hints still flow to most pops), `starting` (peers have not had their
+ * chance yet: the first dead threshold after start) and `solo` (nothing to reach, or the mesh off) are
+ * ready. An entry that names this node itself counts for nothing.
  *
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Effect } from "effect"
+ * import { Effect, TestClock, TestContext } from "effect"
  * import { HttpRoutes, MeshTest } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
  *   const network = yield* MeshTest.network
  *   const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] })
- *   // No link up yet: `/readyz` would answer 503.
+ *   // Its peer has not had its chance yet: starting, and ready.
+ *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).status, "starting")
+ *   // No link up by the dead threshold: `/readyz` answers 503.
+ *   yield* TestClock.adjust("5 seconds")
+ *   yield* MeshTest.settle
  *   deepStrictEqual(HttpRoutes.readiness(yield* a.mesh.stats), {
  *     ready: false,
- *     reason: "isolated",
+ *     status: "isolated",
+ *     reason: "unreached",
  *     links_up: 0,
  *     peer_count: 1,
  *     expected: 1,
  *     healthy: 0
  *   })
+ *   // Its peer comes; a's dialer is in its backoff (at most 5 s): then both ways, clustered and ready.
  *   yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
- *   yield* MeshTest.eventually(MeshTest.linked(a))
- *   yield* MeshTest.eventually(Effect.map(a.mesh.stats, (stats) => HttpRoutes.readiness(stats).ready))
- *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).reason, "clustered")
+ *   yield* TestClock.adjust("5 seconds")
+ *   yield* MeshTest.settleUntil(Effect.map(a.mesh.stats, (stats) => HttpRoutes.readiness(stats).ready))
+ *   strictEqual(HttpRoutes.readiness(yield* a.mesh.stats).status, "clustered")
  * })
  *
- * Effect.runPromise(Effect.scoped(program))
+ * // Under the test clock, so the example moves time without waiting for it.
+ * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(TestContext.TestContext)))
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
 export const readiness = (stats: MeshStats.MeshStats): Readiness => {
-  if (!stats.enabled) {
-    return { ready: true, reason: "mesh_inactive", links_up: 0, peer_count: 0, expected: 0, healthy: 0 }
-  }
-  const others = stats.peers.filter((peer) => !peer.self)
-  const up = others.filter((peer) => peer.connected).length
-  const status = stats.health.status
+  const health = stats.health
+  const others = stats.enabled ? stats.peers.filter((peer) => !peer.self) : []
   return {
-    ready: status !== "isolated",
-    reason: status,
-    links_up: up,
+    ready: health.status !== "isolated",
+    status: health.status,
+    reason: health.reason,
+    links_up: others.filter((peer) => peer.connected).length,
     peer_count: others.length,
-    expected: stats.health.expected,
-    healthy: stats.health.healthy
+    expected: health.expected,
+    healthy: health.healthy
   }
 }
 

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Option } from "effect"
+import { Option, Schema } from "effect"
 
 /**
  * A configured peer entry: where the node dials.
@@ -131,9 +131,15 @@ const normalEpoch = (epoch: string): string => {
  * server that dialled in, or a node heard on the lane.
  *
  * @since 0.1.0
+ * @category schemas
+ */
+export const FoundBy = Schema.Literal("config", "dns", "discovery", "inbound", "lane")
+
+/**
+ * @since 0.1.0
  * @category models
  */
-export type FoundBy = "config" | "dns" | "discovery" | "inbound" | "lane"
+export type FoundBy = typeof FoundBy.Type
 
 /**
  * One replica as this node knows it.

@@ -154,8 +154,10 @@ export interface MeshShape {
    */
   readonly members: Effect.Effect<ReadonlyArray<Membership.Member>>
   /**
-   * The members again every time a link goes up or down, a server turns alive or dead, or an entry is
-   * recognised as this node: for a host that reacts to membership rather than polling `members`.
+   * The members now, then again every time a link goes up or down, a server turns alive or dead, a peer
+   * joins or leaves, the lane goes up or down, or an entry is recognised as this node: for a host that
+   * reacts to membership rather than polling `members`. Like `healthChanges`, it starts with the value
+   * now.
    */
   readonly memberChanges: Stream.Stream<ReadonlyArray<Membership.Member>>
   /**
@@ -164,7 +166,7 @@ export interface MeshShape {
    * own re-poll interval on.
    */
   readonly health: Effect.Effect<MeshHealth.Health>
-  /** The health now, then every change. */
+  /** The health now, then every change (as `memberChanges` starts with the members now). */
   readonly healthChanges: Stream.Stream<MeshHealth.Health>
   /** What received frames did, peers coming and going, refused input. Subscribe before it matters. */
   readonly events: Stream.Stream<MeshEvent>
@@ -396,9 +398,23 @@ export const make: Effect.Effect<
   const laneStatus: Effect.Effect<MeshHealth.Health["lane"]> =
     lane === undefined ? Effect.succeed("none") : lane.status
 
-  // Health: kept current from the membership and the lane's status.
+  // Health: kept current from the membership, the lane's status and discovery's record; an inactive
+  // mesh is `solo` for good.
   const health = yield* HealthRef.HealthRef
-  yield* HealthTracker.track({ health, members, lane: laneStatus, events })
+  if (active) {
+    yield* HealthTracker.track({
+      health,
+      members,
+      lane: laneStatus,
+      discovery: Effect.map(peers.discovery, (d) =>
+        Option.isNone(d) ? "none" : d.value.found ? "found" : "nothing_found"
+      ),
+      startupWindow: config.deadThreshold,
+      events
+    })
+  } else {
+    yield* SubscriptionRef.set(health, MeshHealth.inactive(config.enabled))
+  }
 
   const stats: Effect.Effect<MeshStats.MeshStats> = Effect.gen(function* () {
     const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
@@ -412,6 +428,7 @@ export const make: Effect.Effect<
         transport: "tcp-mesh",
         version: VERSION,
         uptime_ms,
+        health: yield* SubscriptionRef.get(health),
         maintenance_mode,
         pop_maintenance_mode
       } as const
@@ -432,7 +449,7 @@ export const make: Effect.Effect<
       ephAdmin: { sent: { ...ephCounts.sent }, received: { ...ephCounts.received } },
       keyId: keys === "open" ? null : keys.primary.id,
       acceptedKeyIds: keys === "open" ? [] : keys.accepted.map((key) => key.id),
-      health: { status: now.status, expected: now.expected, healthy: now.healthy, lane: now.lane },
+      health: now,
       membersJoined: membership.joined,
       membersLeft: membership.left,
       discovery: Option.match(discovery, {
@@ -578,9 +595,17 @@ export const make: Effect.Effect<
     setPopMaintenance: setFlag("setPopMaintenance", flags.popMaintenance, "PopMaintenanceModeSet"),
     stats,
     members,
-    memberChanges: events.events.pipe(
-      Stream.filter(MeshEventModule.isMembershipChange),
-      Stream.mapEffect(() => members)
+    // Subscribed before the members are read, so no change falls between the two.
+    memberChanges: Stream.unwrapScoped(
+      Effect.map(events.subscribe, (subscription) =>
+        Stream.concat(
+          Stream.fromEffect(members),
+          Stream.fromQueue(subscription).pipe(
+            Stream.filter(MeshEventModule.isMembershipChange),
+            Stream.mapEffect(() => members)
+          )
+        )
+      )
     ),
     health: SubscriptionRef.get(health),
     healthChanges: health.changes,

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
+import { Context, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
 import type { EphOp, HotItem, QueueItem, QueueRef } from "./Frame.js"
 import type { Status as MeshHealthStatus } from "./MeshHealth.js"
 
@@ -114,6 +114,12 @@ export interface MeshEventsShape {
   /** Every event from the moment of subscribing, as a stream (subscribe before it matters). */
   readonly events: Stream.Stream<MeshEvent>
   /**
+   * A subscription for the life of the scope: every event from now on, in a queue (of at most 4,096
+   * waiting; the newest are dropped past it). For a stream that must not miss what happens between
+   * reading a state and watching its changes.
+   */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<MeshEvent>, never, Scope.Scope>
+  /**
    * Calls `observer` synchronously for every event while the scope lasts: the cheapest way to watch,
    * for an observer that does not block (the CLI writes each event to stdout this way). With `tags`,
    * only events of those kinds are handed to it, and no other kind is built for its sake.
@@ -177,18 +183,18 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
     const some = byTag.get(event._tag)
     if (some !== undefined) for (const observer of some) call(observer, event)
   }
-  const events = Stream.unwrapScoped(
-    Effect.acquireRelease(
-      Effect.map(PubSub.subscribe(pubsub), (subscription) => {
+  const subscribe = Effect.acquireRelease(
+    Effect.tap(PubSub.subscribe(pubsub), () =>
+      Effect.sync(() => {
         subscribers++
-        return Stream.fromQueue(subscription)
-      }),
-      () =>
-        Effect.sync(() => {
-          subscribers--
-        })
-    )
+      })
+    ),
+    () =>
+      Effect.sync(() => {
+        subscribers--
+      })
   )
+  const events = Stream.unwrapScoped(Effect.map(subscribe, (subscription) => Stream.fromQueue(subscription)))
   const observe = (observer: (event: MeshEvent) => void, tags?: ReadonlyArray<MeshEvent["_tag"]>) =>
     Effect.acquireRelease(
       Effect.sync(() => {
@@ -214,7 +220,7 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
     )
   const listening = (tag?: MeshEvent["_tag"]): boolean =>
     subscribers > 0 || observers.size > 0 || (tag === undefined ? byTag.size > 0 : byTag.has(tag))
-  return { listening, emit, events, observe }
+  return { listening, emit, events, subscribe, observe }
 })
 
 /**

@@ -14,6 +14,7 @@
 import { Option, Schema } from "effect"
 import * as Membership from "./Membership.js"
 import { type HandshakeError, handshakeReasonList, handshakeReasons } from "./MeshError.js"
+import * as MeshHealth from "./MeshHealth.js"
 
 /**
  * One configured peer as the stats show it.
@@ -65,18 +66,22 @@ export const PeerStats = Schema.Struct({
 export interface PeerStats extends Schema.Schema.Type<typeof PeerStats> {}
 
 /**
- * One server as inbound liveness knows it: by the server id it announced in its HELLO.
+ * One server heard from, by its server id: on an inbound TCP link (the id its HELLO announced) or on the
+ * lane (the id of its authenticated notifications), or both.
  *
  * @since 0.1.0
  * @category schemas
  */
 export const ServerStats = Schema.Struct({
   server_id: Schema.String,
+  /** Heard within the dead threshold on a carrier it is heard on. */
   alive: Schema.Boolean,
-  /** Milliseconds since the last frame from it. */
+  /** Milliseconds since the last frame from it, on whichever carrier. */
   last_seen_ms_ago: Schema.Number,
-  /** The id of the key its HELLO proved (`null` in open mode): which key each peer holds. */
-  key_id: Schema.NullOr(Schema.String)
+  /** The id of the key its HELLO proved (`null` in open mode, or heard on the lane only). */
+  key_id: Schema.NullOr(Schema.String),
+  /** Where it is heard: its inbound TCP link, the lane, or both. */
+  heard_on: Schema.Array(Schema.Literal("tcp", "lane"))
 })
 
 /**
@@ -140,13 +145,17 @@ export const LaneStats = Schema.Struct({
   queue_usage: Schema.NullOr(Schema.Number),
   /** Other nodes heard on the lane within the dead threshold. */
   members_alive: Schema.Number,
-  /** Every other node heard on the lane (bounded), by server id: its liveness there and its boot epoch. */
+  /**
+   * Every other node heard on the lane (bounded), by server id: its liveness there, its boot epoch, and
+   * how this node knows it (`lane`, or the configured or discovered entry whose link reaches it).
+   */
   members: Schema.Array(
     Schema.Struct({
       server_id: Schema.String,
       alive: Schema.Boolean,
       last_seen_ms_ago: Schema.Number,
-      epoch: Schema.String
+      epoch: Schema.String,
+      found_by: Membership.FoundBy
     })
   )
 })
@@ -163,12 +172,7 @@ export interface LaneStats extends Schema.Schema.Type<typeof LaneStats> {}
  * @since 0.1.0
  * @category schemas
  */
-export const HealthStats = Schema.Struct({
-  status: Schema.Literal("clustered", "degraded", "isolated", "solo"),
-  expected: Schema.Number,
-  healthy: Schema.Number,
-  lane: Schema.Literal("none", "starting", "up", "down")
-})
+export const HealthStats = MeshHealth.Health
 
 /**
  * What discovery did (`null` without one).
@@ -327,6 +331,8 @@ export const InactiveStats = Schema.Struct({
   transport: Schema.Literal("tcp-mesh"),
   version: Schema.String,
   uptime_ms: Schema.Number,
+  /** Always `solo` (reason `no_peers` or `disabled`), as `/readyz` and `queen_mesh_health` say. */
+  health: HealthStats,
   maintenance_mode: Schema.Boolean,
   pop_maintenance_mode: Schema.Boolean
 })
@@ -415,6 +421,7 @@ export interface Parts {
   readonly membersJoined: ActiveStats["members_joined"]
   readonly membersLeft: ActiveStats["members_left"]
   readonly discovery: ActiveStats["discovery"]
+  /** The lane's part; its members' `found_by` is taken from `members`. */
   readonly lane: LaneStats | null
   readonly maintenance: boolean
   readonly popMaintenance: boolean
@@ -447,6 +454,41 @@ const peerOf = (member: Membership.Member, address: Membership.Address): PeerSta
   }
 }
 
+/** A member heard from on a carrier, as a server: upstream's inbound liveness, the lane's counted in. */
+const serverOf = (member: Membership.Member): ServerStats | undefined => {
+  if (Option.isNone(member.serverId)) return undefined
+  const heard = Option.getOrUndefined(member.heard)
+  const onLane = Option.getOrUndefined(member.lane)
+  if (heard === undefined && onLane === undefined) return undefined
+  const heardOn: Array<"tcp" | "lane"> = []
+  if (heard !== undefined) heardOn.push("tcp")
+  if (onLane !== undefined) heardOn.push("lane")
+  return {
+    server_id: member.serverId.value,
+    alive: heard?.alive === true || onLane?.alive === true,
+    last_seen_ms_ago: Math.min(heard?.lastSeenMsAgo ?? Infinity, onLane?.lastSeenMsAgo ?? Infinity),
+    key_id: heard === undefined ? null : Option.getOrNull(heard.keyId),
+    heard_on: heardOn
+  }
+}
+
+/** The lane's members, each with how the membership knows it. */
+const laneWithFoundBy = (
+  lane: LaneStats | null,
+  members: ReadonlyArray<Membership.Member>
+): LaneStats | null => {
+  if (lane === null) return null
+  const foundBy = new Map<string, Membership.FoundBy>()
+  for (const member of members) {
+    if (Option.isSome(member.serverId) && Option.isSome(member.lane))
+      foundBy.set(member.serverId.value, member.foundBy)
+  }
+  return {
+    ...lane,
+    members: lane.members.map((m) => ({ ...m, found_by: foundBy.get(m.server_id) ?? m.found_by }))
+  }
+}
+
 /**
  * The body of an active mesh, from its parts.
  *
@@ -469,14 +511,8 @@ export const make = (parts: Parts): ActiveStats => {
       droppedDown += link.droppedDown
       discarded += link.discarded
     }
-    if (Option.isSome(member.heard) && Option.isSome(member.serverId)) {
-      servers.push({
-        server_id: member.serverId.value,
-        alive: member.heard.value.alive,
-        last_seen_ms_ago: member.heard.value.lastSeenMsAgo,
-        key_id: Option.getOrNull(member.heard.value.keyId)
-      })
-    }
+    const server = serverOf(member)
+    if (server !== undefined) servers.push(server)
   }
   servers.sort((a, b) => (a.server_id < b.server_id ? -1 : a.server_id > b.server_id ? 1 : 0))
   const alive = servers.filter((server) => server.alive).length
@@ -515,7 +551,7 @@ export const make = (parts: Parts): ActiveStats => {
     members_joined: parts.membersJoined,
     members_left: parts.membersLeft,
     discovery: parts.discovery,
-    lane: parts.lane,
+    lane: laneWithFoundBy(parts.lane, parts.members),
     handshake_failures: failures,
     signature_failures: failures,
     sequence_rejections: 0,

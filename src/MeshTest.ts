@@ -34,7 +34,9 @@ import * as MeshError from "./MeshError.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 
 /**
- * One in-memory network: its transport and its controls (refuse, cut, stop reading, delay).
+ * One in-memory network: its transport and its controls (see `MemoryTransport.Network`): refuse dials
+ * to a host, cut its links, stop reading, delay, and `partition` two nodes from each other, `isolate`
+ * one from all, `heal` either, both ways.
  *
  * @since 0.1.0
  * @category models
@@ -137,14 +139,31 @@ export const node = (
     })
   )
 
+/** Turns of the event loop `settle` waits for. */
+const SETTLE_TURNS = 4
+
+/** One turn of the event loop: every microtask queued before it (Effect's scheduler runs fibers so) ran. */
+const macrotask: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /**
- * Lets forked fibers run to quiescence without moving the clock.
+ * Lets every fiber that can run without the clock moving run until it waits, without moving the clock:
+ * four turns of the event loop, each of which lets all the work Effect's scheduler has queued finish
+ * (it runs fibers in microtasks, and in a timer turn after a long run of them). So after `settle`,
+ * a frame sent on the memory network has been delivered and applied, and what it caused has happened,
+ * up to whatever waits for the `TestClock` (`TestClock.adjust` moves it) or for real I/O. To wait for
+ * an outcome, prefer {@link settleUntil}, which says when it is reached.
  *
  * @since 0.1.0
  * @category testing
  */
 export const settle: Effect.Effect<void> = Effect.gen(function* () {
-  for (let i = 0; i < 8; i++) yield* Effect.yieldNow()
+  for (let i = 0; i < SETTLE_TURNS; i++) {
+    yield* Effect.yieldNow()
+    yield* macrotask
+  }
 })
 
 /**

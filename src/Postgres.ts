@@ -807,7 +807,8 @@ const makeLane = (
             server_id: member.serverId,
             alive: member.alive,
             last_seen_ms_ago: member.lastSeenMsAgo,
-            epoch: member.epoch
+            epoch: member.epoch,
+            found_by: "lane"
           }))
         }
       })

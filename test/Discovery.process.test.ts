@@ -143,3 +143,71 @@ describe("DNS discovery across processes", () => {
     60_000
   )
 })
+
+describe("a discovery name that never resolves, on a real process", () => {
+  it.skipIf(namespaceUnavailable !== undefined)(
+    `the node is starting, then isolated with reason nothing_found: /readyz 503, stats and /metrics agree${namespaceUnavailable === undefined ? "" : ` (skipped: ${namespaceUnavailable})`}`,
+    () =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            yield* ensureBuilt
+            const dir = mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-dns-"))
+            yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+            // No DNS query leaves the machine: the resolver asks loopback, where nothing answers.
+            const hosts = Path.join(dir, "hosts")
+            writeFileSync(hosts, "127.0.0.1 localhost\n")
+            const resolv = Path.join(dir, "resolv.conf")
+            writeFileSync(resolv, "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+            const wrap = [
+              "unshare",
+              "-m",
+              "--propagation",
+              "private",
+              "sh",
+              "-c",
+              'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
+              hosts,
+              resolv
+            ]
+            const node = yield* spawnCli(
+              ["node", "--quiet"],
+              {
+                QUEEN_SERVER_ID: "queen-lost",
+                QUEEN_MESH_PORT: String(yield* freePort),
+                QUEEN_MESH_BIND_ADDR: "127.0.0.2",
+                QUEEN_MESH_DISCOVERY: "dns:nothing.invalid",
+                QUEEN_MESH_DISCOVERY_INTERVAL_MS: "500",
+                QUEEN_SYNC_DEAD_THRESHOLD_MS: "2000",
+                QUEEN_SYNC_SECRET: "s3cr3t",
+                QUEEN_MESH_HTTP_PORT: "0",
+                QUEEN_MESH_LOG_FORMAT: "json"
+              },
+              wrap
+            )
+            const http = Schema.decodeUnknownSync(Listening)(yield* node.waitForLine(isListening)).http_port
+            const get = (path: string) =>
+              Effect.promise(() =>
+                fetch(`http://127.0.0.1:${http}${path}`).then(async (r) => ({
+                  status: r.status,
+                  text: await r.text()
+                }))
+              )
+            yield* MeshTest.eventually(
+              Effect.map(get("/readyz"), (r) => r.status === 503),
+              "20 seconds"
+            )
+            const ready = JSON.parse((yield* get("/readyz")).text) as { status: string; reason: string }
+            assert.deepStrictEqual([ready.status, ready.reason], ["isolated", "nothing_found"])
+            const stats = yield* statsOf(http)
+            assert.deepStrictEqual([stats.health.status, stats.health.reason], ["isolated", "nothing_found"])
+            assert.isAbove(stats.discovery?.failed_rounds ?? 0, 0)
+            const metrics = (yield* get("/metrics")).text
+            assert.match(metrics, /queen_mesh_health\{[^}]*status="isolated"[^}]*\} 1/)
+            assert.match(metrics, /queen_mesh_health\{[^}]*status="solo"[^}]*\} 0/)
+          })
+        )
+      ),
+    60_000
+  )
+})

@@ -7,9 +7,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Exit, Option, Ref, Scope, Stream, TestClock } from "effect"
 import * as Discovery from "../src/Discovery.js"
+import * as HttpRoutes from "../src/HttpRoutes.js"
 import type * as Membership from "../src/Membership.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { MeshEvent } from "../src/MeshEvent.js"
+import * as MeshHealth from "../src/MeshHealth.js"
+import * as MeshMetrics from "../src/MeshMetrics.js"
 import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 
@@ -148,6 +151,52 @@ describe("Discovery", () => {
         const stats = active(yield* a.mesh.stats)
         assert.strictEqual(stats.members_joined.discovery, 4)
         assert.strictEqual(stats.members_left.discovery, 1)
+      })
+  )
+
+  it.scoped(
+    "a source that has never found anyone is not trusted: starting, then isolated (nothing_found) and unready; healthy once it finds",
+    () =>
+      Effect.gen(function* () {
+        const network = yield* MeshTest.network
+        const records = yield* Discovery.makeProgrammable()
+        yield* records.fail("nothing.invalid: not found")
+        const a = yield* discovered(network, records, "a")
+        yield* advance(1_000)
+        assert.strictEqual((yield* a.mesh.health).status, "starting")
+        assert.isTrue(HttpRoutes.readiness(yield* a.mesh.stats).ready)
+        // Past the start-up window (the dead threshold, 3 s here), every round failed: isolated.
+        yield* advance(3_000)
+        const health = yield* a.mesh.health
+        assert.deepStrictEqual([health.status, health.reason], ["isolated", "nothing_found"])
+        assert.isFalse(MeshHealth.isTrusted(health))
+        const ready = HttpRoutes.readiness(yield* a.mesh.stats)
+        assert.deepStrictEqual(
+          [ready.ready, ready.status, ready.reason],
+          [false, "isolated", "nothing_found"]
+        )
+        yield* a.mesh.syncMetrics
+        assert.include(
+          JSON.stringify(
+            Option.getOrNull(
+              MeshMetrics.seriesValue("queen_mesh_health", { server_id: "a", status: "isolated" })
+            )
+          ),
+          '"value":1'
+        )
+        // An answer of no records at all is no better than a failure.
+        yield* records.set([])
+        yield* advance(Duration.toMillis(INTERVAL))
+        assert.strictEqual((yield* a.mesh.health).reason, "nothing_found")
+        // Only itself: a single replica, solo (and trusted).
+        yield* records.set(peersOf(["a"]))
+        yield* advance(Duration.toMillis(INTERVAL))
+        assert.deepStrictEqual((yield* a.mesh.health).status, "solo")
+        // A peer comes: clustered.
+        yield* discovered(network, records, "b")
+        yield* records.set(peersOf(["a", "b"]))
+        yield* advance(2 * Duration.toMillis(INTERVAL))
+        assert.strictEqual((yield* a.mesh.health).status, "clustered")
       })
   )
 

@@ -33,30 +33,44 @@ const soloMesh = Effect.map(
 )
 
 describe("HttpRoutes", () => {
-  it.scopedLive("both stats routes answer Mesh.stats; the inactive body says no_peers", () =>
-    Effect.gen(function* () {
-      const mesh = yield* soloMesh
-      const handler = handlerFor(mesh)
-      const expected = {
-        enabled: false,
-        reason: "no_peers",
-        server_id: "solo",
-        transport: "tcp-mesh",
-        version: "0.1.0",
-        maintenance_mode: false,
-        pop_maintenance_mode: false
-      }
-      for (const path of [HttpRoutes.paths.sharedStateStats, HttpRoutes.paths.interInstanceStats]) {
-        const response = yield* get(handler, path)
-        assert.strictEqual(response.status, 200)
-        assert.strictEqual(response.type, "application/json")
-        const body = decodeJson(response.body)
-        assert.deepStrictEqual(
-          { ...(body as object), uptime_ms: undefined },
-          { ...expected, uptime_ms: undefined }
-        )
-      }
-    })
+  it.scopedLive(
+    "both stats routes answer Mesh.stats; the inactive body says no_peers and solo, as /readyz does",
+    () =>
+      Effect.gen(function* () {
+        const mesh = yield* soloMesh
+        const handler = handlerFor(mesh)
+        const expected = {
+          enabled: false,
+          reason: "no_peers",
+          server_id: "solo",
+          transport: "tcp-mesh",
+          version: "0.1.0",
+          health: { status: "solo", reason: "no_peers", expected: 0, healthy: 0, lane: "none" },
+          maintenance_mode: false,
+          pop_maintenance_mode: false
+        }
+        const ready = yield* get(handler, HttpRoutes.paths.ready)
+        assert.strictEqual(ready.status, 200)
+        assert.deepStrictEqual(decodeJson(ready.body), {
+          ready: true,
+          status: "solo",
+          reason: "no_peers",
+          links_up: 0,
+          peer_count: 0,
+          expected: 0,
+          healthy: 0
+        })
+        for (const path of [HttpRoutes.paths.sharedStateStats, HttpRoutes.paths.interInstanceStats]) {
+          const response = yield* get(handler, path)
+          assert.strictEqual(response.status, 200)
+          assert.strictEqual(response.type, "application/json")
+          const body = decodeJson(response.body)
+          assert.deepStrictEqual(
+            { ...(body as object), uptime_ms: undefined },
+            { ...expected, uptime_ms: undefined }
+          )
+        }
+      })
   )
 
   it.scopedLive("an active mesh: peers, liveness and counters, the same body on both routes", () =>

@@ -177,7 +177,8 @@ describe("a peer list that names the node itself", () => {
       const stats = yield* statsOf(a)
       assert.deepStrictEqual(HttpRoutes.readiness(stats), {
         ready: true,
-        reason: "solo",
+        status: "solo",
+        reason: "no_peers",
         links_up: 0,
         peer_count: 0,
         expected: 0,
@@ -251,7 +252,9 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
           QUEEN_MESH_PEERS: peersOf(port),
           QUEEN_SYNC_SECRET: "s3cr3t",
           QUEEN_MESH_HTTP_PORT: "0",
-          QUEEN_MESH_LOG_FORMAT: "json"
+          QUEEN_MESH_LOG_FORMAT: "json",
+          // The start-up window, long enough that a busy machine links well within it.
+          QUEEN_SYNC_DEAD_THRESHOLD_MS: "15000"
         },
         wrap
       )
@@ -267,6 +270,24 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
         (r) => r.body as ActiveStats
       )
     const ready = (i: number) => fetchJson(`http://127.0.0.1:${http[i]}/readyz`)
+    // Started together, each is ready from its first answer on, starting until clustered: a rolling
+    // restart's readiness probe never sees a healthy node as unready.
+    const seen = new Set<string>()
+    yield* MeshTest.eventually(
+      Effect.map(Effect.forEach([0, 1, 2], ready), (answers) => {
+        for (const answer of answers) {
+          const body = answer.body as { readonly status: string }
+          seen.add(`${answer.status} ${body.status}`)
+        }
+        return answers.every((answer) => (answer.body as { readonly status: string }).status === "clustered")
+      }),
+      "20 seconds"
+    )
+    assert.deepStrictEqual(
+      [...seen].filter((entry) => entry !== "200 starting" && entry !== "200 clustered"),
+      [],
+      "only starting, then clustered, always ready"
+    )
     // Each node links to the two others and hears them.
     yield* MeshTest.eventually(
       Effect.map(Effect.forEach([0, 1, 2], stats), (all) =>
@@ -282,7 +303,8 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
         assert.strictEqual(r.status, 200)
         assert.deepStrictEqual(r.body, {
           ready: true,
-          reason: "clustered",
+          status: "clustered",
+          reason: "healthy",
           links_up: 2,
           peer_count: 2,
           expected: 2,
@@ -309,6 +331,15 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
           .split("\n")
           .filter((line) => line.includes("names this node")).length,
         1
+      )
+      // The self entry is never logged as a link; the two real links are, once established.
+      const linkUps = nodes[i]!.stderr()
+        .split("\n")
+        .filter((line) => line.includes('"mesh link up"'))
+      assert.strictEqual(linkUps.length, 2, linkUps.join("\n"))
+      assert.isTrue(
+        linkUps.every((line) => !line.includes(`queen-${i}.`) && !line.includes(`"${ADDRESSES[i]}:`)),
+        linkUps.join("\n")
       )
     }
   })

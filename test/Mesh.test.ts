@@ -55,6 +55,7 @@ describe("Mesh", () => {
         transport: "tcp-mesh",
         version: "0.1.0",
         uptime_ms: 0,
+        health: { status: "solo", reason: "no_peers", expected: 0, healthy: 0, lane: "none" },
         maintenance_mode: true,
         pop_maintenance_mode: false
       })

@@ -73,6 +73,7 @@ describe("MeshHealth", () => {
         assert.strictEqual(yield* statusOf(a), "clustered")
         assert.deepStrictEqual(active(yield* a.mesh.stats).health, {
           status: "clustered",
+          reason: "healthy",
           expected: 2,
           healthy: 2,
           lane: "none"
@@ -84,15 +85,19 @@ describe("MeshHealth", () => {
         yield* advance(4_000)
         assert.strictEqual(yield* statusOf(a), "degraded")
         const degraded = HttpRoutes.readiness(yield* a.mesh.stats)
-        assert.deepStrictEqual([degraded.ready, degraded.reason, degraded.healthy], [true, "degraded", 1])
+        assert.deepStrictEqual(
+          [degraded.ready, degraded.status, degraded.reason, degraded.healthy],
+          [true, "degraded", "partial", 1]
+        )
 
         // a is cut off from everyone: isolated, and /readyz says 503.
         yield* network.network.isolate("a")
         yield* advance(4_000)
         assert.strictEqual(yield* statusOf(a), "isolated")
+        const isolated = HttpRoutes.readiness(yield* a.mesh.stats)
         assert.deepStrictEqual(
-          [HttpRoutes.readiness(yield* a.mesh.stats).ready, HttpRoutes.readiness(yield* a.mesh.stats).reason],
-          [false, "isolated"]
+          [isolated.ready, isolated.status, isolated.reason],
+          [false, "isolated", "unreached"]
         )
         yield* a.mesh.syncMetrics
         const gauge = MeshMetrics.seriesValue("queen_mesh_health", { server_id: "a", status: "isolated" })
@@ -111,15 +116,108 @@ describe("MeshHealth", () => {
     )
   }
 
-  it.scoped("solo: no peer expected; a node whose peers are not up yet is isolated, not solo", () =>
+  it.scoped("solo: no peer expected; a node whose peers are not up yet is starting, then isolated", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const alone = yield* MeshTest.node(network, { serverId: "alone", peers: [] })
-      assert.strictEqual(yield* statusOf(alone), "solo")
+      assert.deepStrictEqual(yield* alone.mesh.health, MeshHealth.solo)
       const early = yield* MeshTest.node(network, { serverId: "early", peers: ["late"], config: timing })
+      const changes = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* early.mesh.events.pipe(
+        Stream.runForEach((event) =>
+          event._tag === "HealthChanged"
+            ? Ref.update(changes, (all) => [...all, `${event.from}>${event.to}`])
+            : Effect.void
+        ),
+        Effect.forkScoped
+      )
+      // Within the dead threshold its peer has not had its chance: starting, ready, not trusted.
       yield* advance(1_000)
-      assert.strictEqual(yield* statusOf(early), "isolated")
+      const starting = yield* early.mesh.health
+      assert.deepStrictEqual([starting.status, starting.reason], ["starting", "starting"])
+      assert.isTrue(HttpRoutes.readiness(yield* early.mesh.stats).ready)
+      assert.isFalse(MeshHealth.isTrusted(starting))
+      // The window closes with no peer reached: isolated, and /readyz says 503.
+      yield* advance(Duration.toMillis(timing.deadThreshold))
+      const isolated = yield* early.mesh.health
+      assert.deepStrictEqual([isolated.status, isolated.reason], ["isolated", "unreached"])
+      assert.isFalse(HttpRoutes.readiness(yield* early.mesh.stats).ready)
+      // Its peer comes: clustered.
+      yield* MeshTest.node(network, { serverId: "late", peers: ["early"], config: timing })
+      // Its dialer is in backoff (at most 5 s): within a few seconds of test time, linked both ways.
+      for (let step = 0; step < 40 && (yield* statusOf(early)) !== "clustered"; step++) yield* advance(250)
+      assert.strictEqual(yield* statusOf(early), "clustered")
+      assert.deepStrictEqual(yield* Ref.get(changes), ["starting>isolated", "isolated>clustered"])
       assert.deepStrictEqual(MeshHealth.compute([], "none"), MeshHealth.solo)
+    })
+  )
+
+  it.scoped("a node started with its peers is never isolated on its way to clustered", () =>
+    Effect.gen(function* () {
+      const network = yield* MeshTest.network
+      const seen: Array<string> = []
+      const nodes: Array<MeshTest.Node> = []
+      for (const [id, peers] of [
+        ["a", ["b", "c"]],
+        ["b", ["a", "c"]],
+        ["c", ["a", "b"]]
+      ] as const) {
+        const node = yield* MeshTest.node(network, { serverId: id, peers, config: timing })
+        yield* node.mesh.healthChanges.pipe(
+          Stream.runForEach((health) => Effect.sync(() => seen.push(`${id}:${health.status}`))),
+          Effect.forkScoped
+        )
+        nodes.push(node)
+      }
+      for (let step = 0; step < 20; step++) {
+        for (const node of nodes) assert.isTrue(HttpRoutes.readiness(yield* node.mesh.stats).ready)
+        yield* advance(250)
+      }
+      for (const node of nodes) assert.strictEqual(yield* statusOf(node), "clustered")
+      assert.deepStrictEqual(
+        seen.filter((entry) => !entry.endsWith(":starting") && !entry.endsWith(":clustered")),
+        [],
+        "only starting, then clustered"
+      )
+    })
+  )
+
+  it.effect("compute: the start-up window, discovery that never found anyone, the lane", () =>
+    Effect.sync(() => {
+      const nothing = { starting: false, discovery: "nothing_found" } as const
+      assert.deepStrictEqual(MeshHealth.compute([], "none", nothing), {
+        status: "isolated",
+        reason: "nothing_found",
+        expected: 0,
+        healthy: 0,
+        lane: "none"
+      })
+      assert.isFalse(MeshHealth.isTrusted(MeshHealth.compute([], "none", nothing)))
+      assert.strictEqual(
+        MeshHealth.compute([], "none", { starting: false, discovery: "found" }).status,
+        "solo"
+      )
+      // Within the window: nothing is final while a discovery source or a lane may still find someone.
+      for (const [lane, discovery] of [
+        ["none", "nothing_found"],
+        ["none", "found"],
+        ["up", "none"],
+        ["starting", "none"]
+      ] as const) {
+        assert.strictEqual(MeshHealth.compute([], lane, { starting: true, discovery }).status, "starting")
+      }
+      // ...but with nothing that could change it, solo is solo at once.
+      assert.deepStrictEqual(
+        MeshHealth.compute([], "none", { starting: true, discovery: "none" }),
+        MeshHealth.solo
+      )
+      assert.deepStrictEqual(MeshHealth.inactive(false), { ...MeshHealth.solo, reason: "disabled" })
+      assert.strictEqual(MeshHealth.compute([], "down").reason, "lane_down")
+      // A lane that is down is known at once, window or not.
+      assert.strictEqual(
+        MeshHealth.compute([], "down", { starting: true, discovery: "none" }).status,
+        "isolated"
+      )
     })
   )
 

@@ -173,6 +173,9 @@ describe("membership, typed", () => {
         Stream.runForEach((members) => Effect.sync(() => seen.push(members.length))),
         Effect.forkScoped
       )
+      // The members now first, as `healthChanges` starts with the health now.
+      const first = yield* Stream.runHead(a.mesh.memberChanges)
+      assert.deepStrictEqual(Option.getOrThrow(first), yield* a.mesh.members)
       yield* MeshTest.settle
       yield* advance(1_500)
       const members = yield* a.mesh.members

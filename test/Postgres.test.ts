@@ -421,7 +421,10 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
               assert.include(laneStatuses(node), "down")
               const stats = yield* node.mesh.stats
               const ready = HttpRoutes.readiness(stats)
-              assert.deepStrictEqual([ready.ready, ready.reason], [false, "isolated"])
+              assert.deepStrictEqual(
+                [ready.ready, ready.status, ready.reason],
+                [false, "isolated", "lane_down"]
+              )
               assert.isString(stats.enabled ? stats.lane?.last_error : undefined)
             }
             // A down lane is found within a check (here at once: the server closes the connection).
@@ -603,6 +606,17 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
         )
         const stats = yield* a.mesh.stats
         assert.isTrue(stats.enabled && stats.messages_received > 0 && (stats.lane?.frames_received ?? 0) > 0)
+        if (!stats.enabled) return
+        // One server, heard on both carriers; its lane entry knows it as the configured peer.
+        assert.deepStrictEqual(
+          stats.servers.map((server) => [server.server_id, server.alive, server.heard_on.join("+")]),
+          [["both-b", true, "tcp+lane"]]
+        )
+        assert.deepStrictEqual([stats.servers_alive, stats.servers_dead], [1, 0])
+        assert.deepStrictEqual(
+          stats.lane?.members.map((member) => [member.server_id, member.found_by]),
+          [["both-b", "config"]]
+        )
       }),
     40_000
   )

@@ -108,8 +108,30 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })(
               [stats.health.status, stats.health.expected, stats.health.healthy, stats.health.lane],
               ["clustered", 2, 2, "up"]
             )
+            // Upstream's server fields count the lane's members: a dashboard built on them sees the cluster.
+            assert.deepStrictEqual([stats.servers_alive, stats.servers_dead], [2, 0])
+            assert.deepStrictEqual(
+              stats.servers.map((server) => [server.server_id, server.alive, server.heard_on.join("+")]),
+              ids.filter((_, j) => j !== i).map((id) => [id, true, "lane"])
+            )
+            assert.deepStrictEqual(
+              stats.lane?.members.map((member) => [member.server_id, member.found_by]),
+              ids.filter((_, j) => j !== i).map((id) => [id, "lane"])
+            )
             const ready = yield* getText(`http://127.0.0.1:${http[i]}${HttpRoutes.paths.ready}`)
             assert.strictEqual(ready.status, 200, ready.body)
+            // `queen-mesh stats` shows the lane: its state and channel, its members and their liveness.
+            const shown = yield* runCli(["stats", `127.0.0.1:${http[i]}`])
+            assert.strictEqual(shown.code, 0, shown.stderr)
+            assert.include(shown.stdout, "health clustered")
+            assert.include(shown.stdout, `lane pg up  channel ${channel}`)
+            assert.include(shown.stdout, "lane refused: none")
+            assert.match(shown.stdout, /servers alive\s+2/)
+            assert.notInclude(shown.stdout, "(no peer heard from yet)")
+            for (const [j, id] of ids.entries()) {
+              if (j === i) continue
+              assert.match(shown.stdout, new RegExp(`${id}\\s+yes\\s+\\d+ ms ago\\s+lane\\b`))
+            }
             // The start-up log says the lane is on, and never shows the connection string.
             const stderr = nodes[i]!.stderr()
             assert.include(stderr, "PostgreSQL lane")

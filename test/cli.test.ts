@@ -2,6 +2,7 @@
  * The real CLI (`dist/cli.js`, built by `npm run build` / `npm ci`) as child processes over loopback:
  * the stdin/stdout contract of `node`, its routes, its exits, `stats`, and a brief `demo`.
  */
+import * as Os from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schedule, Schema } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
@@ -268,6 +269,51 @@ describe("queen-mesh node", () => {
         assert.deepStrictEqual(yield* quiet.waitForExit(), { code: 0, signal: null })
       }),
     45_000
+  )
+
+  it.scopedLive(
+    "http_addr names where the routes answer: the bound port (ephemeral too) unless PORT is set",
+    () =>
+      Effect.gen(function* () {
+        yield* ensureBuilt
+        const [portA, portB, portC] = [yield* freePort, yield* freePort, yield* freePort]
+        // a: routes on an ephemeral port, no PORT; c: PORT set, upstream's meaning (the broker's server).
+        const a = yield* spawnCli(["node"], nodeEnv({ id: "node-a", port: portA, http: 0, peers: [portB] }))
+        const c = yield* spawnCli(["node"], {
+          ...nodeEnv({ id: "node-c", port: portC, http: 0, peers: [portB] }),
+          PORT: "7199"
+        })
+        const b = yield* spawnCli(
+          ["node", "--ack"],
+          nodeEnv({ id: "node-b", port: portB, http: 0, peers: [portA, portC] })
+        )
+        const httpA = decodeListening(yield* a.waitForLine(isListening, STARTUP)).http_port
+        yield* c.waitForLine(isListening, STARTUP)
+        yield* b.waitForLine(isListening, STARTUP)
+        assert.notStrictEqual(httpA, 6632)
+        yield* expectLine(b, { event: "peer_up", server_id: "node-a" }, STARTUP)
+        yield* expectLine(b, { event: "peer_up", server_id: "node-c" }, STARTUP)
+        yield* b.send(JSON.stringify({ op: "eph_members" }))
+        const listed = yield* b.waitForLine((line) => line.startsWith('{"event":"eph_members"'))
+        const members = (
+          decodeJson(listed) as { members: ReadonlyArray<{ server_id: string; http_addr: string }> }
+        ).members
+        assert.deepStrictEqual(
+          members.map((member) => [member.server_id, member.http_addr]),
+          [
+            ["node-a", `http://127.0.0.1:${httpA}`],
+            ["node-c", `http://${Os.hostname()}:7199`]
+          ]
+        )
+        // What a advertises answers: its stats route, on the port it was given.
+        const answered = yield* getText(`http://127.0.0.1:${httpA}${HttpRoutes.paths.sharedStateStats}`)
+        assert.strictEqual(answered.status, 200)
+        const stats = decodeStats(answered.body)
+        assert.strictEqual(stats.server_id, "node-a")
+        // The start-up log says the same address.
+        assert.include(a.stderr(), `http_addr=http://127.0.0.1:${httpA}`)
+      }),
+    60_000
   )
 
   it.scopedLive("a node without peers binds no mesh port and says so", () =>

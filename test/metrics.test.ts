@@ -165,8 +165,8 @@ describe("operator endpoints of queen-mesh node", () => {
           Effect.sync(() => node.child.kill("SIGKILL"))
         )
         yield* ready(200)
-        const body = JSON.parse((yield* get(`${base}${HttpRoutes.paths.ready}`)).body) as { reason?: unknown }
-        assert.strictEqual(body.reason, "clustered")
+        const body = JSON.parse((yield* get(`${base}${HttpRoutes.paths.ready}`)).body) as { status?: unknown }
+        assert.strictEqual(body.status, "clustered")
         b.child.kill("SIGKILL")
         yield* ready(503)
         yield* start("ready-b", portB, httpB, [portA])

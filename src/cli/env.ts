@@ -79,8 +79,9 @@ export const variables: ReadonlyArray<Variable> = [
   },
   {
     name: "PORT",
-    default: "6632",
-    description: "the broker's HTTP port, the port of the advertised http_addr",
+    default: "(unset)",
+    description:
+      "the broker's HTTP port, the port of the advertised http_addr; unset, the node advertises where its own routes answer",
     commands: ["node"]
   },
   {
@@ -125,7 +126,7 @@ export const variables: ReadonlyArray<Variable> = [
   {
     name: "QUEEN_SYNC_HEARTBEAT_MS",
     default: "1000",
-    description: "heartbeat period on idle links",
+    description: "heartbeat period on every link, busy or not (upstream sends them so)",
     commands: ["node"]
   },
   {
@@ -156,6 +157,61 @@ export const variables: ReadonlyArray<Variable> = [
     name: "QUEEN_MESH_SEND_QUEUE",
     default: "1024",
     description: "frames each peer's send queue holds before dropping",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_AUTH",
+    default: "legacy",
+    description:
+      "how HELLOs are authenticated: legacy (the spec's, replayable), permissive or required (challenge-response)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_CHALLENGE_WAIT_MS",
+    default: "500",
+    description: "how long a permissive dialer waits for a challenge before a legacy HELLO",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_CLUSTER_LABEL",
+    default: "(empty)",
+    description: "bound into v2 HELLOs and the lane's channel: clusters that share a secret stay apart",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_TLS",
+    default: "off",
+    description: "psk: every mesh link over TLS 1.3 keyed from the secret (needs a secret)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_MAX_INBOUND",
+    default: "64",
+    description: "concurrent inbound mesh connections; more are refused at once",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_MAX_UNAUTHENTICATED_PER_IP",
+    default: "8",
+    description: "inbound connections one address may hold before its HELLO",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_HELLO_MAX_BYTES",
+    default: "4096",
+    description: "the first frame's cap in bytes, checked from its length prefix",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
+    default: "1000",
+    description: "pause before closing a refused connection (it holds no buffer meanwhile)",
+    commands: ["node"]
+  },
+  {
+    name: "QUEEN_MESH_IDLE_TIMEOUT_MS",
+    default: "the dead threshold",
+    description: "an authenticated inbound link silent this long is closed",
     commands: ["node"]
   },
   {

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { type ConfigError, Data, Effect } from "effect"
+import { type ConfigError, Data, Effect, Schema } from "effect"
 
 /**
  * A failure the CLI reports as one line on stderr (none when `message` is empty, because it was already
@@ -373,3 +373,15 @@ export const configFailure = (error: ConfigError.ConfigError): CliFailure =>
  */
 export const usageFailure = (message: string): CliFailure =>
   new CliFailure({ code: EXIT_USAGE, message: `queen-mesh: ${message}` })
+
+/**
+ * What `queen-mesh node` adds to the stats body: its stdout's dropped event lines, in all and by the
+ * peer that sent them.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StatsExtras = Schema.Struct({
+  stdout_events_dropped: Schema.Number,
+  stdout_events_dropped_by_source: Schema.Record({ key: Schema.String, value: Schema.Number })
+})

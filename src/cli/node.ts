@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+import { HttpServer } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import {
   Config,
   ConfigError,
@@ -128,8 +130,37 @@ export const config = Config.all({
   deprecated: MeshConfig.deprecated,
   http: httpConfig,
   stdoutBuffer: stdoutBufferConfig,
-  pg: laneRequested
+  pg: laneRequested,
+  explicit: Config.all({
+    port: Config.option(Config.string("PORT")).pipe(Config.map(Option.isSome)),
+    advertiseHost: Config.option(Config.string("QUEEN_MESH_ADVERTISE_HOST")).pipe(Config.map(Option.isSome))
+  })
 })
+
+const WILDCARDS: ReadonlySet<string> = new Set(["0.0.0.0", "::", "[::]", ""])
+
+/**
+ * Where this node says its HTTP routes answer (the HELLO's `http_addr`). A host that sets `PORT` keeps
+ * upstream's meaning: its own HTTP server, as the mesh configuration reads it. Otherwise the node's own
+ * routes are what answers: their bound port (an ephemeral one too), and their bind address unless it is
+ * a wildcard or `QUEEN_MESH_ADVERTISE_HOST` names the host (then the advertised host, by default the
+ * host name).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const advertised = (
+  mesh: MeshConfig.MeshConfigShape,
+  bound: HttpConfig,
+  explicit: { readonly port: boolean; readonly advertiseHost: boolean }
+): MeshConfig.MeshConfigShape =>
+  explicit.port
+    ? mesh
+    : {
+        ...mesh,
+        httpPort: bound.port,
+        advertiseHost: explicit.advertiseHost || WILDCARDS.has(bound.host) ? mesh.advertiseHost : bound.host
+      }
 
 /**
  * The lane a node runs beside (or instead of) the TCP mesh, for the start-up log.
@@ -306,19 +337,37 @@ const serve = (
     readonly http: HttpConfig
     readonly stdoutBuffer: number
     readonly lane: Option.Option<LoadedLane>
+    readonly explicit: { readonly port: boolean; readonly advertiseHost: boolean }
   },
   options: NodeOptions
 ) =>
   Effect.gen(function* () {
-    const { mesh: meshConfig, http } = settings
+    const { http } = settings
     for (const variable of settings.deprecated) {
       yield* Effect.logWarning("deprecated configuration variable").pipe(Effect.annotateLogs({ variable }))
     }
     yield* watchSignals
     yield* Effect.addFinalizer(() => Effect.logInfo("node stopped"))
     const lane = Option.getOrUndefined(settings.lane)
+    // The HTTP port is bound before the mesh starts, so the HELLO's http_addr can name it.
+    const httpServer = yield* NodeHttpServer.make(() => HttpRoutes.makeServer(), {
+      host: http.host,
+      port: http.port
+    }).pipe(
+      Effect.mapError(
+        (error) =>
+          new CliFailure({
+            code: EXIT_FAILURE,
+            message: `queen-mesh: cannot serve HTTP on ${http.host}:${http.port}: ${describeCause(error.cause)}`
+          })
+      )
+    )
+    const httpPort = httpServer.address._tag === "TcpAddress" ? httpServer.address.port : http.port
+    const meshConfig = advertised(settings.mesh, { host: http.host, port: httpPort }, settings.explicit)
     yield* Effect.logInfo("node starting").pipe(
-      Effect.annotateLogs(describeConfig(meshConfig, http, settings.stdoutBuffer, lane?.description))
+      Effect.annotateLogs(
+        describeConfig(meshConfig, { ...http, port: httpPort }, settings.stdoutBuffer, lane?.description)
+      )
     )
 
     // A slow or gone stdout reader is a warning on stderr, never a crash nor unbounded memory.
@@ -382,22 +431,14 @@ const serve = (
     }
     yield* Effect.yieldNow()
 
-    const httpPort = yield* HttpRoutes.serve({
-      ...http,
-      extraStats: () => ({
-        stdout_events_dropped: Io.stdout.dropped,
-        stdout_events_dropped_by_source: Object.fromEntries(Io.stdout.droppedBySource)
+    yield* HttpServer.serveEffect(
+      HttpRoutes.makeApp({
+        extraStats: (): typeof Io.StatsExtras.Type => ({
+          stdout_events_dropped: Io.stdout.dropped,
+          stdout_events_dropped_by_source: Object.fromEntries(Io.stdout.droppedBySource)
+        })
       })
-    }).pipe(
-      Effect.provide(context),
-      Effect.mapError(
-        (error) =>
-          new CliFailure({
-            code: EXIT_FAILURE,
-            message: `queen-mesh: cannot serve HTTP on ${http.host}:${http.port}: ${describeCause(error.cause)}`
-          })
-      )
-    )
+    ).pipe(Effect.provide(context), Effect.provideService(HttpServer.HttpServer, httpServer))
 
     yield* printLine(Events.listening({ serverId: mesh.serverId, port: mesh.port, httpPort }))
     yield* ready.open

@@ -16,7 +16,16 @@ import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "e
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as MeshStats from "../MeshStats.js"
 import { escapeControl, safeJson } from "./escape.js"
-import { CliFailure, columnsOf, EXIT_FAILURE, EXIT_USAGE, print, printLine, useColor } from "./io.js"
+import {
+  CliFailure,
+  columnsOf,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  print,
+  printLine,
+  StatsExtras,
+  useColor
+} from "./io.js"
 
 /**
  * The URL `stats` reads when none is given: a node's HTTP routes with their defaults.
@@ -63,7 +72,46 @@ export const PeerBody = Schema.Struct({
 export const ServerBody = Schema.Struct({
   ...optionalFields(MeshStats.ServerStats.fields),
   server_id: Schema.String,
-  last_seen_ms_ago: Schema.optional(Schema.NullOr(Schema.Number))
+  last_seen_ms_ago: Schema.optional(Schema.NullOr(Schema.Number)),
+  heard_on: Schema.optional(Schema.Array(Schema.String))
+})
+
+/**
+ * A member of the lane: the library's lane member, leniently.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const LaneMemberBody = Schema.Struct({
+  ...optionalFields(MeshStats.LaneStats.fields.members.value.fields),
+  server_id: Schema.String,
+  found_by: text
+})
+
+/**
+ * The lane's part of the body (queen-mesh only): the library's `MeshStats.LaneStats`, leniently.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const LaneBody = Schema.Struct({
+  ...optionalFields(MeshStats.LaneStats.fields),
+  kind: text,
+  status: text,
+  members: Schema.optional(Schema.Array(LaneMemberBody))
+})
+
+/**
+ * The node's health (queen-mesh only), the enumerations read as plain strings.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HealthBody = Schema.Struct({
+  ...optionalFields(MeshStats.HealthStats.fields),
+  status: Schema.String,
+  reason: text,
+  lane: text
 })
 
 /**
@@ -87,12 +135,11 @@ export const StatsBody = Schema.Struct({
   port: Schema.optional(Schema.NullOr(Schema.Number)),
   peers: Schema.optional(Schema.Array(PeerBody)),
   servers: Schema.optional(Schema.Array(ServerBody)),
+  health: Schema.optional(HealthBody),
+  lane: Schema.optional(Schema.NullOr(LaneBody)),
   rejections: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   inbound: Schema.optional(Schema.Struct(optionalFields(MeshStats.InboundStats.fields))),
-  stdout_events_dropped: Schema.optional(Schema.Number),
-  stdout_events_dropped_by_source: Schema.optional(
-    Schema.Record({ key: Schema.String, value: Schema.Number })
-  )
+  ...optionalFields(StatsExtras.fields)
 })
 
 /**
@@ -277,6 +324,59 @@ const entries = (record: Readonly<Record<string, unknown>>): string =>
     )
     .join(", ")
 
+const ago = (ms: number | null | undefined) => (ms === undefined || ms === null ? "-" : `${ms} ms ago`)
+
+type Lane = typeof LaneBody.Type
+
+/**
+ * The lane's lines: its state and channel, its traffic, its refusals by reason, its members.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderLane = (lane: Lane): Array<string> => {
+  const head = [`lane ${escapeControl(lane.kind ?? "?")} ${escapeControl(lane.status ?? "?")}`]
+  if (lane.channel !== undefined) head.push(`channel ${escapeControl(lane.channel)}`)
+  if (lane.epoch !== undefined) head.push(`epoch ${escapeControl(lane.epoch)}`)
+  if (typeof lane.last_error === "string") head.push(`last error: ${escapeControl(lane.last_error)}`)
+  const lines = [`  ${head.join("  ")}`]
+  const traffic = table([
+    [
+      ...(lane.notifications_sent === undefined
+        ? []
+        : ["notifications sent", String(lane.notifications_sent)]),
+      ...(lane.notifications_received === undefined ? [] : ["received", String(lane.notifications_received)]),
+      ...(lane.dropped === undefined ? [] : ["dropped", String(lane.dropped)]),
+      ...(lane.buffered === undefined ? [] : ["buffered", String(lane.buffered)]),
+      ...(lane.reconnects === undefined ? [] : ["reconnects", String(lane.reconnects)]),
+      ...(lane.queue_usage === undefined || lane.queue_usage === null
+        ? []
+        : ["queue usage", lane.queue_usage.toFixed(4)])
+    ]
+  ])
+  if (traffic[0]?.trim() !== "") lines.push(...traffic)
+  if (lane.refused !== undefined) {
+    const refused = entries(Object.fromEntries(Object.entries(lane.refused).filter(([, n]) => n !== 0)))
+    lines.push(`  lane refused: ${refused || "none"}`)
+  }
+  const members = lane.members ?? []
+  if (members.length === 0) lines.push("  (no other node heard on the lane yet)")
+  else
+    lines.push(
+      ...table([
+        ["LANE MEMBER", "ALIVE", "LAST HEARD", "FOUND BY", "EPOCH"],
+        ...members.map((member) => [
+          escapeControl(member.server_id),
+          yesNo(member.alive, "DEAD"),
+          ago(member.last_seen_ms_ago),
+          escapeControl(member.found_by ?? "-"),
+          escapeControl(member.epoch ?? "-")
+        ])
+      ])
+    )
+  return lines
+}
+
 /**
  * The first line: who, what, and whether the mesh runs.
  *
@@ -292,6 +392,12 @@ export const headline = (stats: StatsBody): string => {
     if (stats.port !== undefined && stats.port !== null) parts.push(`port ${stats.port}`)
     parts.push(`${stats.peer_count ?? stats.peers?.length ?? 0} peer(s)`)
     if (stats.running === false) parts.push("NOT RUNNING")
+  }
+  if (stats.health !== undefined) {
+    const reason = stats.health.reason
+    parts.push(
+      `health ${escapeControl(stats.health.status)}${reason === undefined ? "" : ` (${escapeControl(reason)})`}`
+    )
   }
   if (stats.auth !== undefined) parts.push(`auth ${escapeControl(stats.auth)}`)
   if (stats.tls !== undefined) parts.push(`tls ${escapeControl(stats.tls)}`)
@@ -313,7 +419,9 @@ export const render = (stats: StatsBody): string => {
   const lines = [headline(stats), ""]
 
   const peers = stats.peers ?? []
-  if (peers.length === 0) lines.push("  (no peers)")
+  const lane = stats.lane ?? undefined
+  if (peers.length === 0)
+    lines.push(lane === undefined ? "  (no peers)" : "  (no TCP peers: this node runs on the lane)")
   else {
     const extra = PEER_COLUMNS.filter(([, get]) => peers.some((peer) => get(peer) !== undefined))
     const errors = peers.some((peer) => typeof peer.last_error === "string")
@@ -339,21 +447,25 @@ export const render = (stats: StatsBody): string => {
 
   if (stats.servers !== undefined) {
     lines.push("")
-    if (stats.servers.length === 0) lines.push("  (no peer heard from yet)")
-    else
+    const servers = stats.servers
+    if (servers.length === 0) lines.push("  (no peer heard from yet)")
+    else {
+      const via = servers.some((server) => server.heard_on !== undefined)
       lines.push(
         ...table([
-          ["SERVER", "ALIVE", "LAST FRAME"],
-          ...stats.servers.map((server) => [
+          ["SERVER", "ALIVE", "LAST FRAME", ...(via ? ["HEARD ON"] : [])],
+          ...servers.map((server) => [
             escapeControl(server.server_id),
             yesNo(server.alive, "DEAD"),
-            server.last_seen_ms_ago === undefined || server.last_seen_ms_ago === null
-              ? "-"
-              : `${server.last_seen_ms_ago} ms ago`
+            ago(server.last_seen_ms_ago),
+            ...(via ? [escapeControl((server.heard_on ?? []).join("+") || "-")] : [])
           ])
         ])
       )
+    }
   }
+
+  if (lane !== undefined) lines.push("", ...renderLane(lane))
 
   const rows = COUNTERS.map((group) =>
     group.flatMap(([label, get]) => {
@@ -540,7 +652,12 @@ export const plainLine = (sample: Sample, r: Rates): string => {
   )
   const servers =
     stats.servers_alive === undefined ? "" : `  alive ${stats.servers_alive} dead ${stats.servers_dead ?? 0}`
-  return `${time} ${who}  ${ratesText(r)}${servers}  peers ${peers.length === 0 ? "(none)" : peers.join(" ")}`
+  const health = stats.health === undefined ? "" : `  ${escapeControl(stats.health.status)}`
+  const lane =
+    stats.lane === undefined || stats.lane === null
+      ? ""
+      : `  lane ${escapeControl(stats.lane.status ?? "?")}/${stats.lane.members_alive ?? "?"}`
+  return `${time} ${who}${health}  ${ratesText(r)}${servers}${lane}  peers ${peers.length === 0 ? "(none)" : peers.join(" ")}`
 }
 
 /** Truncates to `width` visible columns; the text here carries no escape sequences but ours. */

@@ -55,7 +55,7 @@ export interface LocalWakerShape {
    * Parks the calling fiber until a wake for `target` arrives (`"woken"`), `maxWait` elapses
    * (`"timeout"`), or the waker shuts down (`"shutdown"`, at once; immediately too for a pop parked
    * after the shut-down). An absent tenant parks for the default tenant; a target with a name over
-   * `MAX_NAME_BYTES` is not registered and just waits out `maxWait`.
+   * `MAX_NAME_CHARS` characters is not registered and just waits out `maxWait`.
    */
   readonly awaitWake: (
     target: WaitTarget,

@@ -21,6 +21,7 @@ import {
 import * as Frame from "../Frame.js"
 import * as MeshConfig from "../MeshConfig.js"
 import { handshakeReasonList } from "../MeshError.js"
+import * as MeshHealth from "../MeshHealth.js"
 import { EphCounts, ops } from "./ephCounts.js"
 import { HealthRef } from "./healthRef.js"
 import { Lane } from "./lane.js"
@@ -30,8 +31,6 @@ import { loop } from "./loop.js"
 import * as MetricNames from "./metricNames.js"
 import { Peers } from "./peers.js"
 import { Topology } from "./topology.js"
-
-const STATUSES = ["clustered", "degraded", "isolated", "solo"] as const
 
 const names = MetricNames.names
 
@@ -230,7 +229,7 @@ export const make = (
       gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
       gauge(names.ephMembers, "peers alive and ephemeral-capable (upstream's eph_members)", [], ephMembers)
       const now = yield* SubscriptionRef.get(health)
-      for (const status of STATUSES) {
+      for (const status of MeshHealth.Status.literals) {
         gauge(
           names.health,
           "the node's health: 1 for its status now",

@@ -196,8 +196,21 @@ export class OutboundLink {
         peer: link.name,
         remote: Option.getOrNull(connection.remoteAddress)
       })
-      yield* Effect.logInfo("mesh link up").pipe(
-        Effect.annotateLogs({ resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown") })
+      // Said once the link is established (the peer kept it past the moment it would have refused our
+      // HELLO), and never for an entry our own listener recognised as this node meanwhile.
+      yield* Effect.sleep(Duration.millis(this.establishedMillis)).pipe(
+        Effect.zipRight(
+          Effect.suspend(() =>
+            link.isSelf
+              ? Effect.void
+              : Effect.logInfo("mesh link up").pipe(
+                  Effect.annotateLogs({
+                    resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown")
+                  })
+                )
+          )
+        ),
+        Effect.forkScoped
       )
       const writer = Effect.gen(function* () {
         yield* link.available

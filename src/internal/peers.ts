@@ -35,6 +35,8 @@ export interface DiscoveryCounts {
   readonly rounds: number
   readonly failedRounds: number
   readonly lastError: Option.Option<string>
+  /** A round has found at least one peer (this node's own address counts): the source works. */
+  readonly found: boolean
 }
 
 /** The send side of a running mesh: one link per peer, configured or discovered. */
@@ -203,8 +205,15 @@ export const make = (
       let failedRounds = 0
       let lastError: Option.Option<string> = Option.none()
       let lastWarning = Number.NEGATIVE_INFINITY
+      let foundAny = false
       const counts = () => {
-        discoveryCounts = Option.some({ source: discovery.source, rounds, failedRounds, lastError })
+        discoveryCounts = Option.some({
+          source: discovery.source,
+          rounds,
+          failedRounds,
+          lastError,
+          found: foundAny
+        })
       }
       counts()
       const round = Effect.gen(function* () {
@@ -230,8 +239,10 @@ export const make = (
           if (!Number.isInteger(peer.port) || peer.port < 1 || peer.port > 65_535) continue
           if (!MeshConfig.isValidHost(peer.host)) continue
           present.add(keyOf(peer))
+          foundAny = true
           yield* add(peer, discovery.kind)
         }
+        counts()
         for (const [key, entry] of [...entries]) {
           if (entry.foundBy === "config" || present.has(key)) continue
           entry.missing++

@@ -151,7 +151,8 @@ describe("Listener defences", () => {
       )
       const body = JSON.stringify(yield* stats)
       assert.isAtMost((yield* stats).servers.length, 256)
-      assert.isBelow(body.length, 256 * 300)
+      // About 310 bytes a server (its id, liveness, key and carriers): bounded by the 256 kept.
+      assert.isBelow(body.length, 256 * 330)
     })
   )
 })
