@@ -65,7 +65,7 @@ const Listening = Schema.parseJson(
   Schema.Struct({ event: Schema.Literal("listening"), http_port: Schema.Number })
 )
 
-/** The fields of `HttpRoutes.StatsBody` read here (the rest is ignored). */
+/** The fields of `MeshStats.StatsBody` read here (the rest is ignored). */
 const Stats = Schema.parseJson(
   Schema.Struct({
     peers: Schema.Array(Schema.Struct({ connected: Schema.Boolean, self: Schema.optional(Schema.Boolean) })),

@@ -7,9 +7,9 @@
  * separate processes; the receiver is the real mesh node (`Mesh.layer` over TCP, a counting waker).
  */
 import * as Net from "node:net"
-import { Effect } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Mesh from "../src/Mesh.js"
+import * as Waker from "../src/Waker.js"
 import * as Baseline from "./baseline.js"
 import { fromParent, nowNs, toParent } from "./ipc.js"
 import { wakerNode } from "./nodes.js"
@@ -32,7 +32,7 @@ export const fairReceiver = async (params: FairRecvParams): Promise<void> => {
   }
   const runtime = wakerNode(
     { serverId: "fair-recv", port: 0, peers: [params.dummyPeerPort], secret: params.secret },
-    { wake: (item) => Effect.sync(() => hit(item)), unsafeWake: hit }
+    Waker.sync(hit)
   )
   const mesh = await runtime.runPromise(Mesh.Mesh)
   if (mesh.port._tag === "None") throw new Error("the mesh did not bind")

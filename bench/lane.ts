@@ -26,10 +26,10 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schema } from "effect"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as Postgres from "../src/Postgres.js"
-import * as Waker from "../src/Waker.js"
 import { processCpuNs } from "./cli.js"
 import { Child, fromParent, nowNs, toParent } from "./ipc.js"
 import * as Latency from "./latency.js"
@@ -482,7 +482,7 @@ const untilLaneHears = async (runtime: LaneRuntime, count: number, what: string)
 }
 
 const ITEM = { queue: "orders", partition: "p-0" } as const
-const TARGET: Waker.WaitTarget = { queue: "orders", tenant: Option.none() }
+const TARGET: LocalWaker.WaitTarget = { queue: "orders", tenant: Option.none() }
 
 /** A: on every `push`, stamp and push; sends its stamps on `times`. */
 const pusher = async (ready: () => Promise<void>, push: () => void, total: number) => {
@@ -528,7 +528,7 @@ const laneA = async (params: Record<string, unknown>) => {
 
 const laneB = async (params: Record<string, unknown>) => {
   const runtime = laneRuntime("lane-b", str(params, "url"), SECRET)
-  const waker = await runtime.runPromise(Waker.LocalWaker)
+  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
   await Latency.parker(
     () => untilLaneHears(runtime, 1, "lane B"),
     async () => {

@@ -10,8 +10,8 @@
  * `NOTIFY` to a `LISTEN`ing client.
  */
 import { Effect, Option } from "effect"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
-import * as Waker from "../src/Waker.js"
 import * as Baseline from "./baseline.js"
 import { fromParent, nowNs, toParent } from "./ipc.js"
 import { hears, linksUp, localNode, until } from "./nodes.js"
@@ -30,7 +30,7 @@ export interface WakeParams {
 }
 
 const ITEM = { queue: "orders", partition: "p-0", tenant: "ac3e0000-0000-4000-8000-00000000ac3e" } as const
-const TARGET: Waker.WaitTarget = {
+const TARGET: LocalWaker.WaitTarget = {
   queue: "orders",
   tenant: Option.some("ac3e0000-0000-4000-8000-00000000ac3e")
 }
@@ -163,9 +163,9 @@ export const meshSyncPusher = async (params: WakeParams): Promise<void> => {
 let parks = 0
 const parkLocal = async (
   runtime: { runFork: <A>(effect: Effect.Effect<A>) => unknown; runSync: <A>(effect: Effect.Effect<A>) => A },
-  waker: Waker.LocalWakerShape,
+  waker: LocalWaker.LocalWakerShape,
   maxWaitMs: number,
-  onResume: (outcome: Waker.WakeOutcome) => void
+  onResume: (outcome: LocalWaker.WakeOutcome) => void
 ): Promise<void> => {
   runtime.runFork(
     Effect.flatMap(waker.awaitWake(TARGET, { maxWait: maxWaitMs }), (outcome) =>
@@ -182,7 +182,7 @@ export const meshParker = async (params: WakeParams): Promise<void> => {
     peers: [params.peerPort],
     secret: params.secret
   })
-  const waker = await runtime.runPromise(Waker.LocalWaker)
+  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
   await parker(
     () => until(runtime, hears(1), 10_000, "B hearing A's HELLO"),
     async () => {
@@ -285,7 +285,7 @@ export const offPusher = async (params: WakeParams): Promise<void> => {
  */
 export const offParker = async (params: WakeParams): Promise<void> => {
   const runtime = localNode({ serverId: "off-b", port: params.port, peers: [], secret: params.secret })
-  const waker = await runtime.runPromise(Waker.LocalWaker)
+  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
   const inbox = fromParent()
   let committed: { i: number; at: number } | undefined
   let seen = 0

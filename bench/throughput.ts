@@ -6,8 +6,8 @@
  * wall time and `process.cpuUsage()`.
  */
 import * as Net from "node:net"
-import { Effect } from "effect"
 import * as Mesh from "../src/Mesh.js"
+import * as Waker from "../src/Waker.js"
 import * as Baseline from "./baseline.js"
 import { fromParent, toParent } from "./ipc.js"
 import { wakerNode } from "./nodes.js"
@@ -66,7 +66,7 @@ export const receiveMesh = async (params: ReceiverParams): Promise<void> => {
   // A counting waker as a host would write one: an effect, and its synchronous twin for the hot path.
   const runtime = wakerNode(
     { serverId: "recv-mesh", port: 0, peers: [params.dummyPeerPort], secret: params.secret },
-    { wake: () => Effect.sync(() => meter.hit()), unsafeWake: () => meter.hit() }
+    Waker.sync(() => meter.hit())
   )
   const mesh = await runtime.runPromise(Mesh.Mesh)
   if (mesh.port._tag === "None") throw new Error("the mesh did not bind")

@@ -40,12 +40,6 @@ export interface HotListShape {
    * consumer group's ring; absent, every ring of the queue.
    */
   readonly markDirty: (items: ReadonlyArray<Mark>) => Effect.Effect<void>
-  /**
-   * @deprecated Build the hot-list with {@link sync} instead: a field of its own is copied by a spread
-   * and would bypass a wrapper that replaces `markDirty` alone. Still honoured when `markDirty` has no
-   * twin.
-   */
-  readonly unsafeMarkDirty?: (items: ReadonlyArray<Mark>) => void
 }
 
 /**
@@ -65,7 +59,7 @@ export const sync = (markDirty: (items: ReadonlyArray<Mark>) => void): HotListSh
  * @category models
  */
 export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<Mark>) => void) | undefined =>
-  SyncTwin.twinOf(hotList.markDirty) ?? hotList.unsafeMarkDirty
+  SyncTwin.twinOf(hotList.markDirty)
 
 /**
  * The host's hot-list, as the mesh sees it.

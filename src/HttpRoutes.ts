@@ -24,7 +24,7 @@ import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
 import * as MeshMetrics from "./MeshMetrics.js"
-import * as MeshStats from "./MeshStats.js"
+import type * as MeshStats from "./MeshStats.js"
 
 /**
  * The paths the routes answer on.
@@ -44,62 +44,6 @@ export const paths = {
 // ---------------------------------------------------------------------------------------------
 // bodies
 // ---------------------------------------------------------------------------------------------
-
-/**
- * @deprecated Moved to `MeshStats.PeerStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const PeerStatsBody = MeshStats.PeerStats
-
-/**
- * @deprecated Moved to `MeshStats.ServerStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const ServerStatsBody = MeshStats.ServerStats
-
-/**
- * @deprecated Moved to `MeshStats.RejectionStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const RejectionStatsBody = MeshStats.RejectionStats
-
-/**
- * @deprecated Moved to `MeshStats.InboundStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const InboundStatsBody = MeshStats.InboundStats
-
-/**
- * @deprecated Moved to `MeshStats.ActiveStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const ActiveStatsBody = MeshStats.ActiveStats
-
-/**
- * @deprecated Moved to `MeshStats.InactiveStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export const InactiveStatsBody = MeshStats.InactiveStats
-
-/**
- * @deprecated Moved to `MeshStats.StatsBody`.
- * @since 0.1.0
- * @category deprecated
- */
-export const StatsBody = MeshStats.StatsBody
-
-/**
- * @deprecated Moved to `MeshStats.MeshStats`.
- * @since 0.1.0
- * @category deprecated
- */
-export type StatsBody = MeshStats.MeshStats
 
 /**
  * The body of `/api/v1/system/shared-state`: always disabled, since each replica is a single-node

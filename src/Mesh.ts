@@ -774,10 +774,3 @@ export const layerFromEnv = (
   Mesh | LocalServices,
   TransportError | TlsConfigError | ConfigError.ConfigError | MeshConfigError
 > => layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))
-
-/**
- * @deprecated Moved to `TcpTransport.layerConfig`.
- * @since 0.1.0
- * @category deprecated
- */
-export const layerTransport = TcpTransport.layerConfig

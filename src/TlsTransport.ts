@@ -111,20 +111,6 @@ export interface TlsOptions {
   readonly onHandshakeFailure?: (reason: string, remote: string) => void
 }
 
-/**
- * @deprecated Moved to `MeshError.TlsConfigError`.
- * @since 0.1.0
- * @category deprecated
- */
-export const TlsConfigError = ConfigError
-
-/**
- * @deprecated Moved to `MeshError.TlsConfigError`.
- * @since 0.1.0
- * @category deprecated
- */
-export type TlsConfigError = ConfigError
-
 /** TCP keep-alive's first probe, as on plain TCP links. */
 const KEEPALIVE_MS = 10_000
 

@@ -12,7 +12,6 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { QueueItem } from "./Frame.js"
-import * as Local from "./internal/localWaker.js"
 import * as SyncTwin from "./internal/syncTwin.js"
 
 /**
@@ -24,23 +23,17 @@ import * as SyncTwin from "./internal/syncTwin.js"
 export interface WakerShape {
   /** Wake the pops parked on `item`'s queue (and tenant), and note the partition hint. */
   readonly wake: (item: QueueItem) => Effect.Effect<void>
-  /**
-   * @deprecated Build the waker with {@link sync} instead. A field of its own is copied by a spread
-   * (`{ ...waker, wake: mine }`), and the mesh would call it rather than `mine`; still honoured for a
-   * waker that has no twin of `wake`.
-   */
-  readonly unsafeWake?: (item: QueueItem) => void
 }
 
 /**
  * The function the mesh calls for a wake without an effect, if `waker` has one: the twin `sync`
- * recorded for its `wake`, else its deprecated `unsafeWake`.
+ * recorded for its `wake`.
  *
  * @since 0.1.0
  * @category models
  */
 export const syncWakeOf = (waker: WakerShape): ((item: QueueItem) => void) | undefined =>
-  SyncTwin.twinOf(waker.wake) ?? waker.unsafeWake
+  SyncTwin.twinOf(waker.wake)
 
 /**
  * The host's waker, as the mesh sees it.
@@ -126,68 +119,3 @@ export const layerNoop: Layer.Layer<Waker> = Layer.succeed(
   Waker,
   sync(() => {})
 )
-
-// ---------------------------------------------------------------------------------------------
-// moved to LocalWaker (kept for this release)
-// ---------------------------------------------------------------------------------------------
-
-/**
- * @deprecated Moved to `LocalWaker.LocalWaker`.
- * @since 0.1.0
- * @category deprecated
- */
-export const LocalWaker = Local.LocalWakerTag
-
-/**
- * @deprecated Moved to `LocalWaker.LocalWaker`.
- * @since 0.1.0
- * @category deprecated
- */
-export type LocalWaker = Local.LocalWakerTag
-
-/**
- * @deprecated Moved to `LocalWaker.LocalWakerShape`.
- * @since 0.1.0
- * @category deprecated
- */
-export type LocalWakerShape = Local.LocalWakerShape
-
-/**
- * @deprecated Moved to `LocalWaker.LocalWakerOptions`.
- * @since 0.1.0
- * @category deprecated
- */
-export type LocalWakerOptions = Local.LocalWakerOptions
-
-/**
- * @deprecated Moved to `LocalWaker.WaitTarget`.
- * @since 0.1.0
- * @category deprecated
- */
-export type WaitTarget = Local.WaitTarget
-
-/**
- * @deprecated Moved to `LocalWaker.WakeOutcome`.
- * @since 0.1.0
- * @category deprecated
- */
-export type WakeOutcome = Local.WakeOutcome
-
-/**
- * @deprecated Moved to `LocalWaker.make`.
- * @since 0.1.0
- * @category deprecated
- */
-export const makeLocal = Local.make
-
-/**
- * @deprecated Moved to `LocalWaker.layer`.
- * @since 0.1.0
- * @category deprecated
- */
-export const layerLocal = (options: Local.LocalWakerOptions = {}): Layer.Layer<Local.LocalWakerTag | Waker> =>
-  Layer.scopedContext(
-    Effect.map(Local.make(options), (local) =>
-      Context.make(Local.LocalWakerTag, local).pipe(Context.add(Waker, local))
-    )
-  )

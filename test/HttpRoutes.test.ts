@@ -4,13 +4,14 @@ import { Context, Duration, Effect, Layer, Schema } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
+import * as MeshStats from "../src/MeshStats.js"
 import { allConnected, eventually, freePort, hearsFrom, tcpNode } from "./fixtures/cluster.js"
 
 const Json = Schema.parseJson()
 const decodeJson = Schema.decodeUnknownSync(Json)
 const sinceless = (body: string) =>
   body.replace(/"last_seen_ms_ago":\d+/g, '"last_seen_ms_ago":0').replace(/"uptime_ms":\d+/g, '"uptime_ms":0')
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 
 /** The routes as a fetch-style handler over `mesh`: no socket needed. */
 const handlerFor = (mesh: Mesh.MeshShape) =>

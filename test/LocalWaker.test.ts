@@ -213,7 +213,7 @@ describe("LocalWaker", () => {
 
   it.scoped("pops due close together share one pass: never early, at most the resolution late", () =>
     Effect.gen(function* () {
-      const timeOuts = (options: Waker.LocalWakerOptions) =>
+      const timeOuts = (options: LocalWaker.LocalWakerOptions) =>
         Effect.gen(function* () {
           const waker = yield* LocalWaker.make(options)
           const start = yield* Clock.currentTimeMillis

@@ -7,11 +7,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Schema } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
+import * as MeshStats from "../src/MeshStats.js"
 import { type CliProcess, ensureBuilt, isListening, Listening, runCli, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
 import * as Pg from "./fixtures/postgres.js"
 
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 
 const getText = (url: string) =>

@@ -6,6 +6,7 @@ import * as Os from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schedule, Schema } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
+import * as MeshStats from "../src/MeshStats.js"
 import { type CliProcess, ensureBuilt, isListening, Listening, runCli, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
 
@@ -16,7 +17,7 @@ const GLOBEX = "910be000-0000-4000-8000-0000000910be"
 const decodeJson = Schema.decodeUnknownSync(Schema.parseJson())
 /** The body without what moves between two requests: how long ago each peer was heard, the uptime. */
 const sinceless = (body: string) => body.replace(/"(last_seen_ms_ago|uptime_ms)":\d+/g, '"$1":0')
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 
 const getText = (url: string) =>

@@ -8,6 +8,7 @@ import * as vm from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Option, type Scope, TestClock } from "effect"
 import * as HotList from "../src/HotList.js"
+import * as LocalWaker from "../src/LocalWaker.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
@@ -16,7 +17,6 @@ import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
 import { type Connection, Transport, type TransportShape } from "../src/Transport.js"
-import * as Waker from "../src/Waker.js"
 
 v8.setFlagsFromString("--expose-gc")
 const gcFunction: unknown = vm.runInNewContext("gc")
@@ -108,7 +108,7 @@ const pausableNode = (
     (context) => ({
       serverId: options.serverId,
       mesh: Context.get(context, Mesh.Mesh),
-      waker: Context.get(context, Waker.LocalWaker),
+      waker: Context.get(context, LocalWaker.LocalWaker),
       cache: Context.get(context, QueueConfigCache.MemoryQueueConfigCache),
       hotList: Context.get(context, HotList.MemoryHotList),
       flags: Context.get(context, MaintenanceFlags.MaintenanceFlags)

@@ -8,12 +8,13 @@ import { Duration, Effect, Redacted, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as Handshake from "../src/internal/handshake.js"
+import * as MeshStats from "../src/MeshStats.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
 import { eventually, freePort } from "./fixtures/cluster.js"
 
 const SECRET = "hostile-test-secret"
 const decodeListening = Schema.decodeUnknownSync(Listening)
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 
 const rawFrame = (tag: number, payload: string | Buffer) => {
   const bytes = typeof payload === "string" ? Buffer.from(payload) : payload

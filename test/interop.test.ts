@@ -22,12 +22,12 @@ import {
   SubscriptionRef
 } from "effect"
 import * as EphemeralAdmin from "../src/EphemeralAdmin.js"
+import type * as LocalWaker from "../src/LocalWaker.js"
 import * as Membership from "../src/Membership.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { MeshEvent } from "../src/MeshEvent.js"
 import type { ActiveStats } from "../src/MeshStats.js"
-import type * as Waker from "../src/Waker.js"
 import {
   allConnected,
   eventually,
@@ -91,7 +91,7 @@ const ourNode = (options: {
   readonly port: number
   readonly peers: ReadonlyArray<number>
   readonly config?: Partial<MeshConfig.MeshConfigShape>
-  readonly waker?: Waker.LocalWakerOptions
+  readonly waker?: LocalWaker.LocalWakerOptions
   readonly secret?: string
 }) =>
   Effect.gen(function* () {
@@ -133,7 +133,7 @@ interface Pair {
 const pair = (
   options: {
     readonly config?: Partial<MeshConfig.MeshConfigShape>
-    readonly waker?: Waker.LocalWakerOptions
+    readonly waker?: LocalWaker.LocalWakerOptions
     /** Upstream's HELLO fields over its defaults; `undefined` leaves one out. */
     readonly hello?: Readonly<Record<string, unknown>>
     /** `false`: upstream's HELLO as at 2719e64, without `http_addr` and `eph_epoch`. */

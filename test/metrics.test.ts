@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schema, type Scope } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import { names } from "../src/MeshMetrics.js"
+import * as MeshStats from "../src/MeshStats.js"
 import { type CliProcess, ensureBuilt, isListening, spawnCli } from "./fixtures/cli.js"
 import { eventually, freePort } from "./fixtures/cluster.js"
 import { parse } from "./fixtures/prometheus.js"
@@ -14,7 +15,7 @@ import { parse } from "./fixtures/prometheus.js"
 /** A tenant is a UUID (the default `tenants: "uuid"`). */
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
 
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 
 const get = (url: string) =>
   Effect.promise(async () => {

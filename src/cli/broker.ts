@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, Random, type Scope } from "effect"
+import type { LocalWakerShape } from "../LocalWaker.js"
 import type { MeshShape } from "../Mesh.js"
-import type { LocalWakerShape } from "../Waker.js"
 
 /**
  * @since 0.1.0

@@ -32,11 +32,11 @@ import {
   type Scope,
   Stream
 } from "effect"
+import * as LocalWaker from "../LocalWaker.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
-import * as Waker from "../Waker.js"
 import * as Broker from "./broker.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
@@ -96,7 +96,7 @@ interface TimelineEntry {
 interface NodeState {
   readonly name: string
   readonly mesh: Mesh.MeshShape
-  readonly waker: Waker.LocalWakerShape
+  readonly waker: LocalWaker.LocalWakerShape
   /** Peer liveness as the mesh reported it (absent: never heard). */
   readonly alive: Map<string, boolean>
   /** Outbound link state as last seen in the stats (on the lane: the node's own lane is up). */
@@ -576,7 +576,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       const node: NodeState = {
         name,
         mesh: Context.get(context, Mesh.Mesh),
-        waker: Context.get(context, Waker.LocalWaker),
+        waker: Context.get(context, LocalWaker.LocalWaker),
         alive: new Map(),
         linked: new Map(),
         stats: Option.none(),

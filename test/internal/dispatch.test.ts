@@ -9,6 +9,7 @@ import * as Frame from "../../src/Frame.js"
 import * as HotList from "../../src/HotList.js"
 import * as Dispatch from "../../src/internal/dispatch.js"
 import * as EphCounts from "../../src/internal/ephCounts.js"
+import * as LocalWaker from "../../src/LocalWaker.js"
 import * as MaintenanceFlags from "../../src/MaintenanceFlags.js"
 import * as MeshConfig from "../../src/MeshConfig.js"
 import * as MeshEvent from "../../src/MeshEvent.js"
@@ -42,12 +43,12 @@ const dispatchContext = <A>(tenants: MeshConfig.TenantRule, hosts: Layer.Layer<A
 describe("Dispatch", () => {
   it.scoped("applies every frame of the table to the shipped host services", () =>
     Effect.gen(function* () {
-      const context = yield* dispatchContext("any", Waker.layerLocal())
+      const context = yield* dispatchContext("any", LocalWaker.layer())
       const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
       const hot = yield* Effect.provide(HotList.MemoryHotList, context)
       const cache = yield* Effect.provide(QueueConfigCache.MemoryQueueConfigCache, context)
       const flags = yield* Effect.provide(MaintenanceFlags.MaintenanceFlags, context)
-      const waker = yield* Effect.provide(Waker.LocalWaker, context)
+      const waker = yield* Effect.provide(LocalWaker.LocalWaker, context)
       const events = yield* Effect.provide(MeshEvent.MeshEvents, context)
       const seen: Array<string> = []
       yield* events.observe((event) => seen.push(event._tag))
@@ -111,7 +112,7 @@ describe("Dispatch", () => {
       const context = yield* dispatchContext(
         "uuid",
         Layer.merge(
-          Waker.layerLocal(),
+          LocalWaker.layer(),
           EphemeralAdmin.layer((command, from) =>
             Effect.sync(() => applied.push(`${from} ${command.op} ${command.tenant} ${command.queue}`))
           )
@@ -135,7 +136,7 @@ describe("Dispatch", () => {
     "tenants: uuid reads a tenant that is not a UUID as absent in every frame kind, as upstream does",
     () =>
       Effect.gen(function* () {
-        const context = yield* dispatchContext("uuid", Waker.layerLocal())
+        const context = yield* dispatchContext("uuid", LocalWaker.layer())
         const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
         const events = yield* Effect.provide(MeshEvent.MeshEvents, context)
         const tenants: Array<string | null> = []
