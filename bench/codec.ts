@@ -6,7 +6,7 @@
  */
 import { Either } from "effect"
 import * as Frame from "../src/Frame.js"
-import { FrameDecoder } from "../src/internal/frameDecoder.js"
+import { FrameDecoder } from "../src/internal/wire/frameDecoder.js"
 import * as Baseline from "./baseline.js"
 import { median, round } from "./stats.js"
 

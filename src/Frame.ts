@@ -14,9 +14,9 @@
  * @since 0.1.0
  */
 import { Either, Option, ParseResult, Schema } from "effect"
-import type * as Model from "./internal/frameModel.js"
-import * as Quick from "./internal/quick.js"
-import * as Rules from "./internal/rules.js"
+import type * as Model from "./internal/wire/frameModel.js"
+import * as Names from "./internal/wire/names.js"
+import * as PayloadChecks from "./internal/wire/payloadChecks.js"
 import { FrameDecodeError, FrameTooLargeError } from "./MeshError.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ export const LENGTH_PREFIX_BYTES = 4
  * @since 0.1.0
  * @category constants
  */
-export const MAX_NAME_CHARS = Rules.MAX_NAME_CHARS
+export const MAX_NAME_CHARS = Names.MAX_NAME_CHARS
 
 /**
  * The most UTF-8 bytes a name of {@link MAX_NAME_CHARS} characters can take (four per character).
@@ -73,7 +73,7 @@ export const MAX_NAME_CHARS = Rules.MAX_NAME_CHARS
  * @since 0.1.0
  * @category constants
  */
-export const MAX_NAME_BYTES = Rules.MAX_NAME_BYTES
+export const MAX_NAME_BYTES = Names.MAX_NAME_BYTES
 
 /**
  * The longest server id accepted, in UTF-8 bytes.
@@ -81,7 +81,7 @@ export const MAX_NAME_BYTES = Rules.MAX_NAME_BYTES
  * @since 0.1.0
  * @category constants
  */
-export const MAX_SERVER_ID_BYTES = Rules.MAX_SERVER_ID_BYTES
+export const MAX_SERVER_ID_BYTES = Names.MAX_SERVER_ID_BYTES
 
 /**
  * Upstream Queen's default tenant, as it goes out on the wire for a queue of the default tenant.
@@ -89,7 +89,7 @@ export const MAX_SERVER_ID_BYTES = Rules.MAX_SERVER_ID_BYTES
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_TENANT = Rules.DEFAULT_TENANT
+export const DEFAULT_TENANT = Names.DEFAULT_TENANT
 
 /**
  * The longest error detail built from wire data: a short excerpt, never the whole value.
@@ -97,7 +97,7 @@ export const DEFAULT_TENANT = Rules.DEFAULT_TENANT
  * @since 0.1.0
  * @category constants
  */
-export const MAX_DETAIL_LENGTH = Rules.MAX_DETAIL_LENGTH
+export const MAX_DETAIL_LENGTH = Names.MAX_DETAIL_LENGTH
 
 /**
  * Cuts a detail built from wire data to {@link MAX_DETAIL_LENGTH} characters.
@@ -105,7 +105,7 @@ export const MAX_DETAIL_LENGTH = Rules.MAX_DETAIL_LENGTH
  * @since 0.1.0
  * @category decoding
  */
-export const excerpt = Rules.excerpt
+export const excerpt = Names.excerpt
 
 /**
  * The cap of a CHALLENGE payload: the largest valid one (two 256-byte fields, every byte escaped to six
@@ -133,7 +133,7 @@ export const MAX_CHALLENGE_PAYLOAD_BYTES = 4096
  * @category schemas
  */
 export const Tenant = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
-  decode: (given) => Rules.wireTenant(Option.getOrUndefined(given)),
+  decode: (given) => Names.wireTenant(Option.getOrUndefined(given)),
   encode: (tenant) => tenant
 })
 
@@ -145,8 +145,8 @@ export const Tenant = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFro
  * @category schemas
  */
 export const QueueName = Schema.String.pipe(
-  Schema.filter((s) => Rules.queueName(s) !== undefined, {
-    message: (issue) => Rules.describeName("queue", issue.actual)
+  Schema.filter((s) => Names.queueName(s) !== undefined, {
+    message: (issue) => Names.describeName("queue", issue.actual)
   })
 )
 
@@ -158,8 +158,8 @@ export const QueueName = Schema.String.pipe(
  */
 export const Partition = Schema.optionalWith(
   Schema.String.pipe(
-    Schema.filter((s) => Rules.partition(s) !== undefined, {
-      message: () => `partition is longer than ${Rules.MAX_NAME_CHARS} characters`
+    Schema.filter((s) => Names.partition(s) !== undefined, {
+      message: () => `partition is longer than ${Names.MAX_NAME_CHARS} characters`
     })
   ),
   { nullable: true, default: () => "" }
@@ -172,8 +172,8 @@ export const Partition = Schema.optionalWith(
  * @category schemas
  */
 export const ServerId = Schema.String.pipe(
-  Schema.filter((s) => Rules.serverId(s) !== undefined, {
-    message: (issue) => Rules.describeName("server_id", issue.actual)
+  Schema.filter((s) => Names.serverId(s) !== undefined, {
+    message: (issue) => Names.describeName("server_id", issue.actual)
   })
 )
 
@@ -214,7 +214,7 @@ export interface QueueRef extends Model.QueueRef {}
  * @category schemas
  */
 export const Group = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
-  decode: (given) => Rules.group(Option.getOrUndefined(given)),
+  decode: (given) => Names.group(Option.getOrUndefined(given)),
   encode: (group) => group
 })
 
@@ -264,7 +264,7 @@ const itemsOf = <A, I>(item: Schema.Schema<A, I>, wire: (item: A) => object) => 
  * @since 0.1.0
  * @category schemas
  */
-export const Items = itemsOf(QueueItem, Quick.wireItem)
+export const Items = itemsOf(QueueItem, PayloadChecks.wireItem)
 
 /**
  * The items of `HOTLIST_DIRTY_BATCH`, lenient per item as {@link Items} is.
@@ -272,7 +272,7 @@ export const Items = itemsOf(QueueItem, Quick.wireItem)
  * @since 0.1.0
  * @category schemas
  */
-export const HotItems = itemsOf(HotItem, Quick.wireHotItem)
+export const HotItems = itemsOf(HotItem, PayloadChecks.wireHotItem)
 
 const checkedText = (problem: (text: string) => string | undefined) =>
   Schema.String.pipe(Schema.filter((text) => problem(text) ?? true))
@@ -285,10 +285,10 @@ const checkedText = (problem: (text: string) => string | undefined) =>
 const HelloV2Wire = {
   qm2_challenge: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
   qm2_receiver: Schema.optional(
-    checkedText((text) => Rules.textProblem("qm2_receiver", text, Rules.MAX_SERVER_ID_BYTES))
+    checkedText((text) => Names.textProblem("qm2_receiver", text, Names.MAX_SERVER_ID_BYTES))
   ),
   qm2_label: Schema.optional(
-    checkedText((text) => Rules.textProblem("qm2_label", text, Rules.MAX_LABEL_BYTES))
+    checkedText((text) => Names.textProblem("qm2_label", text, Names.MAX_LABEL_BYTES))
   ),
   qm2_mac: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
   qm2_key: Schema.optional(Schema.Unknown)
@@ -401,10 +401,10 @@ const helloWire = (hello: Omit<Model.Hello, "_tag">) => {
  * @category schemas
  */
 export const ChallengePayload = Schema.Struct({
-  server_id: checkedText((text) => Rules.idProblem("server_id", text)),
-  nonce: checkedText((text) => Rules.nonceProblem("nonce", text)),
+  server_id: checkedText((text) => Names.idProblem("server_id", text)),
+  nonce: checkedText((text) => Names.nonceProblem("nonce", text)),
   label: Schema.optionalToRequired(
-    Schema.NullOr(checkedText((text) => Rules.textProblem("label", text, Rules.MAX_LABEL_BYTES))),
+    Schema.NullOr(checkedText((text) => Names.textProblem("label", text, Names.MAX_LABEL_BYTES))),
     Schema.String,
     {
       decode: (label) => Option.getOrElse(Option.flatMap(label, Option.fromNullable), () => ""),
@@ -441,7 +441,7 @@ export type EphOp = typeof EphOp.Type
  * @category schemas
  */
 export const EphTenant = Schema.transform(
-  Schema.String.pipe(Schema.filter((s) => Rules.isUuid(s), { message: () => "tenant must be a UUID" })),
+  Schema.String.pipe(Schema.filter((s) => Names.isUuid(s), { message: () => "tenant must be a UUID" })),
   Schema.String,
   { strict: true, decode: (tenant) => tenant.toLowerCase(), encode: (tenant) => tenant }
 )
@@ -618,23 +618,23 @@ const table = {
     tag: 1,
     schema: MessageAvailable,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.messageAvailable,
-    payload: Quick.wireItem
+    quick: PayloadChecks.messageAvailable,
+    payload: PayloadChecks.wireItem
   }),
   MessageAvailableBatch: row({
     name: "MESSAGE_AVAILABLE_BATCH",
     tag: 2,
     schema: MessageAvailableBatch,
     maxLength: MAX_FRAME_LENGTH,
-    quick: Quick.messageAvailableBatch,
-    payload: Quick.wireItems
+    quick: PayloadChecks.messageAvailableBatch,
+    payload: PayloadChecks.wireItems
   }),
   Heartbeat: row({
     name: "HEARTBEAT",
     tag: 3,
     schema: Heartbeat,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.heartbeat,
+    quick: PayloadChecks.heartbeat,
     payload: (frame: Heartbeat) =>
       Option.isSome(frame.server_id) ? { server_id: frame.server_id.value } : undefined
   }),
@@ -652,15 +652,15 @@ const table = {
     tag: 5,
     schema: HotlistDirtyBatch,
     maxLength: MAX_FRAME_LENGTH,
-    quick: Quick.hotlistDirtyBatch,
-    payload: Quick.wireHotItems
+    quick: PayloadChecks.hotlistDirtyBatch,
+    payload: PayloadChecks.wireHotItems
   }),
   EphAdmin: row({
     name: "EPH_ADMIN",
     tag: 20,
     schema: EphAdmin,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.ephAdmin,
+    quick: PayloadChecks.ephAdmin,
     payload: (frame: EphAdmin) => ({ op: frame.op, tenant: frame.tenant, queue: frame.queue })
   }),
   QueueConfigSet: row({
@@ -668,23 +668,23 @@ const table = {
     tag: 10,
     schema: QueueConfigSet,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.queueConfigSet,
-    payload: Quick.wireRef
+    quick: PayloadChecks.queueConfigSet,
+    payload: PayloadChecks.wireRef
   }),
   QueueConfigDelete: row({
     name: "QUEUE_CONFIG_DELETE",
     tag: 11,
     schema: QueueConfigDelete,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.queueConfigDelete,
-    payload: Quick.wireRef
+    quick: PayloadChecks.queueConfigDelete,
+    payload: PayloadChecks.wireRef
   }),
   MaintenanceModeSet: row({
     name: "MAINTENANCE_MODE_SET",
     tag: 40,
     schema: MaintenanceModeSet,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.maintenanceModeSet,
+    quick: PayloadChecks.maintenanceModeSet,
     payload: (frame: MaintenanceModeSet) => ({ enabled: frame.enabled })
   }),
   PopMaintenanceModeSet: row({
@@ -692,7 +692,7 @@ const table = {
     tag: 41,
     schema: PopMaintenanceModeSet,
     maxLength: SMALL_FRAME_LENGTH,
-    quick: Quick.popMaintenanceModeSet,
+    quick: PayloadChecks.popMaintenanceModeSet,
     payload: (frame: PopMaintenanceModeSet) => ({ enabled: frame.enabled })
   }),
   Challenge: row({
@@ -868,7 +868,7 @@ export const tenantOf = (
 ): Option.Option<string> => {
   const given = typeof tenant === "object" && tenant !== null ? Option.getOrUndefined(tenant) : tenant
   if (given === undefined || given === null || given === "") return Option.none()
-  return Option.some(Rules.isUuid(given) ? given.toLowerCase() : given)
+  return Option.some(Names.isUuid(given) ? given.toLowerCase() : given)
 }
 
 /**
@@ -925,9 +925,9 @@ const groupInput = (group: HotItemInput["group"]): Option.Option<string> => {
 export type TenantRule = "uuid" | "any"
 
 const tenantProblem = (input: QueueRefInput, tenants: TenantRule): string | Option.Option<string> => {
-  const tenant = Rules.tenantInput(input.tenant)
-  if (tenant === undefined) return Rules.describeName("tenant", input.tenant)
-  if (tenants === "uuid" && Option.isSome(tenant) && !Rules.isUuid(tenant.value)) {
+  const tenant = Names.tenantInput(input.tenant)
+  if (tenant === undefined) return Names.describeName("tenant", input.tenant)
+  if (tenants === "uuid" && Option.isSome(tenant) && !Names.isUuid(tenant.value)) {
     return `tenant ${JSON.stringify(tenant.value)} is not a UUID (the mesh's tenants setting is "uuid": upstream reads any other tenant as absent and would wake every tenant's queue of that name)`
   }
   return tenant
@@ -944,10 +944,10 @@ export const validItem = (
   input: QueueItemInput,
   tenants: TenantRule = "any"
 ): Either.Either<QueueItem, string> => {
-  const queue = Rules.queueName(input.queue)
-  if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
-  if (typeof input.partition !== "string" || Rules.partition(input.partition) === undefined) {
-    return Either.left(Rules.describeName("partition", input.partition))
+  const queue = Names.queueName(input.queue)
+  if (queue === undefined) return Either.left(Names.describeName("queue", input.queue))
+  if (typeof input.partition !== "string" || Names.partition(input.partition) === undefined) {
+    return Either.left(Names.describeName("partition", input.partition))
   }
   const tenant = tenantProblem(input, tenants)
   if (typeof tenant === "string") return Either.left(tenant)
@@ -972,8 +972,8 @@ export const validHotItem = (
         : input.group
     if (given === undefined || given === null || given === "")
       return Either.right({ ...item, group: Option.none() })
-    if (typeof given !== "string" || !Rules.fitsName(given)) {
-      return Either.left(Rules.describeName("group", given))
+    if (typeof given !== "string" || !Names.fitsName(given)) {
+      return Either.left(Names.describeName("group", given))
     }
     return Either.right({ ...item, group: Option.some(given) })
   })
@@ -988,8 +988,8 @@ export const validRef = (
   input: QueueRefInput,
   tenants: TenantRule = "any"
 ): Either.Either<QueueRef, string> => {
-  const queue = Rules.queueName(input.queue)
-  if (queue === undefined) return Either.left(Rules.describeName("queue", input.queue))
+  const queue = Names.queueName(input.queue)
+  if (queue === undefined) return Either.left(Names.describeName("queue", input.queue))
   const tenant = tenantProblem(input, tenants)
   if (typeof tenant === "string") return Either.left(tenant)
   return Either.right({ queue, tenant })
@@ -1007,12 +1007,12 @@ export const validEphAdmin = (input: {
   readonly tenant: string
   readonly queue: string
 }): Either.Either<EphAdmin, string> => {
-  const frame = Quick.ephAdmin(input)
+  const frame = PayloadChecks.ephAdmin(input)
   if (frame !== undefined) return Either.right(frame)
   if (input.op !== "reset" && input.op !== "delete" && input.op !== "config_set") {
     return Either.left(`op must be reset, delete or config_set, got ${JSON.stringify(input.op)}`)
   }
-  if (Rules.queueName(input.queue) === undefined) return Either.left(Rules.describeName("queue", input.queue))
+  if (Names.queueName(input.queue) === undefined) return Either.left(Names.describeName("queue", input.queue))
   return Either.left(`tenant must be a UUID, got ${JSON.stringify(input.tenant)}`)
 }
 
@@ -1021,7 +1021,9 @@ export const validEphAdmin = (input: {
  * @category constructors
  */
 export const heartbeat = (serverId?: string): Heartbeat =>
-  serverId === undefined ? Quick.heartbeatNoId : { _tag: "Heartbeat", server_id: Option.some(serverId) }
+  serverId === undefined
+    ? PayloadChecks.heartbeatNoId
+    : { _tag: "Heartbeat", server_id: Option.some(serverId) }
 
 // ---------------------------------------------------------------------------------------------
 // encoding
@@ -1081,7 +1083,7 @@ export const encodeEither = (frame: Frame): Either.Either<Uint8Array, FrameTooLa
  * @category encoding
  */
 export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
-  frameBytes(table.MessageAvailable.tag, Quick.messageAvailableJson(item))
+  frameBytes(table.MessageAvailable.tag, PayloadChecks.messageAvailableJson(item))
 
 /**
  * Encodes a frame as `u32 BE length | u8 tag | JSON`. Every frame but an oversized batch fits the cap;
@@ -1186,7 +1188,7 @@ export const decodePayload = (
   payload: Uint8Array
 ): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
   if (schemaDecoders[tag] === undefined) return Either.right({ _tag: "Unknown", tag, payload })
-  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(Quick.heartbeatNoId)
+  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(PayloadChecks.heartbeatNoId)
   let json: unknown
   try {
     json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))

@@ -15,8 +15,8 @@
 import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
 import type { HotItem, QueueItem } from "./Frame.js"
 import { loop } from "./internal/loop.js"
-import * as rules from "./internal/rules.js"
-import * as SyncTwin from "./internal/syncTwin.js"
+import * as EntryPoints from "./internal/synchronousEntryPoints.js"
+import * as Names from "./internal/wire/names.js"
 
 /**
  * A mark as the hot-list takes it: a queue item, scoped to one consumer group's ring when `group` is
@@ -49,7 +49,10 @@ export interface HotListShape {
  * @category constructors
  */
 export const sync = (markDirty: (items: ReadonlyArray<Mark>) => void): HotListShape => ({
-  markDirty: SyncTwin.register((items: ReadonlyArray<Mark>) => Effect.sync(() => markDirty(items)), markDirty)
+  markDirty: EntryPoints.register(
+    (items: ReadonlyArray<Mark>) => Effect.sync(() => markDirty(items)),
+    markDirty
+  )
 })
 
 /**
@@ -59,7 +62,7 @@ export const sync = (markDirty: (items: ReadonlyArray<Mark>) => void): HotListSh
  * @category models
  */
 export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<Mark>) => void) | undefined =>
-  SyncTwin.twinOf(hotList.markDirty)
+  EntryPoints.twinOf(hotList.markDirty)
 
 /**
  * The host's hot-list, as the mesh sees it.
@@ -139,12 +142,12 @@ const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
  * empty or over-long one is absent), or `undefined` when a name is over-long.
  */
 const normalItem = (item: Mark): HotItem | undefined => {
-  if (!rules.fitsName(item.queue) || !rules.fitsName(item.partition)) return undefined
+  if (!Names.fitsName(item.queue) || !Names.fitsName(item.partition)) return undefined
   const given = groupOf(item)
-  const group = Option.isSome(given) ? rules.group(given.value) : NO_GROUP
+  const group = Option.isSome(given) ? Names.group(given.value) : NO_GROUP
   if (Option.isNone(item.tenant))
     return { queue: item.queue, partition: item.partition, tenant: item.tenant, group }
-  const tenant = rules.tenant(item.tenant.value)
+  const tenant = Names.tenant(item.tenant.value)
   if (tenant === undefined) return undefined
   return { queue: item.queue, partition: item.partition, tenant, group }
 }

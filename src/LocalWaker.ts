@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, type Scope } from "effect"
-import * as Local from "./internal/localWaker.js"
+import * as Local from "./internal/waker/localWaker.js"
 import { Waker } from "./Waker.js"
 
 /**

@@ -24,7 +24,7 @@ import {
   Option,
   Redacted
 } from "effect"
-import * as Rules from "./internal/rules.js"
+import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
 
 /**
@@ -1048,19 +1048,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
   if (!["off", "psk"].includes(config.tls)) {
     return refuse(["tls"], `expected off or psk, got ${JSON.stringify(config.tls)}`)
   }
-  if (typeof config.serverId !== "string" || Rules.serverId(config.serverId) === undefined) {
+  if (typeof config.serverId !== "string" || Names.serverId(config.serverId) === undefined) {
     return refuse(
       ["serverId"],
-      `must be 1 to ${Rules.MAX_SERVER_ID_BYTES} bytes: peers refuse a HELLO with a longer server id`
+      `must be 1 to ${Names.MAX_SERVER_ID_BYTES} bytes: peers refuse a HELLO with a longer server id`
     )
   }
   if (
     typeof config.clusterLabel !== "string" ||
-    !Rules.fitsBytes(config.clusterLabel, Rules.MAX_LABEL_BYTES)
+    !Names.fitsBytes(config.clusterLabel, Names.MAX_LABEL_BYTES)
   ) {
     return refuse(
       ["clusterLabel"],
-      `must be at most ${Rules.MAX_LABEL_BYTES} bytes: a longer one makes every challenge undecodable`
+      `must be at most ${Names.MAX_LABEL_BYTES} bytes: a longer one makes every challenge undecodable`
     )
   }
   if (typeof config.bindHost !== "string" || !isValidHost(config.bindHost)) {

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Data } from "effect"
-import { MAX_SERVER_ID_BYTES } from "./internal/rules.js"
+import { MAX_SERVER_ID_BYTES } from "./internal/wire/names.js"
 
 /**
  * The byte stream is not a valid frame sequence (spec "Framing"): a length prefix of 0, a length above

@@ -15,8 +15,8 @@
  * @since 0.1.0
  */
 import { Effect, Metric, Option } from "effect"
-import * as MetricNames from "./internal/metricNames.js"
-import * as Prometheus from "./internal/prometheus.js"
+import * as MetricNames from "./internal/metrics/metricNames.js"
+import * as Prometheus from "./internal/metrics/prometheus.js"
 
 /**
  * The names of the mesh's metrics.

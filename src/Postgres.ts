@@ -60,10 +60,10 @@ import {
   type LaneMember,
   type LaneShape,
   type LaneStatus
-} from "./internal/lane.js"
+} from "./internal/lane/carrier.js"
+import type * as PgConnection from "./internal/lane/pgConnection.js"
+import type * as Envelope from "./internal/lane/pgEnvelope.js"
 import { loop } from "./internal/loop.js"
-import type * as PgConnection from "./internal/pgConnection.js"
-import type * as Envelope from "./internal/pgEnvelope.js"
 import type * as MeshStats from "./MeshStats.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -842,7 +842,7 @@ export class PostgresLane extends Context.Tag("queen-mesh/Postgres")<PostgresLan
 
 /** The connection module, loaded on first use: `pg` is an optional peer dependency. */
 const loadDriver: Effect.Effect<typeof PgConnection, PostgresError> = Effect.tryPromise({
-  try: () => import("./internal/pgConnection.js"),
+  try: () => import("./internal/lane/pgConnection.js"),
   catch: (cause) =>
     new PostgresError({
       reason: "MissingDriver",

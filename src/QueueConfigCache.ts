@@ -16,7 +16,7 @@
  */
 import { Context, Effect, Layer, Option } from "effect"
 import type { QueueRef } from "./Frame.js"
-import * as rules from "./internal/rules.js"
+import * as Names from "./internal/wire/names.js"
 
 /**
  * What the mesh calls for every received `QUEUE_CONFIG_SET` or `QUEUE_CONFIG_DELETE`.
@@ -124,11 +124,11 @@ const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
  */
 export const makeMemory = (options: MemoryQueueConfigCacheOptions = {}) =>
   Effect.sync((): MemoryQueueConfigCacheShape => {
-    const given = options.defaultTenant === undefined ? undefined : rules.tenant(options.defaultTenant)
+    const given = options.defaultTenant === undefined ? undefined : Names.tenant(options.defaultTenant)
     const defaultTenant =
       given === undefined
-        ? (options.defaultTenant ?? rules.DEFAULT_TENANT)
-        : Option.getOrElse(given, () => rules.DEFAULT_TENANT)
+        ? (options.defaultTenant ?? Names.DEFAULT_TENANT)
+        : Option.getOrElse(given, () => Names.DEFAULT_TENANT)
     const maxEntries = options.maxEntries ?? 100_000
     const maxBytes = options.maxBytes ?? 8 * 1024 * 1024
     // queue -> tenant -> entry (nested, so no two names can collide), and every entry in a list, oldest
@@ -142,8 +142,8 @@ export const makeMemory = (options: MemoryQueueConfigCacheOptions = {}) =>
 
     /** The tenant `ref` names, absent as the default; `undefined` when a name is over-long. */
     const tenantOf = (ref: QueueRef): string | undefined => {
-      if (!rules.fitsName(ref.queue)) return undefined
-      const tenant = rules.tenantInput(ref.tenant)
+      if (!Names.fitsName(ref.queue)) return undefined
+      const tenant = Names.tenantInput(ref.tenant)
       if (tenant === undefined) return undefined
       return Option.isSome(tenant) ? tenant.value : defaultTenant
     }

@@ -31,8 +31,8 @@ import type * as Net from "node:net"
 import * as Tls from "node:tls"
 import { Cause, Duration, Effect, FiberSet, Layer, Redacted, Runtime } from "effect"
 import * as Keyring from "./internal/keyring.js"
-import * as Rules from "./internal/rules.js"
-import { connectionOf, destroy } from "./internal/socket.js"
+import { connectionOf, destroy } from "./internal/links/socket.js"
+import * as Names from "./internal/wire/names.js"
 import { TlsConfigError as ConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
 import { Transport, type TransportShape } from "./Transport.js"
@@ -68,7 +68,7 @@ export const CIPHERS = "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256"
  * @since 0.1.0
  * @category constants
  */
-export const MAX_IDENTITY_BYTES = Rules.MAX_SERVER_ID_BYTES
+export const MAX_IDENTITY_BYTES = Names.MAX_SERVER_ID_BYTES
 
 /**
  * @since 0.1.0
@@ -136,7 +136,7 @@ const keyedIdentity = (
  * @category predicates
  */
 export const isValidIdentity = (identity: string): boolean =>
-  identity !== "" && Rules.fitsBytes(identity, MAX_IDENTITY_BYTES) && PRINTABLE.test(identity)
+  identity !== "" && Names.fitsBytes(identity, MAX_IDENTITY_BYTES) && PRINTABLE.test(identity)
 
 /**
  * The link key of `identity` under `secret` (see the module comment for the exact derivation).

@@ -12,7 +12,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { QueueItem } from "./Frame.js"
-import * as SyncTwin from "./internal/syncTwin.js"
+import * as EntryPoints from "./internal/synchronousEntryPoints.js"
 
 /**
  * What the mesh calls for every received wake.
@@ -33,7 +33,7 @@ export interface WakerShape {
  * @category models
  */
 export const syncWakeOf = (waker: WakerShape): ((item: QueueItem) => void) | undefined =>
-  SyncTwin.twinOf(waker.wake)
+  EntryPoints.twinOf(waker.wake)
 
 /**
  * The host's waker, as the mesh sees it.
@@ -63,7 +63,7 @@ export class Waker extends Context.Tag("queen-mesh/Waker")<Waker, WakerShape>() 
  * @category constructors
  */
 export const sync = (wake: (item: QueueItem) => void): WakerShape => ({
-  wake: SyncTwin.register((item: QueueItem) => Effect.sync(() => wake(item)), wake)
+  wake: EntryPoints.register((item: QueueItem) => Effect.sync(() => wake(item)), wake)
 })
 
 /**

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc, Option, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
-import * as Quick from "../src/internal/quick.js"
+import * as Quick from "../src/internal/wire/payloadChecks.js"
 import { assertEqual } from "./fixtures/equality.js"
 
 // Values shaped like payloads, with every field sometimes missing, null, empty or of the wrong type.

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, SubscriptionRef } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as HotList from "../src/HotList.js"
-import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/rules.js"
+import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/wire/names.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import * as Frame from "../src/Frame.js"
-import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/rules.js"
+import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/wire/names.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Waker from "../src/Waker.js"
 import { settle, settleUntil } from "./fixtures/memory.js"

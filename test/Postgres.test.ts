@@ -26,7 +26,7 @@ import {
 import * as Frame from "../src/Frame.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as Keyring from "../src/internal/keyring.js"
-import * as Envelope from "../src/internal/pgEnvelope.js"
+import * as Envelope from "../src/internal/lane/pgEnvelope.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { MeshEvent } from "../src/MeshEvent.js"

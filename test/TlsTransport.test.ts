@@ -16,7 +16,7 @@ import {
   Scope
 } from "effect"
 import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/internal/handshake.js"
+import * as Handshake from "../src/internal/links/handshake.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { TransportError } from "../src/MeshError.js"

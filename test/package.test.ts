@@ -213,9 +213,9 @@ describe.concurrent("the packed tarball in a consumer project", () => {
       [
         "queen-mesh/cli",
         "queen-mesh/cli/main",
-        "queen-mesh/internal/rules",
-        "queen-mesh/internal/rules.js",
-        "queen-mesh/internal/listener.js",
+        "queen-mesh/internal/wire/names",
+        "queen-mesh/internal/wire/names.js",
+        "queen-mesh/internal/links/listener.js",
         "queen-mesh/dist/index.js",
         // Runtime machinery that was public before and moved under internal/.
         "queen-mesh/Listener",

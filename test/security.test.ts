@@ -19,8 +19,8 @@ import {
   TestClock
 } from "effect"
 import * as Frame from "../src/Frame.js"
-import * as Handshake from "../src/internal/handshake.js"
-import { MAX_LABEL_BYTES, MAX_SERVER_ID_BYTES } from "../src/internal/rules.js"
+import * as Handshake from "../src/internal/links/handshake.js"
+import { MAX_LABEL_BYTES, MAX_SERVER_ID_BYTES } from "../src/internal/wire/names.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"

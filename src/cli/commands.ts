@@ -7,14 +7,14 @@
  * @since 0.1.0
  */
 import { Effect, Either, ParseResult, Schema } from "effect"
-import * as Rules from "../internal/rules.js"
+import * as Names from "../internal/wire/names.js"
 import * as Membership from "../Membership.js"
 import type { MeshShape } from "../Mesh.js"
 import type { InvalidInputError, MeshClosedError } from "../MeshError.js"
 import { safeJson } from "./escape.js"
 import { printLine, stdout } from "./io.js"
 
-const fits = Rules.fitsName
+const fits = Names.fitsName
 
 /** A name field: the message says what is wrong with it, without its path (the caller adds that). */
 const name = (options: { readonly nonEmpty: boolean }) =>
@@ -29,7 +29,7 @@ const name = (options: { readonly nonEmpty: boolean }) =>
               : "must be a string"
             : actual === ""
               ? "must be a non-empty string"
-              : `is longer than ${Rules.MAX_NAME_CHARS} characters`,
+              : `is longer than ${Names.MAX_NAME_CHARS} characters`,
         override: true
       }
     }
@@ -43,7 +43,7 @@ const optionalName = Schema.optional(
     message: (issue) => ({
       message:
         typeof issue.actual === "string"
-          ? `is longer than ${Rules.MAX_NAME_CHARS} characters`
+          ? `is longer than ${Names.MAX_NAME_CHARS} characters`
           : "must be a string or null",
       override: true
     })
@@ -104,7 +104,7 @@ export const EphAdmin = Schema.Struct({
   action: Schema.Literal("reset", "delete", "config_set").annotations({
     message: () => ({ message: "must be reset, delete or config_set", override: true })
   }),
-  tenant: Schema.String.pipe(Schema.filter((s) => Rules.isUuid(s))).annotations({
+  tenant: Schema.String.pipe(Schema.filter((s) => Names.isUuid(s))).annotations({
     message: () => ({ message: "must be a UUID", override: true })
   }),
   queue
@@ -327,7 +327,7 @@ export const refuse = (refusal: Refusal, line: string, options: HandleOptions): 
     Effect.logError("ignored a bad stdin command").pipe(
       Effect.annotateLogs({
         reason: refusal.reason,
-        line: Rules.excerpt(line)
+        line: Names.excerpt(line)
       })
     ),
     options.ack ? printLine(refusedLine(refusal)) : Effect.void

@@ -1,0 +1,111 @@
+/**
+ * The receive side of the mesh (spec "Topology"): binds the transport's listener when the mesh is
+ * active, admits each accepted connection against the caps, writes the v2 challenge where the auth
+ * mode asks for one, and runs an `InboundLink` for it. The counters live in `ListenerState`.
+ *
+ * Defences, each with a default, a variable and a counter (`MeshConfig`): the HELLO deadline; the
+ * first frame capped at a few KiB; a cap on concurrent inbound connections and on unauthenticated ones
+ * per address; a short pause before closing a refused connection, holding no buffer; an idle deadline
+ * for an authenticated link gone silent; per-tag frame caps after the HELLO.
+ *
+ * @internal
+ */
+import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
+import * as Frame from "../../Frame.js"
+import * as MeshConfig from "../../MeshConfig.js"
+import type { TransportError } from "../../MeshError.js"
+import { MeshEvents } from "../../MeshEvent.js"
+import { type Connection, Transport } from "../../Transport.js"
+import { Topology } from "../membership/topology.js"
+import { Dispatch } from "../mesh/dispatch.js"
+import { challengeFor, type InboundDeps, InboundLink } from "./inboundLink.js"
+import { type ListenerCounts, ListenerState } from "./listenerState.js"
+import { Liveness } from "./liveness.js"
+import { SelfDialsService } from "./selfDials.js"
+
+/** The running listener: its bound port and its counters. */
+export interface ListenerShape {
+  /** The bound port; none when the mesh is not active (nothing binds). */
+  readonly port: Option.Option<number>
+  readonly counts: Effect.Effect<ListenerCounts>
+}
+
+export class Listener extends Context.Tag("queen-mesh/internal/Listener")<Listener, ListenerShape>() {}
+
+/** Binds the listener (when the mesh is active) for the life of the scope. */
+export const make: Effect.Effect<
+  ListenerShape,
+  TransportError,
+  | Scope.Scope
+  | MeshConfig.MeshConfig
+  | Transport
+  | Liveness
+  | Dispatch
+  | MeshEvents
+  | SelfDialsService
+  | Topology
+> = Effect.gen(function* () {
+  const config = yield* MeshConfig.MeshConfig
+  const transport = yield* Transport
+  const events = yield* MeshEvents
+  const state = new ListenerState(
+    config.serverId,
+    { maxInbound: config.maxInbound, maxUnauthenticatedPerAddress: config.maxUnauthenticatedPerAddress },
+    events,
+    () => transport.handshakeFailures?.() ?? 0,
+    config.auth
+  )
+  const deps: InboundDeps = {
+    state,
+    liveness: yield* Liveness,
+    dispatch: yield* Dispatch,
+    events,
+    selfDials: yield* SelfDialsService,
+    clock: yield* Effect.clock,
+    judge: {
+      secret: config.secret,
+      accepted: config.acceptedSecrets,
+      mode: config.auth,
+      selfId: config.serverId,
+      label: config.clusterLabel
+    },
+    helloMaxBytes: config.helloMaxBytes,
+    handshakeTimeout: config.handshakeTimeout,
+    idleTimeout: config.idleTimeout,
+    authFailureDelay: config.authFailureDelay
+  }
+
+  const accept = (connection: Connection): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      const remote = Option.getOrElse(connection.remoteAddress, () => "unknown")
+      if (!state.admit(remote)) {
+        return yield* Effect.logDebug("mesh connection refused: too many connections").pipe(
+          Effect.annotateLogs({ remote })
+        )
+      }
+      let link: InboundLink | undefined
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => state.closed(remote, link?.isAuthenticated ?? false))
+      )
+      const challenge = yield* challengeFor(config.auth, config.serverId, config.clusterLabel)
+      link = new InboundLink(deps, connection, remote, challenge)
+      // The only bytes a listener ever writes on an inbound link.
+      if (Option.isSome(challenge)) {
+        const written = yield* Effect.either(connection.write(Frame.encode(challenge.value)))
+        if (Either.isLeft(written)) return
+      }
+      yield* link.run
+    }).pipe(Effect.scoped, Effect.withSpan("queen-mesh.inbound"), Effect.annotateLogs({ module: "Listener" }))
+
+  const port = (yield* Topology).tcp
+    ? Option.some(yield* transport.listen({ host: config.bindHost, port: config.port }, accept))
+    : Option.none<number>()
+  return { port, counts: Effect.sync(() => state.counts()) }
+})
+
+/** The listener, bound in the layer's scope; nothing binds when the TCP mesh does not run. */
+export const layer: Layer.Layer<
+  Listener,
+  TransportError,
+  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService | Topology
+> = Layer.scoped(Listener, make)

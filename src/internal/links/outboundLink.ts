@@ -1,0 +1,364 @@
+/**
+ * The link this node dials to one configured peer, for as long as the scope lasts (spec "Topology"):
+ * the send path by name, `Mesh → Peers.broadcast → PeerLink.offer → OutboundLink's writer → socket`.
+ *
+ * A session dials (the transport resolves the name afresh every time), reads the v2 challenge where the
+ * auth mode waits for one, writes the HELLO, then writes the peer's queue (every waiting frame in one
+ * write) and a heartbeat carrying our server id every heartbeat interval, busy or not, as upstream
+ * does. Outbound connections are send-only: after the challenge, reading only notices the close.
+ *
+ * Any failure marks the link down and retries on the reconnect `Schedule` (default 250 ms doubling,
+ * capped at 5 s, started afresh after a session that was established: up for a heartbeat interval past
+ * the listener's auth-failure delay, so a peer refusing our HELLO is not redialled in a tight loop). A
+ * peer that keeps failing is logged at warning on the first failure and on every change of reason,
+ * then at most once a minute; a peer never reached yet only at info for its first dead threshold. An
+ * entry our own listener recognises as this node is never dialled again.
+ *
+ * @internal
+ */
+import {
+  Cause,
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  Option,
+  type Redacted,
+  Schedule
+} from "effect"
+import * as Frame from "../../Frame.js"
+import { LinkDown, TransportError } from "../../MeshError.js"
+import type { MeshEventsShape } from "../../MeshEvent.js"
+import type { Connection, TransportShape } from "../../Transport.js"
+import { FrameDecoder } from "../wire/frameDecoder.js"
+import * as Handshake from "./handshake.js"
+import type { PeerLink } from "./peerLink.js"
+import type { SelfDials } from "./selfDials.js"
+
+/**
+ * The default reconnect delays: 250 ms doubling, capped at 5 s (`union` takes the shorter delay),
+ * started afresh after a session that was established (spec "Topology").
+ */
+export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Schedule.passthrough<
+  unknown,
+  LinkDown,
+  never
+>(Schedule.exponential(Duration.millis(250)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(5))))).pipe(
+  Schedule.resetWhen((down) => down.established)
+)
+
+/** While a peer keeps failing with the same reason, a warning at most this often. */
+const FAILURE_WARNING_INTERVAL_MS = 60_000
+
+/** The reason an operator reads: refused, not resolved, timed out, or the error's own words. */
+export const describeFailure = (cause: LinkDown["cause"]): string => {
+  if (typeof cause === "string") return cause
+  if (cause.reason === "Resolve") return "not resolved"
+  if (cause.reason === "Timeout") return "timed out"
+  if (cause.reason === "Closed") return "closed"
+  const code = cause.cause instanceof Error ? Reflect.get(cause.cause, "code") : undefined
+  if (code === "ECONNREFUSED") return "refused"
+  if (cause.cause instanceof Error && cause.cause.message === "connection refused") return "refused"
+  if (code === "ECONNRESET") return "reset"
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "not resolved"
+  if (code === "ETIMEDOUT") return "timed out"
+  return cause.message
+}
+
+/** The same verdict without the socket error it wraps (and the closures that error's stack holds). */
+const forget = (down: LinkDown): LinkDown =>
+  typeof down.cause === "string"
+    ? down
+    : new LinkDown({
+        connected: down.connected,
+        established: down.established,
+        cause: new TransportError({ reason: down.cause.reason, address: down.cause.address })
+      })
+
+export interface OutboundOptions {
+  readonly serverId: string
+  readonly secret: Redacted.Redacted<string>
+  readonly heartbeatInterval: Duration.Duration
+  readonly authFailureDelay: Duration.Duration
+  readonly schedule: Schedule.Schedule<unknown, LinkDown>
+  readonly auth: Handshake.HandshakeMode
+  readonly challengeWait: Duration.Duration
+  readonly handshakeTimeout: Duration.Duration
+  readonly label: string
+  /** Upstream's HELLO v2 fields, sent in every HELLO. */
+  readonly advert: Handshake.Advert
+  readonly selfDials: SelfDials
+  readonly events: MeshEventsShape
+  /** How long a peer never reached yet may fail before it is warned about (it may be starting too). */
+  readonly startGrace: Duration.Duration
+  /** The silence after which a peer is dead: an established link to a peer silent this long is closed. */
+  readonly deadThreshold: Duration.Duration
+  /**
+   * Milliseconds since the last frame from the server `link` reaches, if the node can tell which one
+   * that is (the id its v2 challenge gave, or the one server that dialled in from its address).
+   */
+  readonly peerSilence: (link: PeerLink) => number | undefined
+}
+
+export class OutboundLink {
+  /** Established: up past the moment a listener refusing our HELLO would have closed on us (its
+   * failure delay), plus a heartbeat interval. Only that resets the backoff. */
+  private readonly establishedMillis: number
+  private readonly heartbeat: Uint8Array
+  private lastReason: string | undefined = undefined
+  private lastWarningAt = Number.NEGATIVE_INFINITY
+  private failuresSinceWarning = 0
+  /** Until the peer is reached once, failures within the start grace are only info. */
+  private reached = false
+  private startedAt = 0
+
+  constructor(
+    readonly link: PeerLink,
+    private readonly transport: TransportShape,
+    private readonly options: OutboundOptions
+  ) {
+    this.establishedMillis =
+      Duration.toMillis(options.heartbeatInterval) + Duration.toMillis(options.authFailureDelay)
+    this.heartbeat = Frame.encode(Frame.heartbeat(options.serverId))
+  }
+
+  /**
+   * The retry loop, driving the schedule by hand: `Effect.retry` would hand each attempt the previous
+   * failure as the schedule's input, and through it (an error's captured stack holds its socket
+   * callback, whose closure holds the attempt before) every failed dial would stay reachable.
+   */
+  get run(): Effect.Effect<never, LinkDown> {
+    return this.loop.pipe(Effect.annotateLogs({ module: "Peers", peer: this.link.name }))
+  }
+
+  private get loop(): Effect.Effect<never, LinkDown> {
+    return Effect.gen(this, function* () {
+      this.startedAt = yield* Clock.currentTimeMillis
+      const driver = yield* Schedule.driver(this.options.schedule)
+      while (true) {
+        const exit = yield* Effect.exit(this.session)
+        if (this.link.isSelf) {
+          yield* Effect.logInfo("the peer list names this node itself: not dialling it")
+          return yield* Effect.never
+        }
+        if (exit._tag === "Success") continue
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isNone(failure)) return yield* Effect.failCause(exit.cause)
+        // Closed by the liveness check: the link was up and is known bad, so dial again at once.
+        if (failure.value.cause === "peer silent" || failure.value.cause === "write stalled") {
+          yield* driver.reset
+          continue
+        }
+        const next = yield* Effect.either(driver.next(forget(failure.value)))
+        // A schedule that ends leaves the peer alone; the default never ends.
+        if (Either.isLeft(next)) {
+          yield* Effect.logWarning("mesh peer given up: the reconnect schedule ended")
+          return yield* Effect.never
+        }
+      }
+    })
+  }
+
+  /** One connection's life: dial, HELLO, write until it breaks. */
+  private get session(): Effect.Effect<never, LinkDown> {
+    return Effect.gen(this, function* () {
+      let upSince: number | undefined
+      const down = (cause: LinkDown["cause"]) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.fail(
+            new LinkDown({
+              connected: upSince !== undefined,
+              established: upSince !== undefined && now - upSince >= this.establishedMillis,
+              cause
+            })
+          )
+        )
+      const link = this.link
+      const connection: Connection = yield* Effect.catchAll(
+        this.transport.dial(link.peer.host, link.peer.port),
+        down
+      )
+      const { challenge, reader } = yield* readChallenge(connection)
+      const hello = yield* this.hello(challenge, down)
+      // If this entry of the peer list is this node, our own listener will recognise the nonce.
+      const forgetNonce = this.options.selfDials.helloSent(hello.nonce, this.establishedMillis, () => {
+        link.markSelf()
+        this.options.events.emit({ _tag: "SelfRecognized", peer: link.name })
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(forgetNonce))
+      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
+      upSince = yield* Clock.currentTimeMillis
+      link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
+      this.options.events.emit({
+        _tag: "LinkUp",
+        peer: link.name,
+        remote: Option.getOrNull(connection.remoteAddress)
+      })
+      // Said once the link is established (the peer kept it past the moment it would have refused our
+      // HELLO), and never for an entry our own listener recognised as this node meanwhile.
+      yield* Effect.sleep(Duration.millis(this.establishedMillis)).pipe(
+        Effect.zipRight(
+          Effect.suspend(() =>
+            link.isSelf
+              ? Effect.void
+              : Effect.logInfo("mesh link up").pipe(
+                  Effect.annotateLogs({
+                    resolved_ip: Option.getOrElse(connection.remoteAddress, () => "unknown")
+                  })
+                )
+          )
+        ),
+        Effect.forkScoped
+      )
+      const writer = Effect.gen(function* () {
+        yield* link.available
+        const frames = link.takeAll(yield* Clock.currentTimeMillis)
+        yield* connection.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
+        link.wrote(frames)
+      }).pipe(Effect.forever)
+      // Outbound liveness, checked on every heartbeat tick: a link into a black hole stays "connected"
+      // until TCP gives up, so a link up for the dead threshold whose peer has been silent inbound as
+      // long, or whose writes have not drained as long, is closed (and dialled again at once).
+      const deadMs = Duration.toMillis(this.options.deadThreshold)
+      const up = upSince
+      const check = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        let reason: "peer silent" | "write stalled" | undefined
+        const silent = now - up >= deadMs ? this.options.peerSilence(link) : undefined
+        if (silent !== undefined && silent >= deadMs) reason = "peer silent"
+        const writing = link.writeStartedAt
+        if (reason === undefined && writing !== undefined && now - writing >= deadMs) reason = "write stalled"
+        if (reason === undefined) return Effect.void
+        link.closedBy(reason)
+        return Effect.zipRight(
+          Effect.logWarning("mesh link closed by its liveness check; dialling again").pipe(
+            Effect.annotateLogs({ reason, dead_threshold_ms: deadMs })
+          ),
+          Effect.fail(reason)
+        )
+      })
+      // A heartbeat every interval, busy or not, as upstream sends them.
+      const heartbeats = Effect.forever(
+        Effect.zipRight(
+          Effect.sleep(this.options.heartbeatInterval),
+          Effect.zipRight(
+            Effect.sync(() => link.offer(this.heartbeat)),
+            check
+          )
+        )
+      )
+      const closed = Effect.zipRight(Fiber.join(reader), Effect.fail("closed by peer" as const))
+      return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
+    }).pipe(
+      Effect.scoped,
+      Effect.withSpan("queen-mesh.dial", { attributes: { peer: this.link.name } }),
+      Effect.ensuring(
+        Effect.sync(() => {
+          if (this.link.isConnected) {
+            this.options.events.emit({ _tag: "LinkDown", peer: this.link.name, reason: "session ended" })
+          }
+          this.link.down()
+        })
+      ),
+      Effect.tapError((down) => this.failed(down))
+    )
+  }
+
+  /** The HELLO to write: legacy, or the answer to the listener's challenge. */
+  private hello(
+    challenge: Deferred.Deferred<Either.Either<Frame.Challenge, string>>,
+    down: (cause: LinkDown["cause"]) => Effect.Effect<never, LinkDown>
+  ): Effect.Effect<Frame.Hello, LinkDown> {
+    const options = this.options
+    const link = this.link
+    if (options.auth === "legacy")
+      return Handshake.makeHello(options.serverId, options.secret, options.advert)
+    return Effect.gen(function* () {
+      const wait = options.auth === "required" ? options.handshakeTimeout : options.challengeWait
+      const got = yield* Deferred.await(challenge).pipe(
+        Effect.timeout(wait),
+        Effect.catchAll(() => Effect.succeed(Either.left("no challenge")))
+      )
+      if (Either.isRight(got)) {
+        link.learned(got.right.server_id)
+        return yield* Handshake.helloV2(
+          options.serverId,
+          options.secret,
+          got.right,
+          options.label,
+          options.advert
+        )
+      }
+      // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
+      if (options.auth === "required") {
+        return yield* down(got.left === "no challenge" ? "no challenge" : `invalid challenge (${got.left})`)
+      }
+      return yield* Handshake.makeHello(options.serverId, options.secret, options.advert)
+    })
+  }
+
+  /** A session ended: the link's last error, and a log line at the rate the module comment gives. */
+  private failed(down: LinkDown): Effect.Effect<void> {
+    return Effect.gen(this, function* () {
+      // Our own listener closed on our own HELLO: no failure, and the loop stops.
+      if (this.link.isSelf) return
+      const reason = describeFailure(down.cause)
+      this.link.failed(reason)
+      if (down.connected) this.reached = true
+      if (down.established) {
+        this.lastReason = undefined
+        this.failuresSinceWarning = 0
+        return yield* Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
+      }
+      // A peer that keeps failing the same way is warned about on the first failure and on every change
+      // of reason, then at most once a minute, whether it refuses the connection or closes on our HELLO
+      // (the listener says nothing more when it refuses one).
+      const message = down.connected
+        ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
+        : "mesh peer unreachable"
+      const key = `${down.connected}:${reason}`
+      this.failuresSinceWarning++
+      const now = yield* Clock.currentTimeMillis
+      if (!this.reached && now - this.startedAt < Duration.toMillis(this.options.startGrace)) {
+        return yield* Effect.logInfo("mesh peer not reachable yet; retrying").pipe(
+          Effect.annotateLogs({ reason })
+        )
+      }
+      if (key !== this.lastReason || now - this.lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
+        yield* Effect.logWarning(message).pipe(
+          Effect.annotateLogs({ reason, failures: this.failuresSinceWarning })
+        )
+        this.lastReason = key
+        this.lastWarningAt = now
+        this.failuresSinceWarning = 0
+      }
+    })
+  }
+}
+
+/**
+ * Reads an outbound connection: from a v2 listener one CHALLENGE frame first (its verdict in the
+ * deferred; a first frame that is no challenge is a reason), then nothing but the close.
+ */
+const readChallenge = (connection: Connection) =>
+  Effect.gen(function* () {
+    const challenge = yield* Deferred.make<Either.Either<Frame.Challenge, string>>()
+    const first = new FrameDecoder({ maxFrameLength: Frame.frames.Challenge.maxLength })
+    let waiting = true
+    const settle = (verdict: Either.Either<Frame.Challenge, string>) => {
+      if (!waiting) return
+      waiting = false
+      Deferred.unsafeDone(challenge, Effect.succeed(verdict))
+    }
+    const reader = yield* Effect.fork(
+      connection.read<never>((chunk) => {
+        if (!waiting) return undefined
+        const failure = first.push(chunk, (tag, payload) => settle(Handshake.readChallenge(tag, payload)))
+        // Not even a frame: as good as no challenge.
+        if (failure !== undefined) settle(Either.left("no challenge"))
+        return undefined
+      })
+    )
+    return { challenge, reader }
+  })

@@ -1,0 +1,94 @@
+/**
+ * Keeps the node's health (`MeshHealth`) current: recomputed from the membership, the lane's status and
+ * discovery's record on every membership change (events of those kinds only, coalesced: a burst is one
+ * recomputation) and once when the start-up window closes (at the dead threshold, or the first time
+ * the node is clustered), published when it changes, with a
+ * `HealthChanged` event and a log line (a change for the worse a warning, one for the better info, the
+ * verdict at start neither).
+ *
+ * @internal
+ */
+import { Duration, Effect, type Scope, SubscriptionRef } from "effect"
+import type * as Membership from "../../Membership.js"
+import { type MeshEventsShape, membershipTags } from "../../MeshEvent.js"
+import * as MeshHealth from "../../MeshHealth.js"
+import { loop } from "../loop.js"
+
+/** How bad a status is, for the direction of a change. */
+const RANK: Readonly<Record<MeshHealth.Status, number>> = {
+  clustered: 0,
+  solo: 0,
+  starting: 1,
+  degraded: 1,
+  isolated: 2
+}
+
+const same = (a: MeshHealth.Health, b: MeshHealth.Health): boolean =>
+  a.status === b.status &&
+  a.reason === b.reason &&
+  a.expected === b.expected &&
+  a.healthy === b.healthy &&
+  a.lane === b.lane
+
+/** Computes the health now, then keeps `health` current for as long as the scope lasts. */
+export const track = (options: {
+  readonly health: SubscriptionRef.SubscriptionRef<MeshHealth.Health>
+  readonly members: Effect.Effect<ReadonlyArray<Membership.Member>>
+  readonly lane: Effect.Effect<MeshHealth.Health["lane"]>
+  /** Whether there is a discovery source, and whether it has found anyone yet. */
+  readonly discovery: Effect.Effect<MeshHealth.Conditions["discovery"]>
+  /** How long the start-up window stays open (the dead threshold). */
+  readonly startupWindow: Duration.Duration
+  readonly events: MeshEventsShape
+}): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { health, events } = options
+    let first = true
+    let starting = Duration.greaterThan(options.startupWindow, Duration.zero)
+    const recompute = Effect.gen(function* () {
+      const conditions = { starting, discovery: yield* options.discovery }
+      const next = MeshHealth.compute(yield* options.members, yield* options.lane, conditions)
+      // Once clustered, the mesh has proved itself: the start-up window is over.
+      if (next.status === "clustered") starting = false
+      const previous = yield* SubscriptionRef.get(health)
+      if (same(previous, next)) return
+      yield* SubscriptionRef.set(health, next)
+      const initial = first
+      first = false
+      if (previous.status === next.status) return
+      events.emit({ _tag: "HealthChanged", from: previous.status, to: next.status })
+      if (initial) return
+      const worse = RANK[next.status] > RANK[previous.status]
+      yield* (worse ? Effect.logWarning : Effect.logInfo)("mesh health changed").pipe(
+        Effect.annotateLogs({
+          from: previous.status,
+          to: next.status,
+          reason: next.reason,
+          expected: next.expected,
+          healthy: next.healthy
+        })
+      )
+    })
+    yield* recompute
+    const changed = yield* Effect.makeLatch(false)
+    yield* events.observe(() => changed.unsafeOpen(), membershipTags)
+    if (starting) {
+      yield* Effect.sleep(options.startupWindow).pipe(
+        Effect.zipRight(
+          Effect.sync(() => {
+            starting = false
+            changed.unsafeOpen()
+          })
+        ),
+        Effect.forkScoped
+      )
+    }
+    yield* loop(
+      "MeshHealth",
+      Effect.zipRight(
+        Effect.sync(() => changed.unsafeClose()),
+        recompute
+      ),
+      { before: changed.await }
+    )
+  })
