@@ -7,21 +7,8 @@
  *
  * @internal
  */
-import {
-  Context,
-  Duration,
-  Effect,
-  Layer,
-  Metric,
-  MetricKey,
-  Option,
-  type Scope,
-  SubscriptionRef
-} from "effect"
-import * as Frame from "../../Frame.js"
+import { Context, Duration, Effect, Layer, Option, type Scope, SubscriptionRef } from "effect"
 import * as MeshConfig from "../../MeshConfig.js"
-import { handshakeReasonList } from "../../MeshError.js"
-import * as MeshHealth from "../../MeshHealth.js"
 import { Lane } from "../lane/carrier.js"
 import { Listener } from "../links/listener.js"
 import { Liveness } from "../links/liveness.js"
@@ -29,10 +16,10 @@ import { Peers } from "../links/peers.js"
 import { loop } from "../loop.js"
 import { HealthRef } from "../membership/healthRef.js"
 import { Topology } from "../membership/topology.js"
-import { EphCounts, ops } from "../mesh/ephCounts.js"
+import { EphCounts } from "../mesh/ephCounts.js"
 import * as MetricNames from "./metricNames.js"
-
-const names = MetricNames.names
+import { type NodeCounters, table } from "./metricTable.js"
+import { TableSync } from "./tableSync.js"
 
 /**
  * A node's Effect metrics, kept in sync with its counters.
@@ -50,18 +37,9 @@ export class MeshMetrics extends Context.Tag("queen-mesh/internal/MeshMetrics")<
   MeshMetricsShape
 >() {}
 
-const EMPTY: ReadonlyArray<never> = []
-
-type Tags = ReadonlyArray<readonly [string, string]>
-
-const keyed = <K extends MetricKey.MetricKey.Untyped>(key: K, tags: Tags): K => {
-  let out = key
-  for (const [name, value] of tags) out = MetricKey.tagged(out, name, value) as K
-  return out
-}
-
 /**
- * The metrics of one node and the loop that keeps them synced, in the current scope.
+ * The metrics of one node and the loop that keeps them synced, in the current scope: the metric table
+ * (`metricTable.ts`) applied to a snapshot of the node's counters on every sync.
  */
 export const make = (
   options: { readonly interval?: Duration.DurationInput } = {}
@@ -75,256 +53,31 @@ export const make = (
     const peers = yield* Peers
     const listener = yield* Listener
     const liveness = yield* Liveness
-    const ephCounts = yield* EphCounts
-    const lane = Option.getOrUndefined(yield* Lane)
+    const eph = yield* EphCounts
+    const lane = yield* Lane
     const topology = yield* Topology
     const health = yield* HealthRef
-    const server = config.serverId
-    const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
-    const gauges = new Map<string, Metric.Metric.Gauge<number>>()
+    const metrics = new TableSync(config.serverId, table)
 
-    const count = (name: string, description: string, tags: Tags, value: number) => {
-      const id = `${name}\u0000${JSON.stringify(tags)}`
-      let entry = counters.get(id)
-      if (entry === undefined) {
-        const key = keyed(MetricKey.counter(name, { description, incremental: true }), [
-          ["server_id", server],
-          ...tags
-        ])
-        entry = { metric: Metric.fromMetricKey(key), last: 0 }
-        entry.metric.unsafeUpdate(0, EMPTY)
-        counters.set(id, entry)
-      }
-      if (value > entry.last) {
-        entry.metric.unsafeUpdate(value - entry.last, EMPTY)
-        entry.last = value
-      }
-    }
-    const gauge = (name: string, description: string, tags: Tags, value: number) => {
-      const id = `${name}\u0000${JSON.stringify(tags)}`
-      let metric = gauges.get(id)
-      if (metric === undefined) {
-        metric = Metric.fromMetricKey(
-          keyed(MetricKey.gauge(name, { description }), [["server_id", server], ...tags])
-        )
-        gauges.set(id, metric)
-      }
-      metric.unsafeUpdate(value, EMPTY)
-    }
-    const sync = Effect.gen(function* () {
+    const counters: Effect.Effect<NodeCounters> = Effect.all({
+      links: peers.links,
+      listener: listener.counts,
+      servers: liveness.servers,
+      health: SubscriptionRef.get(health),
+      membership: peers.membershipCounts,
+      discovery: peers.discovery,
+      lane: Option.match(lane, {
+        onNone: () => Effect.succeedNone,
+        onSome: (one) => Effect.asSome(one.stats)
+      }),
+      eph: Effect.succeed(eph)
+    })
+    const sync = Effect.suspend(() => {
       MetricNames.flushHistograms()
-      const links = yield* peers.links
-      const counts = yield* listener.counts
-      const servers = yield* liveness.servers
-      let alive = 0
-      let ephMembers = 0
-      for (const one of servers) {
-        if (Option.isSome(one.keyId)) {
-          gauge(
-            names.peerKey,
-            "the key each server's last HELLO proved (1 per server and key id)",
-            [
-              ["peer", one.serverId],
-              ["key_id", one.keyId.value]
-            ],
-            1
-          )
-        }
-        if (!one.alive) continue
-        alive++
-        if (one.ephemeralCapable) ephMembers++
-      }
-      const dead = servers.length - alive
-      let outboundUp = 0
-      for (const link of links) {
-        const peer: Tags = [["peer", link.name]]
-        for (const [tag, frames] of link.writtenByTag) {
-          count(names.framesSent, "frames written to a peer", [...peer, ["tag", Frame.nameOf(tag)]], frames)
-        }
-        for (const [tag, frames] of link.droppedByTag) {
-          count(
-            names.framesDropped,
-            "frames handed to a peer's link that it never got",
-            [...peer, ["tag", Frame.nameOf(tag)]],
-            frames
-          )
-        }
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "queue_full"]], link.droppedFull)
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "link_down"]], link.droppedDown)
-        count(
-          names.drops,
-          "dropped frames by cause",
-          [...peer, ["cause", "discarded_on_reconnect"]],
-          link.discarded
-        )
-        count(names.reconnects, "links that were up and went down", peer, link.reconnects)
-        count(
-          names.livenessCloses,
-          "links closed by the outbound liveness check, by reason",
-          [...peer, ["reason", "peer_silent"]],
-          link.silentCloses
-        )
-        count(
-          names.livenessCloses,
-          "links closed by the outbound liveness check, by reason",
-          [...peer, ["reason", "write_stalled"]],
-          link.stalledCloses
-        )
-        gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
-        if (link.connected) outboundUp++
-      }
-      for (const [peer, byTag] of counts.readByPeer) {
-        for (const [tag, frames] of byTag) {
-          count(
-            names.framesReceived,
-            "frames read after a HELLO",
-            [
-              ["peer", peer],
-              ["tag", Frame.nameOf(tag)]
-            ],
-            frames
-          )
-        }
-      }
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "invalid"]],
-        counts.framesInvalid
-      )
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "unknown"]],
-        counts.framesUnknown
-      )
-      count(
-        names.framesRejected,
-        "frames read and skipped, by reason",
-        [["reason", "oversized"]],
-        counts.framesOversized
-      )
-      count(names.itemsInvalid, "batch items skipped for breaking a rule", [], counts.itemsInvalid)
-      let failures = 0
-      for (const reason of handshakeReasonList) {
-        const n = counts.rejections[reason]
-        failures += n
-        count(names.rejections, "refused inbound connections by reason", [["reason", reason]], n)
-      }
-      count(names.handshakeFailures, "refused inbound connections", [], failures)
-      const open = (direction: string, authenticated: string, value: number) =>
-        gauge(
-          names.connectionsOpen,
-          "open mesh connections",
-          [
-            ["direction", direction],
-            ["authenticated", authenticated]
-          ],
-          value
-        )
-      open("inbound", "true", counts.inbound.authenticated)
-      open("inbound", "false", Math.max(0, counts.inbound.open - counts.inbound.authenticated))
-      open("outbound", "true", outboundUp)
-      gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
-      gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
-      gauge(names.ephMembers, "peers alive and ephemeral-capable (upstream's eph_members)", [], ephMembers)
-      const now = yield* SubscriptionRef.get(health)
-      for (const status of MeshHealth.Status.literals) {
-        gauge(
-          names.health,
-          "the node's health: 1 for its status now",
-          [["status", status]],
-          now.status === status ? 1 : 0
-        )
-      }
-      const membership = yield* peers.membershipCounts
-      for (const foundBy of ["config", "dns", "discovery"] as const) {
-        count(
-          names.membersJoined,
-          "peer entries added, by how they were found",
-          [["found_by", foundBy]],
-          membership.joined[foundBy]
-        )
-        count(
-          names.membersLeft,
-          "peer entries removed, by how they were found",
-          [["found_by", foundBy]],
-          membership.left[foundBy]
-        )
-      }
-      const discovery = yield* peers.discovery
-      if (Option.isSome(discovery)) {
-        count(
-          names.discoveryRounds,
-          "discovery rounds, by outcome",
-          [["outcome", "ok"]],
-          discovery.value.rounds - discovery.value.failedRounds
-        )
-        count(
-          names.discoveryRounds,
-          "discovery rounds, by outcome",
-          [["outcome", "failed"]],
-          discovery.value.failedRounds
-        )
-      }
-      if (lane !== undefined) {
-        const laneStats = yield* lane.stats
-        const up = laneStats.status === "up" ? 1 : 0
-        gauge(names.laneUp, "1 while the lane carries frames", [], up)
-        count(
-          names.laneNotifications,
-          "lane notifications, by direction",
-          [["direction", "sent"]],
-          laneStats.notifications_sent
-        )
-        count(
-          names.laneNotifications,
-          "lane notifications, by direction",
-          [["direction", "received"]],
-          laneStats.notifications_received
-        )
-        count(
-          names.laneBytes,
-          "lane payload bytes, by direction",
-          [["direction", "sent"]],
-          laneStats.bytes_sent
-        )
-        count(
-          names.laneBytes,
-          "lane payload bytes, by direction",
-          [["direction", "received"]],
-          laneStats.bytes_received
-        )
-        for (const [reason, n] of Object.entries(laneStats.refused)) {
-          count(names.laneRefused, "lane notifications refused, by reason", [["reason", reason]], n)
-        }
-        count(names.laneDropped, "frames the lane could not send", [], laneStats.dropped)
-        count(names.laneReconnects, "lane connections re-established", [], laneStats.reconnects)
-        if (laneStats.queue_usage !== null) {
-          gauge(
-            names.laneQueueUsage,
-            "pg_notification_queue_usage() at the last check",
-            [],
-            laneStats.queue_usage
-          )
-        }
-      }
-      for (const op of ops) {
-        const tags = (direction: string): Tags => [
-          ["direction", direction],
-          ["op", op]
-        ]
-        count(names.ephAdmin, "EPH_ADMIN verbs by direction and operation", tags("sent"), ephCounts.sent[op])
-        count(
-          names.ephAdmin,
-          "EPH_ADMIN verbs by direction and operation",
-          tags("received"),
-          ephCounts.received[op]
-        )
-      }
+      return Effect.map(counters, (now) => metrics.apply(now))
     })
 
-    if (topology.tcp || lane !== undefined) {
+    if (topology.tcp || Option.isSome(lane)) {
       yield* sync
       yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
     }
