@@ -18,21 +18,11 @@
  *
  * @since 0.1.0
  */
-import {
-  Clock,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  FiberSet,
-  Layer,
-  Option,
-  Queue,
-  Ref,
-  type Scope
-} from "effect"
+import { Clock, Context, Duration, Effect, Layer, Ref } from "effect"
+import { Faults } from "./internal/memory/faults.js"
+import { Hosts } from "./internal/memory/hosts.js"
 import { TransportError } from "./MeshError.js"
-import { type Connection, Transport, type TransportShape } from "./Transport.js"
+import { Transport, type TransportShape } from "./Transport.js"
 
 /**
  * One dial attempt as the network saw it.
@@ -113,52 +103,29 @@ export interface Network {
   readonly network: MemoryNetworkShape
 }
 
-/** Chunks a pipe holds before its writer suspends: the in-memory "socket buffer". */
-const PIPE_CAPACITY = 64
-
-/** Addresses a listener binds to take every address of its host. */
-const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "*"])
-/** Names an unnamed node's wildcard listeners are reached by. */
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "0.0.0.0", "::"])
-
-interface Pipe {
-  readonly queue: Queue.Queue<{ readonly bytes: Uint8Array; readonly at: number }>
-  /** Succeeds on a graceful close (the reader drains, then ends); fails on a cut. */
-  readonly closed: Deferred.Deferred<void, TransportError>
-}
-
-interface Link {
-  readonly toListener: Pipe
-  readonly toDialer: Pipe
-  /** The dialing node's name, if it has one. */
-  readonly from: string | undefined
-  /** The listening node's name (or bound host). */
-  readonly to: string
-}
-
-interface ListenerState {
-  /** The name (or bound host) it is reached by; `*` for an unnamed node's wildcard listener. */
-  readonly host: string
-  readonly port: number
-  readonly readers: Effect.Latch
-  readonly accept: (link: Link) => Effect.Effect<void>
-  readonly links: Set<Link>
-}
-
-const makePipe = Effect.all({
-  queue: Queue.bounded<{ readonly bytes: Uint8Array; readonly at: number }>(PIPE_CAPACITY),
-  closed: Deferred.make<void, TransportError>()
+/** The transport of the node named `origin` (undefined: an unnamed node); its dials go in `dialLog`. */
+const transportOf = (
+  hosts: Hosts,
+  dialLog: Ref.Ref<ReadonlyArray<DialRecord>>,
+  origin: string | undefined
+): TransportShape => ({
+  listen: (options, onConnection) => hosts.listen(origin, options, onConnection),
+  dial: (host, port) =>
+    Effect.gen(function* () {
+      const at = yield* Clock.currentTimeMillis
+      const listener = hosts.route(origin, host, port)
+      const outcome: DialRecord["outcome"] = listener === undefined ? "refused" : "connected"
+      yield* Ref.update(dialLog, (log) => [...log, { host, port, at, outcome, from: origin }])
+      if (listener === undefined) {
+        return yield* new TransportError({
+          reason: "Dial",
+          address: `${host}:${port}`,
+          cause: new Error("connection refused")
+        })
+      }
+      return yield* listener.connect(origin, host)
+    })
 })
-
-const matches = (target: Target, host: string, port: number): boolean => {
-  if (typeof target === "number") return target === port
-  const colon = target.lastIndexOf(":")
-  if (colon > 0 && /^\d+$/.test(target.slice(colon + 1))) {
-    const targetHost = target.slice(0, colon)
-    return Number(target.slice(colon + 1)) === port && (targetHost === host || host === "*")
-  }
-  return target === host
-}
 
 /**
  * Makes a network.
@@ -191,246 +158,45 @@ const matches = (target: Target, host: string, port: number): boolean => {
  * @category constructors
  */
 export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
-  const listeners = new Map<string, ListenerState>()
-  const refused = new Set<Target>()
-  const stopped = new Set<Target>()
+  const faults = new Faults()
+  const hosts = new Hosts(faults)
   const dialLog = yield* Ref.make<ReadonlyArray<DialRecord>>([])
-  let delayMillis = 0
-  let nextEphemeral = 49152
-
-  /** Where a listener bound to `host` by the node `origin` is reached. */
-  const reachedAs = (host: string, origin: string | undefined) =>
-    WILDCARD_HOSTS.has(host) || (origin === undefined && LOOPBACK_HOSTS.has(host)) ? (origin ?? "*") : host
-  const find = (host: string, port: number) =>
-    listeners.get(`${host}:${port}`) ?? (LOOPBACK_HOSTS.has(host) ? listeners.get(`*:${port}`) : undefined)
-  // Partitions: pairs of groups of named nodes that do not reach each other, either way.
-  const partitions: Array<{ readonly a: ReadonlySet<string>; readonly b: ReadonlySet<string> | "all" }> = []
-  const blocked = (from: string | undefined, to: string) => {
-    if (from === undefined || from === to) return false
-    const inB = (part: (typeof partitions)[number], node: string) =>
-      part.b === "all" ? !part.a.has(node) : part.b.has(node)
-    return partitions.some(
-      (part) => (part.a.has(from) && inB(part, to)) || (part.a.has(to) && inB(part, from))
-    )
-  }
-  const isRefused = (host: string, port: number) => [...refused].some((target) => matches(target, host, port))
-  const isStopped = (host: string, port: number) => [...stopped].some((target) => matches(target, host, port))
-  const matching = (target: Target) =>
-    [...listeners.values()].filter((state) => matches(target, state.host, state.port))
-
-  const write =
-    (pipe: Pipe, address: string) =>
-    (bytes: Uint8Array): Effect.Effect<void, TransportError> =>
-      Effect.gen(function* () {
-        if (yield* Deferred.isDone(pipe.closed)) {
-          return yield* new TransportError({ reason: "Closed", address })
-        }
-        const at = (yield* Clock.currentTimeMillis) + delayMillis
-        // Copy: the writer may reuse its buffer once the write completes, as with a socket.
-        yield* Effect.raceFirst(
-          Queue.offer(pipe.queue, { bytes: Uint8Array.from(bytes), at }),
-          Effect.flatMap(Deferred.await(pipe.closed), () => new TransportError({ reason: "Closed", address }))
-        )
-      })
-
-  const read =
-    (pipe: Pipe, gate: Effect.Latch | undefined) =>
-    <E>(
-      onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined
-    ): Effect.Effect<void, TransportError | E> =>
-      Effect.gen(function* () {
-        while (true) {
-          if (gate !== undefined) yield* gate.await
-          const ready = yield* Queue.poll(pipe.queue)
-          let item: { readonly bytes: Uint8Array; readonly at: number }
-          if (Option.isSome(ready)) {
-            item = ready.value
-          } else {
-            const next = yield* Effect.raceFirst(
-              Effect.map(Queue.take(pipe.queue), Option.some),
-              // Closed: drain what is left, then end (or fail, on a cut).
-              Effect.zipRight(Deferred.await(pipe.closed), Queue.poll(pipe.queue))
-            )
-            if (Option.isNone(next)) return
-            item = next.value
-          }
-          // A reader stopped while it waited holds on to what it took, as a process that stops reading would.
-          if (gate !== undefined) yield* gate.await
-          const now = yield* Clock.currentTimeMillis
-          if (item.at > now) yield* Effect.sleep(Duration.millis(item.at - now))
-          const effect = onChunk(item.bytes)
-          if (effect !== undefined) yield* effect
-        }
-      })
-
-  // Either end closing is a graceful close of both directions, as with a TCP close.
-  const releaseLink = (state: ListenerState, link: Link) =>
-    Effect.all([
-      Deferred.succeed(link.toListener.closed, undefined),
-      Deferred.succeed(link.toDialer.closed, undefined),
-      Effect.sync(() => state.links.delete(link))
-    ])
-
-  const endpoint = (
-    remote: string,
-    inbound: Pipe,
-    outbound: Pipe,
-    gate: Effect.Latch | undefined
-  ): Connection => ({
-    remoteAddress: Option.some(remote),
-    read: read(inbound, gate),
-    write: write(outbound, remote)
-  })
-
-  const cutLink = (link: Link, why: string) => {
-    const error = new TransportError({
-      reason: "Read",
-      address: `memory:${why}`,
-      cause: new Error("connection reset")
-    })
-    return Effect.all([
-      Deferred.fail(link.toListener.closed, error),
-      Deferred.fail(link.toDialer.closed, error)
-    ])
-  }
-
-  /** The transport of the node named `origin` (undefined: an unnamed node). */
-  const transportOf = (origin: string | undefined): TransportShape => {
-    const dial = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> =>
-      Effect.gen(function* () {
-        const at = yield* Clock.currentTimeMillis
-        const address = `${host}:${port}`
-        const state = find(host, port)
-        if (state === undefined || isRefused(host, port) || blocked(origin, state.host)) {
-          yield* Ref.update(dialLog, (log) => [
-            ...log,
-            { host, port, at, outcome: "refused" as const, from: origin }
-          ])
-          return yield* new TransportError({
-            reason: "Dial",
-            address,
-            cause: new Error("connection refused")
-          })
-        }
-        yield* Ref.update(dialLog, (log) => [
-          ...log,
-          { host, port, at, outcome: "connected" as const, from: origin }
-        ])
-        const link: Link = {
-          toListener: yield* makePipe,
-          toDialer: yield* makePipe,
-          from: origin,
-          to: state.host
-        }
-        state.links.add(link)
-        yield* Effect.addFinalizer(() => releaseLink(state, link))
-        yield* state.accept(link)
-        return endpoint(host, link.toDialer, link.toListener, undefined)
-      })
-
-    const listen: TransportShape["listen"] = (options, onConnection) =>
-      Effect.gen(function* () {
-        const port = options.port === 0 ? nextEphemeral++ : options.port
-        const host = reachedAs(options.host, origin)
-        const key = `${host}:${port}`
-        if (listeners.has(key)) {
-          return yield* new TransportError({
-            reason: "Listen",
-            address: `${options.host}:${port}`,
-            cause: new Error("address in use")
-          })
-        }
-        const fibers = yield* FiberSet.make()
-        const runFork = yield* FiberSet.runtime(fibers)()
-        const readers = yield* Effect.makeLatch(!isStopped(host, port))
-        const state: ListenerState = {
-          host,
-          port,
-          readers,
-          links: new Set(),
-          // The accepted end closes when its handler ends, or when the listener's scope closes.
-          accept: (link) =>
-            Effect.sync(() => {
-              runFork(
-                Effect.ensuring(
-                  onConnection(endpoint(link.from ?? "127.0.0.1", link.toListener, link.toDialer, readers)),
-                  releaseLink(state, link)
-                )
-              )
-            })
-        }
-        listeners.set(key, state)
-        yield* Effect.addFinalizer(() =>
-          Effect.suspend(() => {
-            listeners.delete(key)
-            return Effect.forEach([...state.links], (link) => releaseLink(state, link), { discard: true })
-          })
-        )
-        return port
-      })
-    return { dial, listen }
-  }
-
-  /** Cuts every open link a partition now separates. */
-  const enforce = Effect.suspend(() =>
-    Effect.forEach(
-      [...listeners.values()].flatMap((state) =>
-        [...state.links].filter((link) => blocked(link.from, link.to))
-      ),
-      (link) => cutLink(link, "partition"),
-      { discard: true }
-    )
-  )
 
   const network: MemoryNetworkShape = {
-    refuse: (target, on) =>
-      Effect.sync(() => {
-        if (on) refused.add(target)
-        else refused.delete(target)
-      }),
+    refuse: (target, on) => Effect.sync(() => faults.refuse(target, on)),
     cut: (target) =>
-      Effect.forEach(
-        matching(target).flatMap((state) => [...state.links]),
-        (link) => cutLink(link, String(target)),
-        { discard: true }
-      ),
+      Effect.forEach(hosts.matching(target), (listener) => listener.cutWhere(() => true, String(target)), {
+        discard: true
+      }),
     stopReading: (target, on) =>
       Effect.suspend(() => {
-        if (on) stopped.add(target)
-        else stopped.delete(target)
-        return Effect.forEach(matching(target), (state) => (on ? state.readers.close : state.readers.open), {
-          discard: true
-        })
+        faults.stopReading(target, on)
+        return Effect.forEach(hosts.matching(target), (listener) => listener.reading(!on), { discard: true })
       }),
-    setDelay: (delay) =>
-      Effect.sync(() => {
-        delayMillis = Duration.toMillis(Duration.decode(delay))
-      }),
+    setDelay: (delay) => Effect.sync(() => faults.setDelay(Duration.toMillis(Duration.decode(delay)))),
     dials: Ref.get(dialLog),
     openConnections: (target) =>
-      Effect.sync(() => matching(target).reduce((sum, state) => sum + state.links.size, 0)),
+      Effect.sync(() => hosts.matching(target).reduce((sum, listener) => sum + listener.openConnections, 0)),
     partition: (groupA, groupB) =>
       Effect.zipRight(
-        Effect.sync(() => partitions.push({ a: new Set(groupA), b: new Set(groupB) })),
-        enforce
+        Effect.sync(() => faults.partition(groupA, groupB)),
+        hosts.cutPartitioned()
       ),
     isolate: (node) =>
       Effect.zipRight(
-        Effect.sync(() => partitions.push({ a: new Set([node]), b: "all" })),
-        enforce
+        Effect.sync(() => faults.isolate(node)),
+        hosts.cutPartitioned()
       ),
-    heal: Effect.sync(() => {
-      partitions.length = 0
-    })
+    heal: Effect.sync(() => faults.heal())
   }
 
   const named = new Map<string, TransportShape>()
   return {
-    transport: transportOf(undefined),
+    transport: transportOf(hosts, dialLog, undefined),
     transportOf: (host) => {
       let transport = named.get(host)
       if (transport === undefined) {
-        transport = transportOf(host)
+        transport = transportOf(hosts, dialLog, host)
         named.set(host, transport)
       }
       return transport
