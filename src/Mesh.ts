@@ -26,7 +26,7 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import * as Frame from "./Frame.js"
+import type * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
 import * as Keyring from "./internal/keyring.js"
 import * as Lane from "./internal/lane/carrier.js"
@@ -43,6 +43,8 @@ import * as Dispatch from "./internal/mesh/dispatch.js"
 import * as EphCounts from "./internal/mesh/ephCounts.js"
 import * as MeshMetrics from "./internal/metrics/metricsSync.js"
 import { VERSION } from "./internal/version.js"
+import * as Codec from "./internal/wire/codec.js"
+import * as Frames from "./internal/wire/frames.js"
 import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
 import type * as Membership from "./Membership.js"
@@ -329,7 +331,7 @@ export const make: Effect.Effect<
   const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (!hasReceivers()) return Effect.void
-      const encoded = Frame.encodeEither(frame)
+      const encoded = Codec.encodeEither(frame)
       if (Either.isRight(encoded)) {
         send(encoded.right)
         return Effect.void
@@ -475,10 +477,10 @@ export const make: Effect.Effect<
   const pushOf = (input: Frame.QueueItemInput): Push | InvalidInputError => {
     const known = pushes.get(input)
     if (known !== undefined) return known
-    const item = Frame.validItem(input, tenants)
+    const item = Frames.validItem(input, tenants)
     if (Either.isLeft(item)) return invalid(item.left)
     const valid = item.right
-    const bytes = Frame.encodeMessageAvailable(valid)
+    const bytes = Codec.encodeMessageAvailable(valid)
     const push: Push = {
       item: valid,
       bytes,
@@ -529,7 +531,7 @@ export const make: Effect.Effect<
       if (inputs.length === 0) return Effect.void
       const items: Array<Frame.QueueItem> = []
       for (const input of inputs) {
-        const item = Frame.validItem(input, tenants)
+        const item = Frames.validItem(input, tenants)
         if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
         items.push(item.right)
       }
@@ -542,7 +544,7 @@ export const make: Effect.Effect<
   const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
     Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
       if (closed) return Effect.fail(closedError("hotlistDirty"))
-      const item = Frame.validHotItem(input, tenants)
+      const item = Frames.validHotItem(input, tenants)
       if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
       return hotMarks === undefined ? Effect.void : hotMarks.mark(item.right)
     })
@@ -550,7 +552,7 @@ export const make: Effect.Effect<
   const ephemeralAdmin: MeshShape["ephemeralAdmin"] = (input) =>
     Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
       if (closed) return Effect.fail(closedError("ephemeralAdmin"))
-      const frame = Frame.validEphAdmin(input)
+      const frame = Frames.validEphAdmin(input)
       if (Either.isLeft(frame)) return Effect.fail(invalid(frame.left))
       ephCounts.sent[frame.right.op]++
       return broadcast(frame.right)
@@ -562,7 +564,7 @@ export const make: Effect.Effect<
       Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
         if (closed)
           return Effect.fail(closedError(tag === "QueueConfigSet" ? "queueConfigSet" : "queueConfigDelete"))
-        const ref = Frame.validRef(input, tenants)
+        const ref = Frames.validRef(input, tenants)
         return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
       })
 

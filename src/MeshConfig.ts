@@ -22,7 +22,8 @@ import {
   Either,
   Layer,
   Option,
-  Redacted
+  Redacted,
+  Schema
 } from "effect"
 import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
@@ -125,7 +126,7 @@ export interface MeshConfigShape {
   /** `QUEEN_MESH_CLUSTER_LABEL`: bound into v2 HELLOs, so two clusters sharing a secret stay apart. */
   readonly clusterLabel: string
   /** `QUEEN_MESH_TLS`: `off`, or `psk` for TLS 1.3 links keyed from the secret. */
-  readonly tls: "off" | "psk"
+  readonly tls: TlsMode
 }
 
 /**
@@ -141,20 +142,48 @@ export interface DnsDiscovery {
 }
 
 /**
- * Which tenant names the mesh accepts (see {@link MeshConfigShape.tenants}).
+ * Which tenant names the mesh accepts (see {@link MeshConfigShape.tenants}): `uuid`, upstream's rule, or
+ * `any` string.
  *
  * @since 0.1.0
- * @category models
+ * @category schemas
  */
-export type TenantRule = "uuid" | "any"
+export const TenantRule = Names.TenantRule
 
 /**
- * How HELLOs are authenticated (see docs/security.md).
- *
  * @since 0.1.0
  * @category models
  */
-export type AuthMode = "legacy" | "permissive" | "required"
+export type TenantRule = Names.TenantRule
+
+/**
+ * How HELLOs are authenticated (see docs/security.md): `legacy` (the spec's HELLO), `permissive` or
+ * `required` (challenge-response v2). One list for the type, the reader, the stats body and the help.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AuthMode = Schema.Literal("legacy", "permissive", "required")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthMode = typeof AuthMode.Type
+
+/**
+ * TLS on mesh links: `off`, or `psk` (TLS 1.3 keyed from the secret, docs/security.md).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TlsMode = Schema.Literal("off", "psk")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TlsMode = typeof TlsMode.Type
 
 /**
  * The mesh's configuration as a service.
@@ -291,8 +320,20 @@ export const isActive = (config: MeshConfigShape): boolean =>
 
 const DIGITS = /^\d+$/
 
+/** The highest TCP port, the one bound every port check shares. */
+const MAX_PORT = 65_535
+
 /**
- * A TCP port: an integer in `min..65535`.
+ * Whether `port` is a port a peer can be dialled at: an integer in `1..65535`.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const isPort = (port: unknown): port is number =>
+  typeof port === "number" && Number.isInteger(port) && port >= 1 && port <= MAX_PORT
+
+/**
+ * A TCP port: an integer in `min..65535` (0 allowed where it means ephemeral).
  *
  * @since 0.1.0
  * @category parsers
@@ -301,9 +342,9 @@ export const parsePort = (raw: string, min = 0): Either.Either<number, string> =
   const text = raw.trim()
   if (!DIGITS.test(text)) return Either.left(`expected a port number, got ${JSON.stringify(raw)}`)
   const port = Number(text)
-  return port >= min && port <= 65535
+  return port >= min && port <= MAX_PORT
     ? Either.right(port)
-    : Either.left(`port ${port} is out of range (${min}-65535)`)
+    : Either.left(`port ${port} is out of range (${min}-${MAX_PORT})`)
 }
 
 /**
@@ -564,7 +605,7 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
     alias: "QUEEN_UDP_NOTIFY_PORT",
     description: "mesh listening port, also the port of peers given without one; 0 = ephemeral",
     min: 0,
-    max: 65_535,
+    max: MAX_PORT,
     unit: "port"
   },
   heartbeatInterval: {
@@ -655,7 +696,7 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
     variable: "PORT",
     description: "the broker's HTTP port, advertised in the HELLO's http_addr",
     min: 1,
-    max: 65_535,
+    max: MAX_PORT,
     unit: "port"
   },
   discoveryInterval: {
@@ -795,10 +836,12 @@ const readNoted: Config.Config<{
     Config.withDescription("host of the http_addr advertised in the HELLO")
   ),
   httpPort: numeric("httpPort", defaults.httpPort),
-  tenants: oneOf("QUEEN_MESH_TENANTS", "which tenants the mesh accepts", defaults.tenants, [
-    "uuid",
-    "any"
-  ] as const),
+  tenants: oneOf(
+    "QUEEN_MESH_TENANTS",
+    "which tenants the mesh accepts",
+    defaults.tenants,
+    TenantRule.literals
+  ),
   secret: Config.redacted("QUEEN_SYNC_SECRET").pipe(
     Config.withDefault(defaults.secret),
     Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
@@ -828,17 +871,13 @@ const readNoted: Config.Config<{
     Option.none<Duration.Duration>(),
     (raw) => Either.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
   ),
-  auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, [
-    "legacy",
-    "permissive",
-    "required"
-  ] as const),
+  auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, AuthMode.literals),
   challengeWait: numeric("challengeWait", defaults.challengeWait),
   clusterLabel: Config.string("QUEEN_MESH_CLUSTER_LABEL").pipe(
     Config.withDefault(defaults.clusterLabel),
     Config.withDescription("cluster label bound into v2 HELLOs")
   ),
-  tls: oneOf("QUEEN_MESH_TLS", "TLS on mesh links", defaults.tls, ["off", "psk"] as const),
+  tls: oneOf("QUEEN_MESH_TLS", "TLS on mesh links", defaults.tls, TlsMode.literals),
   serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
@@ -1042,11 +1081,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
     }
   }
   if (typeof config.enabled !== "boolean") return refuse(["enabled"], "expected true or false")
-  if (!["legacy", "permissive", "required"].includes(config.auth)) {
-    return refuse(["auth"], `expected legacy, permissive or required, got ${JSON.stringify(config.auth)}`)
+  const oneOfThese = (literals: ReadonlyArray<string>, value: unknown) =>
+    typeof value === "string" && literals.includes(value)
+  if (!oneOfThese(AuthMode.literals, config.auth)) {
+    return refuse(
+      ["auth"],
+      `expected ${Names.alternatives(AuthMode.literals)}, got ${JSON.stringify(config.auth)}`
+    )
   }
-  if (!["off", "psk"].includes(config.tls)) {
-    return refuse(["tls"], `expected off or psk, got ${JSON.stringify(config.tls)}`)
+  if (!oneOfThese(TlsMode.literals, config.tls)) {
+    return refuse(
+      ["tls"],
+      `expected ${Names.alternatives(TlsMode.literals)}, got ${JSON.stringify(config.tls)}`
+    )
   }
   if (typeof config.serverId !== "string" || Names.serverId(config.serverId) === undefined) {
     return refuse(
@@ -1088,16 +1135,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
       `expected a u64 as 1 to 16 hex digits, got ${JSON.stringify(config.ephEpoch)}`
     )
   }
-  if (config.tenants !== "uuid" && config.tenants !== "any") {
-    return refuse(["tenants"], `expected uuid or any, got ${JSON.stringify(config.tenants)}`)
+  if (!oneOfThese(TenantRule.literals, config.tenants)) {
+    return refuse(
+      ["tenants"],
+      `expected ${Names.alternatives(TenantRule.literals)}, got ${JSON.stringify(config.tenants)}`
+    )
   }
   if (!Array.isArray(config.peers)) return refuse(["peers"], "expected a list of {host, port}")
   for (const peer of config.peers) {
     if (typeof peer?.host !== "string" || !isValidHost(peer.host)) {
       return refuse(["peers"], `${JSON.stringify(peer?.host)} is not a hostname or IP address`)
     }
-    if (!Number.isInteger(peer.port) || peer.port < 1 || peer.port > 65_535) {
-      return refuse(["peers"], `peer ${peer.host}: port ${String(peer.port)} is out of range (1-65535)`)
+    if (!isPort(peer.port)) {
+      return refuse(["peers"], `peer ${peer.host}: port ${String(peer.port)} is out of range (1-${MAX_PORT})`)
     }
   }
   const heartbeat = Duration.toMillis(config.heartbeatInterval)
@@ -1137,8 +1187,8 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
     if (typeof target.name !== "string" || !isValidHost(target.name) || isIP(target.name) !== 0) {
       return refuse(["discovery"], `${JSON.stringify(target.name)} is not a DNS name`)
     }
-    if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65_535) {
-      return refuse(["discovery"], `port ${String(target.port)} is out of range (1-65535)`)
+    if (!isPort(target.port)) {
+      return refuse(["discovery"], `port ${String(target.port)} is out of range (1-${MAX_PORT})`)
     }
   }
   if (config.auth === "required" && secret === "") {

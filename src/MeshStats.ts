@@ -12,7 +12,10 @@
  * @since 0.1.0
  */
 import { Option, Schema } from "effect"
+import * as LaneRefusals from "./internal/lane/refusals.js"
+import * as Payloads from "./internal/wire/payloads.js"
 import * as Membership from "./Membership.js"
+import * as MeshConfig from "./MeshConfig.js"
 import { type HandshakeError, handshakeReasonList, handshakeReasons } from "./MeshError.js"
 import * as MeshHealth from "./MeshHealth.js"
 
@@ -135,7 +138,11 @@ export const LaneStats = Schema.Struct({
    * docs/postgres.md) and the frames' (`invalid_frame`, `handshake_frame`, `unknown_frame`,
    * `overloaded`).
    */
-  refused: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  refused: Schema.Struct(
+    Object.fromEntries(LaneRefusals.reasons.map((reason) => [reason, Schema.Number])) as {
+      readonly [R in LaneRefusals.Refusal]: typeof Schema.Number
+    }
+  ),
   /** Frames the lane could not send (buffer full while down, too large, stale, failed). */
   dropped: Schema.Number,
   /** Frames waiting for the connection. */
@@ -195,11 +202,11 @@ const ByFoundBy = Schema.Struct({ config: Schema.Number, dns: Schema.Number, dis
  * @since 0.1.0
  * @category schemas
  */
-export const EphAdminCounts = Schema.Struct({
-  reset: Schema.Number,
-  delete: Schema.Number,
-  config_set: Schema.Number
-})
+export const EphAdminCounts = Schema.Struct(
+  Object.fromEntries(Payloads.EphOp.literals.map((op) => [op, Schema.Number])) as {
+    readonly [Op in Payloads.EphOp]: typeof Schema.Number
+  }
+)
 
 /**
  * @since 0.1.0
@@ -252,8 +259,8 @@ export const ActiveStats = Schema.Struct({
   port: Schema.NullOr(Schema.Number),
   version: Schema.String,
   uptime_ms: Schema.Number,
-  auth: Schema.Literal("legacy", "permissive", "required"),
-  tls: Schema.Literal("off", "psk"),
+  auth: MeshConfig.AuthMode,
+  tls: MeshConfig.TlsMode,
   /** The id of this node's primary key (`null` in open mode), and of the keys it still accepts. */
   key_id: Schema.NullOr(Schema.String),
   accepted_key_ids: Schema.Array(Schema.String),

@@ -63,6 +63,7 @@ import {
 } from "./internal/lane/carrier.js"
 import type * as PgConnection from "./internal/lane/pgConnection.js"
 import type * as Envelope from "./internal/lane/pgEnvelope.js"
+import * as Refusals from "./internal/lane/refusals.js"
 import { loop } from "./internal/loop.js"
 import type * as MeshStats from "./MeshStats.js"
 
@@ -611,7 +612,7 @@ const brokenLane = (channel: string, detail: string): LaneShape => ({
     bytes_received: 0,
     frames_sent: 0,
     frames_received: 0,
-    refused: {},
+    refused: Refusals.zeroes(Refusals.reasons),
     dropped: 0,
     buffered: 0,
     reconnects: 0,
@@ -780,11 +781,13 @@ const makeLane = (
       ),
       members: members.list,
       stats: Effect.zipWith(pg.stats, members.list, (s, list): MeshStats.LaneStats => {
-        const refused: Record<string, number> = { ...s.refused }
-        refused.invalid_frame = receiver.invalidFrames
-        refused.handshake_frame = receiver.handshakeFrames
-        refused.unknown_frame = receiver.unknownFrames
-        refused.overloaded = receiver.overloaded
+        const refused: MeshStats.LaneStats["refused"] = {
+          ...s.refused,
+          invalid_frame: receiver.invalidFrames,
+          handshake_frame: receiver.handshakeFrames,
+          unknown_frame: receiver.unknownFrames,
+          overloaded: receiver.overloaded
+        }
         return {
           kind: "pg",
           status: s.status,

@@ -298,7 +298,13 @@ layer(TestLayer, { excludeTestServices: true, timeout: "60 seconds" })("Postgres
         const increase = (now: MeshStats.LaneStats) =>
           Object.fromEntries(
             Object.entries(now.refused)
-              .map(([reason, n]) => [reason, n - (before.refused[reason] ?? 0)] as const)
+              .map(
+                ([reason, n]) =>
+                  [
+                    reason,
+                    n - (Object.entries(before.refused).find(([r]) => r === reason)?.[1] ?? 0)
+                  ] as const
+              )
               .filter(([, n]) => n > 0)
           )
         yield* eventually(

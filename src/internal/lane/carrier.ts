@@ -8,12 +8,13 @@
  *
  * @internal
  */
+
 import { Context, Effect, Layer, Option, type Scope, type Stream } from "effect"
-import type * as Frame from "../../Frame.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents, type MeshEventsShape } from "../../MeshEvent.js"
 import type * as MeshStats from "../../MeshStats.js"
 import { Dispatch } from "../mesh/dispatch.js"
+import type * as Frames from "../wire/frames.js"
 
 /** Whether the lane can carry frames now. */
 export type LaneStatus = "starting" | "up" | "down"
@@ -45,7 +46,7 @@ export interface LaneShape {
 /** What the runtime hands a lane it builds. */
 export interface LaneContext {
   /** Applies a frame received from `from` (a server id), as the TCP receive path does. */
-  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
+  readonly apply: (from: string, frame: Frames.Frame) => Effect.Effect<void> | undefined
   readonly events: MeshEventsShape
   readonly config: MeshConfig.MeshConfigShape
 }

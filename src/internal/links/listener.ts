@@ -10,14 +10,15 @@
  *
  * @internal
  */
+
 import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
-import * as Frame from "../../Frame.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { TransportError } from "../../MeshError.js"
 import { MeshEvents } from "../../MeshEvent.js"
 import { type Connection, Transport } from "../../Transport.js"
 import { Topology } from "../membership/topology.js"
 import { Dispatch } from "../mesh/dispatch.js"
+import * as Codec from "../wire/codec.js"
 import { challengeFor, type InboundDeps, InboundLink } from "./inboundLink.js"
 import { type ListenerCounts, ListenerState } from "./listenerState.js"
 import { Liveness } from "./liveness.js"
@@ -91,7 +92,7 @@ export const make: Effect.Effect<
       link = new InboundLink(deps, connection, remote, challenge)
       // The only bytes a listener ever writes on an inbound link.
       if (Option.isSome(challenge)) {
-        const written = yield* Effect.either(connection.write(Frame.encode(challenge.value)))
+        const written = yield* Effect.either(connection.write(Codec.encode(challenge.value)))
         if (Either.isLeft(written)) return
       }
       yield* link.run

@@ -7,6 +7,7 @@
  * @internal
  */
 import { Clock, Effect } from "effect"
+import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError, handshakeReasonList } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type * as MeshStats from "../../MeshStats.js"
@@ -58,7 +59,7 @@ export class ListenerState {
     private readonly events: MeshEventsShape,
     /** Connections refused below the mesh, counted by the transport (failed TLS handshakes). */
     private readonly transportRefusals: () => number,
-    private readonly mode: "legacy" | "permissive" | "required"
+    private readonly mode: AuthMode
   ) {
     const zero = {} as Record<HandshakeError.Reason, number>
     for (const reason of handshakeReasonList) zero[reason] = 0

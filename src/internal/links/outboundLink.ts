@@ -16,6 +16,7 @@
  *
  * @internal
  */
+
 import {
   Cause,
   Clock,
@@ -28,11 +29,13 @@ import {
   type Redacted,
   Schedule
 } from "effect"
-import * as Frame from "../../Frame.js"
 import { LinkDown, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection, TransportShape } from "../../Transport.js"
+import * as Codec from "../wire/codec.js"
 import { FrameDecoder } from "../wire/frameDecoder.js"
+import * as Frames from "../wire/frames.js"
+import type * as Payloads from "../wire/payloads.js"
 import * as Handshake from "./handshake.js"
 import type { PeerLink } from "./peerLink.js"
 import type { SelfDials } from "./selfDials.js"
@@ -121,7 +124,7 @@ export class OutboundLink {
   ) {
     this.establishedMillis =
       Duration.toMillis(options.heartbeatInterval) + Duration.toMillis(options.authFailureDelay)
-    this.heartbeat = Frame.encode(Frame.heartbeat(options.serverId))
+    this.heartbeat = Codec.encode(Frames.heartbeat(options.serverId))
   }
 
   /**
@@ -188,7 +191,7 @@ export class OutboundLink {
         this.options.events.emit({ _tag: "SelfRecognized", peer: link.name })
       })
       yield* Effect.addFinalizer(() => Effect.sync(forgetNonce))
-      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
+      yield* Effect.catchAll(connection.write(Codec.encode(hello)), down)
       upSince = yield* Clock.currentTimeMillis
       link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
       this.options.events.emit({
@@ -267,9 +270,9 @@ export class OutboundLink {
 
   /** The HELLO to write: legacy, or the answer to the listener's challenge. */
   private hello(
-    challenge: Deferred.Deferred<Either.Either<Frame.Challenge, string>>,
+    challenge: Deferred.Deferred<Either.Either<Payloads.Challenge, string>>,
     down: (cause: LinkDown["cause"]) => Effect.Effect<never, LinkDown>
-  ): Effect.Effect<Frame.Hello, LinkDown> {
+  ): Effect.Effect<Payloads.Hello, LinkDown> {
     const options = this.options
     const link = this.link
     if (options.auth === "legacy")
@@ -343,10 +346,10 @@ export class OutboundLink {
  */
 const readChallenge = (connection: Connection) =>
   Effect.gen(function* () {
-    const challenge = yield* Deferred.make<Either.Either<Frame.Challenge, string>>()
-    const first = new FrameDecoder({ maxFrameLength: Frame.frames.Challenge.maxLength })
+    const challenge = yield* Deferred.make<Either.Either<Payloads.Challenge, string>>()
+    const first = new FrameDecoder({ maxFrameLength: Frames.frames.Challenge.maxLength })
     let waiting = true
-    const settle = (verdict: Either.Either<Frame.Challenge, string>) => {
+    const settle = (verdict: Either.Either<Payloads.Challenge, string>) => {
       if (!waiting) return
       waiting = false
       Deferred.unsafeDone(challenge, Effect.succeed(verdict))

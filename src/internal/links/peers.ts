@@ -236,7 +236,7 @@ export const make = (
         counts()
         const present = new Set<string>()
         for (const peer of found.right) {
-          if (!Number.isInteger(peer.port) || peer.port < 1 || peer.port > 65_535) continue
+          if (!MeshConfig.isPort(peer.port)) continue
           if (!MeshConfig.isValidHost(peer.host)) continue
           present.add(keyOf(peer))
           foundAny = true

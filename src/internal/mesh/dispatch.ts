@@ -14,15 +14,16 @@
  *
  * @internal
  */
+
 import { Context, Effect, Layer, Option, SubscriptionRef } from "effect"
 import * as EphemeralAdmin from "../../EphemeralAdmin.js"
-import type * as Frame from "../../Frame.js"
 import * as HotList from "../../HotList.js"
 import * as MaintenanceFlags from "../../MaintenanceFlags.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { type MeshEvent, MeshEvents } from "../../MeshEvent.js"
 import * as QueueConfigCache from "../../QueueConfigCache.js"
 import * as Waker from "../../Waker.js"
+import type * as Frames from "../wire/frames.js"
 import * as Names from "../wire/names.js"
 import { EphCounts } from "./ephCounts.js"
 
@@ -34,7 +35,7 @@ export interface DispatchShape {
    * Applies one frame received from the peer `from`: at once, returning `undefined`, or by returning
    * the effect that applies it.
    */
-  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
+  readonly apply: (from: string, frame: Frames.Frame) => Effect.Effect<void> | undefined
 }
 
 /**
@@ -89,11 +90,11 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
 
   const apply =
     config.tenants === "uuid"
-      ? (from: string, frame: Frame.Frame) => applyAs(from, uuidFrame(frame))
-      : (from: string, frame: Frame.Frame) => applyAs(from, frame)
+      ? (from: string, frame: Frames.Frame) => applyAs(from, uuidFrame(frame))
+      : (from: string, frame: Frames.Frame) => applyAs(from, frame)
 
   /** The frame as upstream reads it: every tenant that is not a UUID absent. */
-  const uuidFrame = (frame: Frame.Frame): Frame.Frame => {
+  const uuidFrame = (frame: Frames.Frame): Frames.Frame => {
     switch (frame._tag) {
       case "MessageAvailable":
       case "QueueConfigSet":
@@ -112,7 +113,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
     }
   }
 
-  const applyAs = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
+  const applyAs = (from: string, frame: Frames.Frame): Effect.Effect<void> | undefined => {
     switch (frame._tag) {
       case "MessageAvailable": {
         if (wakeNow === undefined) {

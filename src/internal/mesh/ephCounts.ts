@@ -1,16 +1,16 @@
 /**
  * `EPH_ADMIN` verbs counted per operation, sent and received: one object the mesh's API and the
- * dispatch write and the stats and the metrics read.
+ * dispatch write and the stats and the metrics read. The operations are `EphOp`'s, listed once.
  *
  * @internal
  */
 import { Context, Layer } from "effect"
-import type { EphOp } from "../../Frame.js"
+import { EphOp } from "../wire/payloads.js"
 
 /** One count per operation. */
 export type PerOp = Record<EphOp, number>
 
-export const ops: ReadonlyArray<EphOp> = ["reset", "delete", "config_set"]
+export const ops: ReadonlyArray<EphOp> = EphOp.literals
 
 /** The counts of a running mesh. */
 export interface EphCountsShape {
@@ -20,6 +20,10 @@ export interface EphCountsShape {
 
 export class EphCounts extends Context.Tag("queen-mesh/internal/EphCounts")<EphCounts, EphCountsShape>() {}
 
-const zero = (): PerOp => ({ reset: 0, delete: 0, config_set: 0 })
+const zero = (): PerOp => {
+  const counts = {} as PerOp
+  for (const op of ops) counts[op] = 0
+  return counts
+}
 
 export const layer: Layer.Layer<EphCounts> = Layer.sync(EphCounts, () => ({ sent: zero(), received: zero() }))

@@ -7,6 +7,7 @@
  *
  * @internal
  */
+
 import {
   Context,
   Duration,
@@ -18,7 +19,6 @@ import {
   type Scope,
   SubscriptionRef
 } from "effect"
-import * as Frame from "../../Frame.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { handshakeReasonList } from "../../MeshError.js"
 import * as MeshHealth from "../../MeshHealth.js"
@@ -30,6 +30,7 @@ import { loop } from "../loop.js"
 import { HealthRef } from "../membership/healthRef.js"
 import { Topology } from "../membership/topology.js"
 import { EphCounts, ops } from "../mesh/ephCounts.js"
+import * as Frames from "../wire/frames.js"
 import * as MetricNames from "./metricNames.js"
 
 const names = MetricNames.names
@@ -139,13 +140,13 @@ export const make = (
       for (const link of links) {
         const peer: Tags = [["peer", link.name]]
         for (const [tag, frames] of link.writtenByTag) {
-          count(names.framesSent, "frames written to a peer", [...peer, ["tag", Frame.nameOf(tag)]], frames)
+          count(names.framesSent, "frames written to a peer", [...peer, ["tag", Frames.nameOf(tag)]], frames)
         }
         for (const [tag, frames] of link.droppedByTag) {
           count(
             names.framesDropped,
             "frames handed to a peer's link that it never got",
-            [...peer, ["tag", Frame.nameOf(tag)]],
+            [...peer, ["tag", Frames.nameOf(tag)]],
             frames
           )
         }
@@ -180,7 +181,7 @@ export const make = (
             "frames read after a HELLO",
             [
               ["peer", peer],
-              ["tag", Frame.nameOf(tag)]
+              ["tag", Frames.nameOf(tag)]
             ],
             frames
           )

@@ -25,11 +25,12 @@
  *
  * @internal
  */
+
 import { Context, Duration, Effect, FiberHandle, Option, type Scope, Stream } from "effect"
 import * as MeshHealth from "../../MeshHealth.js"
 import * as EntryPoints from "../synchronousEntryPoints.js"
-import type { QueueItem } from "../wire/frameModel.js"
 import * as Names from "../wire/names.js"
+import type { QueueItem } from "../wire/payloads.js"
 
 /**
  * What a parked pop is waiting on.
