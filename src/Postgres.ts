@@ -53,18 +53,12 @@ import {
 } from "effect"
 import * as Frame from "./Frame.js"
 import * as Keyring from "./internal/keyring.js"
-import {
-  type LaneContext,
-  LaneFactory,
-  type LaneFactoryShape,
-  type LaneMember,
-  type LaneShape,
-  type LaneStatus
-} from "./internal/lane/carrier.js"
 import type * as PgConnection from "./internal/lane/pgConnection.js"
 import type * as Envelope from "./internal/lane/pgEnvelope.js"
 import * as Refusals from "./internal/lane/refusals.js"
+import type { LaneMember, LaneShape, LaneStatus } from "./internal/lane/running.js"
 import { loop } from "./internal/loop.js"
+import * as Lane from "./Lane.js"
 import type * as MeshStats from "./MeshStats.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -367,7 +361,7 @@ class LaneMembers {
   private readonly unannounced = new Set<string>()
 
   constructor(
-    private readonly context: LaneContext,
+    private readonly context: Lane.BuildContext,
     private readonly clock: Clock.Clock,
     private readonly deadMillis: number,
     private readonly forgetMillis: number,
@@ -484,7 +478,7 @@ class LaneReceiver {
   private readonly work: Effect.Latch
 
   constructor(
-    private readonly context: LaneContext,
+    private readonly context: Lane.BuildContext,
     private readonly members: LaneMembers,
     latch: Effect.Latch
   ) {
@@ -627,7 +621,7 @@ const makeLane = (
   driver: typeof PgConnection,
   options: Resolved,
   catchUps: PubSub.PubSub<CatchUp>,
-  context: LaneContext
+  context: Lane.BuildContext
 ): Effect.Effect<LaneShape, never, Scope.Scope> =>
   Effect.gen(function* () {
     const config = context.config
@@ -862,17 +856,17 @@ const loadDriver: Effect.Effect<typeof PgConnection, PostgresError> = Effect.try
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: PostgresOptions): Layer.Layer<LaneFactory | PostgresLane, PostgresError> =>
+export const layer = (options: PostgresOptions): Layer.Layer<Lane.Lane | PostgresLane, PostgresError> =>
   Layer.scopedContext(
     Effect.gen(function* () {
       const resolved = yield* resolve(options)
       const driver = yield* loadDriver
       const catchUps = yield* Effect.acquireRelease(PubSub.sliding<CatchUp>(64), PubSub.shutdown)
-      const factory: LaneFactoryShape = {
+      const factory: Lane.LaneShape = {
         kind: "pg",
         make: (context) => makeLane(driver, resolved, catchUps, context)
       }
-      return Context.make(LaneFactory, factory).pipe(
+      return Context.make(Lane.Lane, factory).pipe(
         Context.add(PostgresLane, { catchUps: Stream.fromPubSub(catchUps) })
       )
     })
@@ -919,7 +913,7 @@ export const config: Config.Config<{
  */
 export const layerConfig = (
   options: Omit<PostgresOptions, "url" | "channel"> = {}
-): Layer.Layer<LaneFactory | PostgresLane, PostgresError | ConfigError.ConfigError> =>
+): Layer.Layer<Lane.Lane | PostgresLane, PostgresError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(
     Effect.map(config, (settings) =>
       layer({

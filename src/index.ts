@@ -68,6 +68,11 @@ export * as HttpRoutes from "./HttpRoutes.js"
  * @since 0.1.0
  * @category modules
  */
+export * as Lane from "./Lane.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as LocalWaker from "./LocalWaker.js"
 /**
  * @since 0.1.0

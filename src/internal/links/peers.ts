@@ -18,7 +18,7 @@ import type { LinkDown } from "../../MeshError.js"
 import { MeshEvents } from "../../MeshEvent.js"
 import { Transport } from "../../Transport.js"
 import { loop } from "../loop.js"
-import { Topology } from "../membership/topology.js"
+import * as Topology from "../membership/topology.js"
 import { writeHistogram } from "../metrics/metricNames.js"
 import type * as Handshake from "./handshake.js"
 import { Liveness } from "./liveness.js"
@@ -93,7 +93,7 @@ export const make = (
 ): Effect.Effect<
   PeersShape,
   never,
-  Scope.Scope | MeshConfig.MeshConfig | Transport | SelfDialsService | MeshEvents | Liveness | Topology
+  Scope.Scope | MeshConfig.MeshConfig | Transport | SelfDialsService | MeshEvents | Liveness
 > =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
@@ -101,7 +101,7 @@ export const make = (
     const selfDials = yield* SelfDialsService
     const events = yield* MeshEvents
     const liveness = yield* Liveness
-    const topology = yield* Topology
+    const topology = yield* Topology.decide
     const active = topology.tcp
     const queueBytes = Math.max(QUEUE_BYTES, config.sendQueueCapacity * 64)
     const dialers = yield* FiberMap.make<string>()
@@ -273,8 +273,5 @@ export const make = (
 /** The peers of `MeshConfig` and the `Discovery`, over the `Transport` provided. */
 export const layer = (
   options: PeersOptions = {}
-): Layer.Layer<
-  Peers,
-  never,
-  MeshConfig.MeshConfig | Transport | SelfDialsService | MeshEvents | Liveness | Topology
-> => Layer.scoped(Peers, make(options))
+): Layer.Layer<Peers, never, MeshConfig.MeshConfig | Transport | SelfDialsService | MeshEvents | Liveness> =>
+  Layer.scoped(Peers, make(options))

@@ -25,7 +25,7 @@ import * as QueueConfigCache from "../../QueueConfigCache.js"
 import * as Waker from "../../Waker.js"
 import type * as Frames from "../wire/frames.js"
 import * as Names from "../wire/names.js"
-import { EphCounts } from "./ephCounts.js"
+import { EphAdminAccount } from "./ephAdminAccount.js"
 
 /**
  * What the listener hands every received frame to.
@@ -36,6 +36,8 @@ export interface DispatchShape {
    * the effect that applies it.
    */
   readonly apply: (from: string, frame: Frames.Frame) => Effect.Effect<void> | undefined
+  /** The `EPH_ADMIN` verbs received here, and those the mesh's API sent. */
+  readonly ephAdmin: EphAdminAccount
 }
 
 /**
@@ -54,7 +56,6 @@ export type Requirements =
   | MaintenanceFlags.MaintenanceFlags
   | MeshEvents
   | MeshConfig.MeshConfig
-  | EphCounts
 
 /** `item` with a tenant that is not a UUID read as absent; the same object when nothing changes. */
 const uuidOnly = <A extends { readonly tenant: Option.Option<string> }>(item: A): A =>
@@ -74,7 +75,7 @@ const uuidOnlyAll = <A extends { readonly tenant: Option.Option<string> }>(
  */
 export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
-  const counts = yield* EphCounts
+  const ephAdmin = new EphAdminAccount()
   const admin = Option.getOrElse(
     yield* Effect.serviceOption(EphemeralAdmin.EphemeralAdmin),
     () => EphemeralAdmin.noop
@@ -171,7 +172,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
         )
       case "EphAdmin": {
-        counts.received[frame.op]++
+        ephAdmin.received(frame.op)
         const command = { op: frame.op, tenant: frame.tenant, queue: frame.queue }
         return Effect.zipRight(admin.apply(command, from), publish({ _tag: "EphAdmin", from, ...command }))
       }
@@ -181,7 +182,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
         return undefined
     }
   }
-  return { apply }
+  return { apply, ephAdmin }
 })
 
 /**

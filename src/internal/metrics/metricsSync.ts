@@ -8,28 +8,18 @@
  * @internal
  */
 
-import {
-  Context,
-  Duration,
-  Effect,
-  Layer,
-  Metric,
-  MetricKey,
-  Option,
-  type Scope,
-  SubscriptionRef
-} from "effect"
+import { Context, Duration, Effect, Layer, Metric, MetricKey, Option, type Scope } from "effect"
 import * as MeshConfig from "../../MeshConfig.js"
 import { handshakeReasonList } from "../../MeshError.js"
 import * as MeshHealth from "../../MeshHealth.js"
-import { Lane } from "../lane/carrier.js"
+import { RunningLane } from "../lane/running.js"
 import { Listener } from "../links/listener.js"
 import { Liveness } from "../links/liveness.js"
 import { Peers } from "../links/peers.js"
 import { loop } from "../loop.js"
-import { HealthRef } from "../membership/healthRef.js"
-import { Topology } from "../membership/topology.js"
-import { EphCounts, ops } from "../mesh/ephCounts.js"
+import { HealthTracker } from "../membership/healthTracker.js"
+import { Dispatch } from "../mesh/dispatch.js"
+import { ops } from "../mesh/ephAdminAccount.js"
 import * as Frames from "../wire/frames.js"
 import * as MetricNames from "./metricNames.js"
 
@@ -38,7 +28,7 @@ const names = MetricNames.names
 /**
  * A node's Effect metrics, kept in sync with its counters.
  */
-export interface MeshMetricsShape {
+export interface MetricsSyncShape {
   /** Brings every metric of this node up to date with its counters. */
   readonly sync: Effect.Effect<void>
 }
@@ -46,9 +36,9 @@ export interface MeshMetricsShape {
 /**
  * The metrics of a running mesh.
  */
-export class MeshMetrics extends Context.Tag("queen-mesh/internal/MeshMetrics")<
-  MeshMetrics,
-  MeshMetricsShape
+export class MetricsSync extends Context.Tag("queen-mesh/internal/MetricsSync")<
+  MetricsSync,
+  MetricsSyncShape
 >() {}
 
 const EMPTY: ReadonlyArray<never> = []
@@ -67,19 +57,18 @@ const keyed = <K extends MetricKey.MetricKey.Untyped>(key: K, tags: Tags): K => 
 export const make = (
   options: { readonly interval?: Duration.DurationInput } = {}
 ): Effect.Effect<
-  MeshMetricsShape,
+  MetricsSyncShape,
   never,
-  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
+  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | Dispatch | RunningLane | HealthTracker
 > =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
     const peers = yield* Peers
     const listener = yield* Listener
     const liveness = yield* Liveness
-    const ephCounts = yield* EphCounts
-    const lane = Option.getOrUndefined(yield* Lane)
-    const topology = yield* Topology
-    const health = yield* HealthRef
+    const dispatch = yield* Dispatch
+    const lane = Option.getOrUndefined(yield* RunningLane)
+    const health = yield* HealthTracker
     const server = config.serverId
     const counters = new Map<string, { metric: Metric.Metric.Counter<number>; last: number }>()
     const gauges = new Map<string, Metric.Metric.Gauge<number>>()
@@ -229,7 +218,7 @@ export const make = (
       gauge(names.peersAlive, "peers heard within the dead threshold", [], alive)
       gauge(names.peersDead, "peers silent past the dead threshold", [], dead)
       gauge(names.ephMembers, "peers alive and ephemeral-capable (upstream's eph_members)", [], ephMembers)
-      const now = yield* SubscriptionRef.get(health)
+      const now = yield* health.health
       for (const status of MeshHealth.Status.literals) {
         gauge(
           names.health,
@@ -310,6 +299,7 @@ export const make = (
           )
         }
       }
+      const ephCounts = dispatch.ephAdmin.snapshot()
       for (const op of ops) {
         const tags = (direction: string): Tags => [
           ["direction", direction],
@@ -325,7 +315,7 @@ export const make = (
       }
     })
 
-    if (topology.tcp || lane !== undefined) {
+    if (Option.isSome(listener.port) || lane !== undefined) {
       yield* sync
       yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
     }
@@ -338,7 +328,7 @@ export const make = (
 export const layer = (
   options: { readonly interval?: Duration.DurationInput } = {}
 ): Layer.Layer<
-  MeshMetrics,
+  MetricsSync,
   never,
-  MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
-> => Layer.scoped(MeshMetrics, make(options))
+  MeshConfig.MeshConfig | Peers | Listener | Liveness | Dispatch | RunningLane | HealthTracker
+> => Layer.scoped(MetricsSync, make(options))
