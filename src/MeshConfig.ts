@@ -610,35 +610,35 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   heartbeatInterval: {
     variable: "QUEEN_SYNC_HEARTBEAT_MS",
-    description: "heartbeat period on every link",
+    description: "heartbeat period on every link, busy or not (upstream sends them so)",
     min: 1,
     max: HOUR,
     unit: "ms"
   },
   deadThreshold: {
     variable: "QUEEN_SYNC_DEAD_THRESHOLD_MS",
-    description: "silence after which a peer counts as dead",
+    description: "silence after which a peer is reported dead; also the start-up window of the health",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   handshakeTimeout: {
     variable: "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
-    description: "time an accepted connection has to send HELLO",
+    description: "time an accepted connection has to send its HELLO",
     min: 1,
     max: 10 * 60_000,
     unit: "ms"
   },
   cacheRefreshInterval: {
     variable: "QUEEN_CACHE_REFRESH_INTERVAL_MS",
-    description: "the host's reconcile period",
+    description: "the host's reconcile period, the backstop for lost hints",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   hotlistFlushWindow: {
     variable: "QUEEN_MESH_HOTLIST_FLUSH_MS",
-    description: "window over which hot-list marks are coalesced",
+    description: "window over which hot-list marks are coalesced into one frame",
     min: 1,
     max: 60_000,
     unit: "ms"
@@ -652,7 +652,7 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   maxInbound: {
     variable: "QUEEN_MESH_MAX_INBOUND",
-    description: "concurrent inbound mesh connections",
+    description: "concurrent inbound mesh connections; more are refused at once",
     min: 1,
     max: 65_536,
     unit: "count"
@@ -666,47 +666,188 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   helloMaxBytes: {
     variable: "QUEEN_MESH_HELLO_MAX_BYTES",
-    description: "the first frame's cap in bytes",
+    description: "the first frame's cap in bytes, checked from its length prefix",
     min: 256,
     max: 65_536,
     unit: "bytes"
   },
   authFailureDelay: {
     variable: "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
-    description: "pause before closing a refused connection",
+    description: "pause before closing a refused connection (it holds no buffer meanwhile)",
     min: 0,
     max: 60_000,
     unit: "ms"
   },
   idleTimeout: {
     variable: "QUEEN_MESH_IDLE_TIMEOUT_MS",
-    description: "an authenticated inbound link silent this long is closed (default: the dead threshold)",
+    description: "an authenticated inbound link silent this long is closed",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   challengeWait: {
     variable: "QUEEN_MESH_CHALLENGE_WAIT_MS",
-    description: "how long a permissive dialer waits for a challenge",
+    description: "how long a permissive dialer waits for a challenge before a legacy HELLO",
     min: 1,
     max: 60_000,
     unit: "ms"
   },
   httpPort: {
     variable: "PORT",
-    description: "the broker's HTTP port, advertised in the HELLO's http_addr",
+    description:
+      "the broker's HTTP port, the port of the advertised http_addr (queen-mesh node: unset, the port its own routes are bound to)",
     min: 1,
     max: MAX_PORT,
     unit: "port"
   },
   discoveryInterval: {
     variable: "QUEEN_MESH_DISCOVERY_INTERVAL_MS",
-    description: "how often the discovery name is resolved",
+    description: "how often the discovery name is resolved; a peer missing from two rounds is dropped",
     min: 100,
     max: HOUR,
     unit: "ms"
   }
 }
+
+/**
+ * An environment variable the mesh reads: its name, its legacy alias, its default as an operator would
+ * type it (or a phrase), and what it does. The readers take their names from here, and the command
+ * line's help and docs/configuration.md list {@link variables}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Variable {
+  readonly name: string
+  readonly alias?: string
+  readonly default: string
+  readonly description: string
+}
+
+/** The variables of the settings that are not numbers. */
+const textual = {
+  peers: {
+    name: "QUEEN_MESH_PEERS",
+    alias: "QUEEN_UDP_PEERS",
+    default: "(none)",
+    description:
+      "comma-separated host or host:port peers; with none (and no discovery or lane) the mesh does not run"
+  },
+  enabled: {
+    name: "QUEEN_SYNC_ENABLED",
+    default: "true",
+    description: "false turns the mesh off without removing the peers"
+  },
+  bindHost: {
+    name: "QUEEN_MESH_BIND_ADDR",
+    alias: "QUEEN_BIND_ADDR",
+    default: "0.0.0.0",
+    description:
+      "address the mesh listener binds, without a port; set but empty is an error (QUEEN_MESH_BIND_HOST: deprecated)"
+  },
+  advertiseHost: {
+    name: "QUEEN_MESH_ADVERTISE_HOST",
+    default: "the host name",
+    description: "host of the http_addr advertised in the HELLO (http://host:$PORT), as upstream Queen does"
+  },
+  tenants: {
+    name: "QUEEN_MESH_TENANTS",
+    default: "uuid",
+    description:
+      "uuid: tenants are UUIDs, as upstream Queen reads them; any: any string (queen-mesh-only clusters)"
+  },
+  secret: {
+    name: "QUEEN_SYNC_SECRET",
+    default: "(empty)",
+    description: "shared HELLO secret; empty is open mode (firewall the port regardless)"
+  },
+  acceptedSecrets: {
+    name: "QUEEN_SYNC_SECRETS",
+    default: "(none)",
+    description:
+      "the keyring instead of QUEEN_SYNC_SECRET: the primary key first, then keys still accepted (rotation)"
+  },
+  discovery: {
+    name: "QUEEN_MESH_DISCOVERY",
+    default: "(none)",
+    description:
+      "dns:<name>[:<port>]: resolve the name every interval and dial every address it lists (a headless Service)"
+  },
+  auth: {
+    name: "QUEEN_MESH_AUTH",
+    default: "legacy",
+    description:
+      "how HELLOs are authenticated: legacy (the spec's, replayable), permissive or required (challenge-response)"
+  },
+  clusterLabel: {
+    name: "QUEEN_MESH_CLUSTER_LABEL",
+    default: "(empty)",
+    description: "bound into v2 HELLOs and the lane's channel: clusters that share a secret stay apart"
+  },
+  tls: {
+    name: "QUEEN_MESH_TLS",
+    default: "off",
+    description: "psk: every mesh link over TLS 1.3 keyed from the secret (needs a secret)"
+  },
+  serverId: {
+    name: "QUEEN_SERVER_ID",
+    default: "$HOSTNAME",
+    description: "this node's id, announced in HELLO; without either, queen- and 8 random hex digits"
+  }
+} as const satisfies Record<string, Variable>
+
+/** A numeric setting's default as an operator types it: milliseconds for a duration. */
+const typed = (field: NumericField): string => {
+  if (field === "idleTimeout") return "the dead threshold"
+  const value = defaults[field]
+  return String(Duration.isDuration(value) ? Duration.toMillis(value) : value)
+}
+
+const numericVariable = (field: NumericField): Variable => {
+  const bound = bounds[field]
+  return {
+    name: bound.variable,
+    ...(bound.alias === undefined ? {} : { alias: bound.alias }),
+    default: typed(field),
+    description: bound.description
+  }
+}
+
+/**
+ * Every environment variable the mesh's configuration reads, in the order the help lists them.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const variables: ReadonlyArray<Variable> = [
+  textual.peers,
+  textual.discovery,
+  numericVariable("discoveryInterval"),
+  numericVariable("port"),
+  textual.bindHost,
+  textual.advertiseHost,
+  numericVariable("httpPort"),
+  textual.tenants,
+  textual.enabled,
+  textual.secret,
+  textual.acceptedSecrets,
+  numericVariable("heartbeatInterval"),
+  numericVariable("deadThreshold"),
+  textual.serverId,
+  numericVariable("handshakeTimeout"),
+  numericVariable("hotlistFlushWindow"),
+  numericVariable("sendQueueCapacity"),
+  numericVariable("cacheRefreshInterval"),
+  textual.auth,
+  numericVariable("challengeWait"),
+  textual.clusterLabel,
+  textual.tls,
+  numericVariable("maxInbound"),
+  numericVariable("maxUnauthenticatedPerAddress"),
+  numericVariable("helloMaxBytes"),
+  numericVariable("authFailureDelay"),
+  numericVariable("idleTimeout")
+]
 
 /**
  * `dns:<name>[:<port>]`, the value of `QUEEN_MESH_DISCOVERY`; a name without a port takes the mesh port.
@@ -777,17 +918,12 @@ const numeric = <K extends NumericField>(field: K, fallback: MeshConfigShape[K])
   )
 }
 
-const oneOf = <const A extends string>(
-  name: string,
-  description: string,
-  fallback: NoInfer<A>,
-  values: ReadonlyArray<A>
-) =>
-  parsed(name, undefined, description, fallback, (raw) => {
+const oneOf = <const A extends string>(variable: Variable, fallback: NoInfer<A>, values: ReadonlyArray<A>) =>
+  parsed(variable.name, undefined, variable.description, fallback, (raw) => {
     const text = raw.trim().toLowerCase()
     const found = values.find((value) => value === text)
     return found === undefined
-      ? Either.left(`expected one of ${values.join("|")}, got ${JSON.stringify(raw)}`)
+      ? Either.left(`expected ${Names.alternatives(values)}, got ${JSON.stringify(raw)}`)
       : Either.right(found)
   })
 
@@ -802,9 +938,9 @@ const exact = (name: string) =>
  * is reported as deprecated. A value with a port is refused by {@link validate}.
  */
 const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: boolean }> = Config.all([
-  exact("QUEEN_MESH_BIND_ADDR"),
+  exact(textual.bindHost.name),
   exact("QUEEN_MESH_BIND_HOST"),
-  exact("QUEEN_BIND_ADDR")
+  exact(textual.bindHost.alias)
 ]).pipe(
   Config.mapOrFail((given) => {
     const used = Option.firstSomeOf(given)
@@ -817,7 +953,7 @@ const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: 
     }
     return Either.right({ value: value.trim(), deprecated: name === "QUEEN_MESH_BIND_HOST" })
   }),
-  Config.withDescription("address the mesh listener binds")
+  Config.withDescription(textual.bindHost.description)
 )
 
 /**
@@ -829,27 +965,28 @@ const readNoted: Config.Config<{
   readonly deprecated: ReadonlyArray<string>
 }> = Config.all({
   port: numeric("port", defaults.port),
-  rawPeers: variable("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS"),
-  enabled: parsed("QUEEN_SYNC_ENABLED", undefined, "turn the mesh on or off", defaults.enabled, parseBoolean),
+  rawPeers: variable(textual.peers.name, textual.peers.alias),
+  enabled: parsed(
+    textual.enabled.name,
+    undefined,
+    textual.enabled.description,
+    defaults.enabled,
+    parseBoolean
+  ),
   bind: bindAddress,
-  advertise: variable("QUEEN_MESH_ADVERTISE_HOST").pipe(
-    Config.withDescription("host of the http_addr advertised in the HELLO")
+  advertise: variable(textual.advertiseHost.name).pipe(
+    Config.withDescription(textual.advertiseHost.description)
   ),
   httpPort: numeric("httpPort", defaults.httpPort),
-  tenants: oneOf(
-    "QUEEN_MESH_TENANTS",
-    "which tenants the mesh accepts",
-    defaults.tenants,
-    TenantRule.literals
-  ),
-  secret: Config.redacted("QUEEN_SYNC_SECRET").pipe(
+  tenants: oneOf(textual.tenants, defaults.tenants, TenantRule.literals),
+  secret: Config.redacted(textual.secret.name).pipe(
     Config.withDefault(defaults.secret),
-    Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
+    Config.withDescription(textual.secret.description)
   ),
-  secrets: Config.option(Config.redacted("QUEEN_SYNC_SECRETS")).pipe(
-    Config.withDescription("the keyring: the primary key, then keys still accepted")
+  secrets: Config.option(Config.redacted(textual.acceptedSecrets.name)).pipe(
+    Config.withDescription(textual.acceptedSecrets.description)
   ),
-  rawDiscovery: variable("QUEEN_MESH_DISCOVERY"),
+  rawDiscovery: variable(textual.discovery.name),
   discoveryInterval: numeric("discoveryInterval", defaults.discoveryInterval),
   heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
   deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
@@ -871,14 +1008,14 @@ const readNoted: Config.Config<{
     Option.none<Duration.Duration>(),
     (raw) => Either.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
   ),
-  auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, AuthMode.literals),
+  auth: oneOf(textual.auth, defaults.auth, AuthMode.literals),
   challengeWait: numeric("challengeWait", defaults.challengeWait),
-  clusterLabel: Config.string("QUEEN_MESH_CLUSTER_LABEL").pipe(
+  clusterLabel: Config.string(textual.clusterLabel.name).pipe(
     Config.withDefault(defaults.clusterLabel),
-    Config.withDescription("cluster label bound into v2 HELLOs")
+    Config.withDescription(textual.clusterLabel.description)
   ),
-  tls: oneOf("QUEEN_MESH_TLS", "TLS on mesh links", defaults.tls, TlsMode.literals),
-  serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
+  tls: oneOf(textual.tls, defaults.tls, TlsMode.literals),
+  serverId: Config.option(Config.nonEmptyString(textual.serverId.name)),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
   Config.mapOrFail(
@@ -957,14 +1094,16 @@ const keyringOf = (
   if (Redacted.value(secret) !== "") {
     return Either.left(
       ConfigError.InvalidData(
-        ["QUEEN_SYNC_SECRETS"],
+        [textual.acceptedSecrets.name],
         "QUEEN_SYNC_SECRET and QUEEN_SYNC_SECRETS are both set: give the keys in QUEEN_SYNC_SECRETS alone"
       )
     )
   }
   return Either.match(parseSecrets(Redacted.value(secrets.value)), {
     onLeft: (why) =>
-      Either.left(ConfigError.InvalidData(["QUEEN_SYNC_SECRETS"], `QUEEN_SYNC_SECRETS: ${why}`)),
+      Either.left(
+        ConfigError.InvalidData([textual.acceptedSecrets.name], `${textual.acceptedSecrets.name}: ${why}`)
+      ),
     onRight: ([primary, ...accepted]) =>
       Either.right({
         secret: Redacted.make(primary ?? ""),
@@ -1005,20 +1144,9 @@ export const config: Config.Config<MeshConfigShape> = read.pipe(
 
 /** Where a field comes from in the environment, for an error that names both. */
 const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
-  serverId: "QUEEN_SERVER_ID",
-  enabled: "QUEEN_SYNC_ENABLED",
-  peers: "QUEEN_MESH_PEERS",
-  bindHost: "QUEEN_MESH_BIND_ADDR",
-  advertiseHost: "QUEEN_MESH_ADVERTISE_HOST",
-  ephEpoch: "ephEpoch (code only)",
-  tenants: "QUEEN_MESH_TENANTS",
-  secret: "QUEEN_SYNC_SECRET",
-  acceptedSecrets: "QUEEN_SYNC_SECRETS",
-  discovery: "QUEEN_MESH_DISCOVERY",
-  auth: "QUEEN_MESH_AUTH",
-  clusterLabel: "QUEEN_MESH_CLUSTER_LABEL",
-  tls: "QUEEN_MESH_TLS",
-  ...Object.fromEntries(Object.entries(bounds).map(([field, bound]) => [field, bound.variable]))
+  ...Object.fromEntries(Object.entries(textual).map(([field, variable]) => [field, variable.name])),
+  ...Object.fromEntries(Object.entries(bounds).map(([field, bound]) => [field, bound.variable])),
+  ephEpoch: "ephEpoch (code only)"
 } as { readonly [K in keyof MeshConfigShape]: string }
 
 const refuse = (

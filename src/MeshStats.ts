@@ -40,24 +40,8 @@ export const PeerStats = Schema.Struct({
   resolved_ip: Schema.NullOr(Schema.String),
   /** The address the last established link used, kept while it is down. */
   last_resolved_ip: Schema.NullOr(Schema.String),
-  /** Frames waiting in the peer's bounded send queue. */
-  queued: Schema.Number,
-  queued_bytes: Schema.Number,
-  /** Frames handed to this link = written + dropped_full + dropped_down + discarded + queued. */
-  handed: Schema.Number,
-  written: Schema.Number,
-  /** Dropped because the send queue was full (the peer is slow). */
-  dropped_full: Schema.Number,
-  /** Dropped because the link was down. */
-  dropped_down: Schema.Number,
-  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
-  discarded: Schema.Number,
-  /** Links that were up and went down. */
-  reconnects: Schema.Number,
-  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
-  silent_closes: Schema.Number,
-  /** Links closed because their writes stopped draining for the dead threshold. */
-  stalled_closes: Schema.Number,
+  /** The link's counters, under their one names (`Membership.LinkCounters`). */
+  ...Membership.LinkCounters.fields,
   /** Why the last dial or link failed, if one did. */
   last_error: Schema.NullOr(Schema.String)
 })

@@ -140,14 +140,16 @@ describe("one owner per fact", () => {
           assert.isNumber(get(body.peers![0]!), `the CLI prints the peer column "${label}"`)
         }
 
-        // The metrics count the same refusals under the same reasons.
+        // The metrics count the same refusals under the same names as the body's keys.
         yield* a.mesh.syncMetrics
         for (const reason of MeshError.handshakeReasonList) {
+          const name = MeshError.handshakeReasons[reason].stat
+          assert.isNumber(stats.rejections[name])
           const series = MeshMetrics.seriesValue(MeshMetrics.names.rejections, {
             server_id: "arch-a",
-            reason
+            reason: name
           })
-          assert.isTrue(series._tag === "Some", `no ${reason} series`)
+          assert.isTrue(series._tag === "Some", `no ${name} series`)
         }
       })
   )

@@ -53,10 +53,23 @@ export interface Parts {
   readonly popMaintenance: boolean
 }
 
+/** Counters of a member with no link (the entry naming this node): all zero. */
+const NO_COUNTERS: Membership.LinkCounters = {
+  queued: 0,
+  queued_bytes: 0,
+  handed: 0,
+  written: 0,
+  dropped_full: 0,
+  dropped_down: 0,
+  discarded: 0,
+  reconnects: 0,
+  silent_closes: 0,
+  stalled_closes: 0
+}
+
 const peerOf = (member: Membership.Member, address: Membership.Address): PeerStats => {
-  const link = member.link
-  const connected = Option.isSome(link) && link.value.connected
-  const count = (get: (link: Membership.Link) => number) => (Option.isSome(link) ? get(link.value) : 0)
+  const link = Option.getOrUndefined(member.link)
+  const connected = link?.connected === true
   return {
     host: address.host,
     port: address.port,
@@ -64,19 +77,10 @@ const peerOf = (member: Membership.Member, address: Membership.Address): PeerSta
     self: member.self,
     found_by: member.foundBy === "dns" || member.foundBy === "discovery" ? member.foundBy : "config",
     resolved: connected,
-    resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.resolvedIp) : null,
-    last_resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.lastResolvedIp) : null,
-    queued: count((l) => l.queued),
-    queued_bytes: count((l) => l.queuedBytes),
-    handed: count((l) => l.handed),
-    written: count((l) => l.written),
-    dropped_full: count((l) => l.droppedFull),
-    dropped_down: count((l) => l.droppedDown),
-    discarded: count((l) => l.discarded),
-    reconnects: count((l) => l.reconnects),
-    silent_closes: count((l) => l.silentCloses),
-    stalled_closes: count((l) => l.stalledCloses),
-    last_error: Option.isSome(link) ? Option.getOrNull(link.value.lastError) : null
+    resolved_ip: link === undefined ? null : Option.getOrNull(link.resolvedIp),
+    last_resolved_ip: link === undefined ? null : Option.getOrNull(link.lastResolvedIp),
+    ...(link?.counters ?? NO_COUNTERS),
+    last_error: link === undefined ? null : Option.getOrNull(link.lastError)
   }
 }
 
@@ -128,11 +132,11 @@ export const make = (parts: Parts): ActiveStats => {
   for (const member of parts.members) {
     if (Option.isSome(member.address)) peers.push(peerOf(member, member.address.value))
     if (Option.isSome(member.link)) {
-      const link = member.link.value
-      sent += link.written
-      droppedFull += link.droppedFull
-      droppedDown += link.droppedDown
-      discarded += link.discarded
+      const counters = member.link.value.counters
+      sent += counters.written
+      droppedFull += counters.dropped_full
+      droppedDown += counters.dropped_down
+      discarded += counters.discarded
     }
     const server = serverOf(member)
     if (server !== undefined) servers.push(server)

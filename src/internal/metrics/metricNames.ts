@@ -6,6 +6,7 @@
  * @internal
  */
 import { Metric, MetricBoundaries, MetricKey } from "effect"
+import type * as Membership from "../../Membership.js"
 
 export const names = {
   framesSent: "queen_mesh_frames_sent_total",
@@ -67,6 +68,45 @@ export const flushHistograms = (): void => {
   for (const flush of waitingHistograms) flush()
   waitingHistograms.clear()
 }
+
+/**
+ * Each per-link counter as a metric series, declared once: the counter's one name (as the stats body
+ * and the CLI have it) is the series' label value, so `peers[].dropped_full` is
+ * `queen_mesh_drops_total{cause="dropped_full"}`. `queued` is a gauge (`queen_mesh_queue_depth`).
+ */
+export const linkSeries: ReadonlyArray<{
+  readonly counter: keyof Membership.LinkCounters
+  readonly name: string
+  readonly help: string
+  readonly label?: readonly [key: string, value: string]
+}> = [
+  {
+    counter: "dropped_full",
+    name: names.drops,
+    help: "dropped frames by cause",
+    label: ["cause", "dropped_full"]
+  },
+  {
+    counter: "dropped_down",
+    name: names.drops,
+    help: "dropped frames by cause",
+    label: ["cause", "dropped_down"]
+  },
+  { counter: "discarded", name: names.drops, help: "dropped frames by cause", label: ["cause", "discarded"] },
+  { counter: "reconnects", name: names.reconnects, help: "links that were up and went down" },
+  {
+    counter: "silent_closes",
+    name: names.livenessCloses,
+    help: "links closed by the outbound liveness check, by reason",
+    label: ["reason", "silent_closes"]
+  },
+  {
+    counter: "stalled_closes",
+    name: names.livenessCloses,
+    help: "links closed by the outbound liveness check, by reason",
+    label: ["reason", "stalled_closes"]
+  }
+]
 
 const histogram = (
   name: string,

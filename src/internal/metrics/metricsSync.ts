@@ -10,7 +10,7 @@
 
 import { Context, Duration, Effect, Layer, Metric, MetricKey, Option, type Scope } from "effect"
 import * as MeshConfig from "../../MeshConfig.js"
-import { handshakeReasonList } from "../../MeshError.js"
+import { handshakeReasonList, handshakeReasons } from "../../MeshError.js"
 import * as MeshHealth from "../../MeshHealth.js"
 import { RunningLane } from "../lane/running.js"
 import { Listener } from "../links/listener.js"
@@ -139,28 +139,11 @@ export const make = (
             frames
           )
         }
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "queue_full"]], link.droppedFull)
-        count(names.drops, "dropped frames by cause", [...peer, ["cause", "link_down"]], link.droppedDown)
-        count(
-          names.drops,
-          "dropped frames by cause",
-          [...peer, ["cause", "discarded_on_reconnect"]],
-          link.discarded
-        )
-        count(names.reconnects, "links that were up and went down", peer, link.reconnects)
-        count(
-          names.livenessCloses,
-          "links closed by the outbound liveness check, by reason",
-          [...peer, ["reason", "peer_silent"]],
-          link.silentCloses
-        )
-        count(
-          names.livenessCloses,
-          "links closed by the outbound liveness check, by reason",
-          [...peer, ["reason", "write_stalled"]],
-          link.stalledCloses
-        )
-        gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.queued)
+        for (const series of MetricNames.linkSeries) {
+          const tags: Tags = series.label === undefined ? peer : [...peer, series.label]
+          count(series.name, series.help, tags, link.counters[series.counter])
+        }
+        gauge(names.queueDepth, "frames waiting in a peer's send queue", peer, link.counters.queued)
         if (link.connected) outboundUp++
       }
       for (const [peer, byTag] of counts.readByPeer) {
@@ -199,7 +182,9 @@ export const make = (
       for (const reason of handshakeReasonList) {
         const n = counts.rejections[reason]
         failures += n
-        count(names.rejections, "refused inbound connections by reason", [["reason", reason]], n)
+        // The reason under its one name, the stats body's `rejections` key.
+        const label: Tags = [["reason", handshakeReasons[reason].stat]]
+        count(names.rejections, "refused inbound connections by reason", label, n)
       }
       count(names.handshakeFailures, "refused inbound connections", [], failures)
       const open = (direction: string, authenticated: string, value: number) =>

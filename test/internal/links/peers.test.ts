@@ -44,12 +44,16 @@ describe("Peers", () => {
         const bytes = Frame.encode({ _tag: "MaintenanceModeSet", enabled: true })
         assert.strictEqual(peers.broadcast(bytes), 0)
         const links = yield* peers.links
-        for (const link of links) {
+        for (const { counters } of links) {
           assert.strictEqual(
-            link.handed,
-            link.written + link.droppedFull + link.droppedDown + link.discarded + link.queued
+            counters.handed,
+            counters.written +
+              counters.dropped_full +
+              counters.dropped_down +
+              counters.discarded +
+              counters.queued
           )
-          assert.strictEqual(link.droppedDown, 1)
+          assert.strictEqual(counters.dropped_down, 1)
         }
       })
   )
