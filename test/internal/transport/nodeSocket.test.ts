@@ -5,7 +5,7 @@
  */
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { connectionOf } from "../../../src/internal/links/socket.js"
+import { connectionOf } from "../../../src/internal/transport/nodeSocket.js"
 
 const nextTick = () => new Promise<void>((resolve) => process.nextTick(resolve))
 

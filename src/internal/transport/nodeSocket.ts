@@ -11,6 +11,10 @@ import { Effect, Exit, Fiber, Option, Runtime } from "effect"
 import { TransportError } from "../../MeshError.js"
 import type { Connection } from "../../Transport.js"
 
+/** TCP keep-alive's first probe on every mesh socket, TCP or TLS (`TcpTransport.KEEPALIVE_MS`). */
+export const KEEPALIVE_MS = 10_000
+
+/** A connected socket as the mesh's `Connection`, `address` naming the other end in errors. */
 export const connectionOf = (socket: Net.Socket, address: string): Connection => {
   // A lone frame is written at once: a wake leaves before the caller's fiber finishes its turn. Once a
   // tick carries more than one frame the link is busy, and from then on the frames of a tick are
@@ -148,6 +152,7 @@ export const connectionOf = (socket: Net.Socket, address: string): Connection =>
   }
 }
 
+/** Destroys a socket unless it already is. */
 export const destroy = (socket: Net.Socket) =>
   Effect.sync(() => {
     if (!socket.destroyed) socket.destroy()
