@@ -44,7 +44,7 @@ import * as Switchboard from "./switchboard.js"
  * @category models
  */
 export interface DemoOptions {
-  /** How long the demo runs, start-up included, in seconds. */
+  /** How long the demo runs once its nodes are up (start-up waits for them, at most a minute), in seconds. */
   readonly duration: number
   /** Plain periodic lines instead of a view redrawn in place (the default when stdout is not a TTY). */
   readonly plain: boolean
@@ -522,9 +522,10 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const secret = Redacted.make(randomBytes(16).toString("hex"))
     if (kind === "pg") yield* printLine("queen-mesh demo: starting an embedded PostgreSQL for the lane ...")
     const carrier = kind === "pg" ? yield* pgCarrier(secret) : tcpCarrier(switchboard, secret)
-    // The clock starts once the database is up: the run's duration is the mesh's.
-    const start = yield* Clock.currentTimeNanos
-    const now = Broker.elapsedSince(start)
+    // The clock restarts once every node is up (below): the run's duration is the mesh's, however long
+    // the machine takes to start the nodes (and the database) before it.
+    let start = yield* Clock.currentTimeNanos
+    const now = Effect.suspend(() => Broker.elapsedSince(start))
     const timeline: Array<TimelineEntry> = []
     const note = (text: string) =>
       Effect.map(now, (at) => {
@@ -629,12 +630,15 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       )
     )
 
-    // Start-up: wait (bounded) until every link is up, so the first pushes are not lost hints.
+    // Start-up: wait (bounded, generously: a busy machine may take seconds) until every link is up, so
+    // the first pushes are not lost hints. What happened until then is shown at 0 s.
     yield* allLinked.pipe(
       Effect.repeat({ schedule: Schedule.spaced(Duration.millis(20)), until: (ok) => ok }),
-      Effect.timeout(Duration.seconds(5)),
+      Effect.timeout(Duration.seconds(60)),
       Effect.ignore
     )
+    start = yield* Clock.currentTimeNanos
+    timeline.splice(0, timeline.length, ...timeline.map((entry) => ({ ...entry, at: 0 })))
 
     const observer: Broker.BrokerObserver = {
       now,
