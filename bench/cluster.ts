@@ -280,7 +280,7 @@ const discoveryUnavailable = (
  * processes on 127.0.0.2, .3, ... share one mesh port and `QUEEN_MESH_DISCOVERY=dns:<name>` at
  * `intervalMs`, the name resolving to every one of them through a hosts file; each runs in a private
  * mount namespace with that file over /etc/hosts (and `multi on` in /etc/host.conf), as
- * `test/Discovery.process.test.ts` does, so it needs root and `unshare -m` (else `skipped`, saying
+ * `test/Discovery.process.int.test.ts` does, so it needs root and `unshare -m` (else `skipped`, saying
  * why). Once they are a full mesh, each join, after a random pause of up to one interval: the new
  * address appended to the file in place (the running nodes see it at their next round), the new node
  * spawned on it, and from its `listening` line a push on one existing node (rotating) every

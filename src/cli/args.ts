@@ -147,7 +147,7 @@ export const commands: ReadonlyArray<CommandSpec> = [
       {
         name: "duration",
         value: "S",
-        description: "seconds to run, start-up included (default 10, at most 3600)"
+        description: "seconds to run once the nodes are up (default 10, at most 3600)"
       },
       { name: "plain", description: "plain lines instead of a live view (the default off a terminal)" },
       {

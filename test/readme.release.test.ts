@@ -141,7 +141,7 @@ describe("the examples of README.md and docs/*.md", () => {
         return `${page}:${Number(fence) + line + 1}: ${text}`
       })
     assert.deepStrictEqual(errors, [])
-  }, 120_000)
+  }, 300_000)
 
   describe("run", () => {
     afterEach(() => {
@@ -165,7 +165,7 @@ describe("the examples of README.md and docs/*.md", () => {
         } catch (error) {
           throw new Error(`${example.where} failed: ${String(error)}\nit printed:\n${printed.join("\n")}`)
         }
-      }, 20_000)
+      }, 120_000)
     }
   })
 })

@@ -130,7 +130,7 @@ describe("failed dials leave nothing behind", () => {
       const dialsReach = (count: number) =>
         MeshTest.eventually(
           Effect.sync(() => resolved >= count),
-          "20 seconds"
+          "120 seconds"
         )
       yield* dialsReach(200)
       const at200 = { dials: resolved, heap: heapAfterGc() }

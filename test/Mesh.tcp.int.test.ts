@@ -148,7 +148,10 @@ describe("Mesh over loopback TCP", () => {
         if (i % 500 === 499)
           yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.peers[0]!.queued === 0))
       }
-      yield* eventually(Effect.map(b.mesh.stats, (s) => s.enabled && s.messages_received === 5000))
+      yield* eventually(
+        Effect.map(b.mesh.stats, (s) => s.enabled && s.messages_received === 5000),
+        "60 seconds"
+      )
       const sent = yield* a.mesh.stats
       assert.isTrue(sent.enabled && sent.messages_dropped === 0 && sent.messages_sent === 5000)
     })

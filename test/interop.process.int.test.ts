@@ -40,7 +40,7 @@ const EMOJI_255 = "🦀".repeat(255)
 const JA_256 = "名".repeat(256)
 const EMOJI_256 = "🦀".repeat(256)
 /** Start-up and the first dials can take a while on a loaded machine (dial backoff runs to 5 s). */
-const STARTUP = Duration.seconds(20)
+const STARTUP = Duration.seconds(60)
 
 const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)

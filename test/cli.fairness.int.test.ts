@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
-import { freePort } from "./fixtures/cluster.js"
+import { eventually, freePort } from "./fixtures/cluster.js"
 import { dialUpstream } from "./fixtures/upstream.js"
 
 const SECRET = "s3cr3t"
@@ -46,14 +46,25 @@ describe("queen-mesh node: stdout fairness", () => {
         yield* good.send(Frame.Tag.MESSAGE_AVAILABLE, { queue: "orders", partition: `good-${round}` })
         yield* Effect.sleep("10 millis")
       }
-      yield* Effect.sleep("300 millis")
+      const statsBody = Effect.promise(
+        () =>
+          fetch(`http://127.0.0.1:${http}/internal/api/shared-state/stats`).then((r) => r.json()) as Promise<{
+            messages_received: number
+            stdout_events_dropped: number
+            stdout_events_dropped_by_source: Record<string, number>
+          }>
+      )
+      // The reader comes back once the node has read the whole flood (69 rounds of 15 batches, and the
+      // good peer's 69 wakes) while it was stalled.
+      yield* eventually(
+        Effect.map(statsBody, (body) => body.messages_received >= 69 * 16),
+        "60 seconds"
+      )
       node.resumeStdout()
-      yield* node.waitForLine((line) => line.includes('"partition":"good-68"'), "20 seconds")
+      yield* node.waitForLine((line) => line.includes('"partition":"good-68"'), "60 seconds")
       const printed = node.lines.filter((line) => line.includes('"from":"good"'))
       assert.strictEqual(printed.length, 69)
-      const stats = (yield* Effect.promise(() =>
-        fetch(`http://127.0.0.1:${http}/internal/api/shared-state/stats`).then((r) => r.json())
-      )) as { stdout_events_dropped: number; stdout_events_dropped_by_source: Record<string, number> }
+      const stats = yield* statsBody
       assert.isAbove(stats.stdout_events_dropped_by_source.flooder ?? 0, 0)
       assert.strictEqual(stats.stdout_events_dropped_by_source.good, undefined)
       assert.strictEqual(

@@ -1,17 +1,16 @@
 /**
  * The fault proxy fixture on its own, with plain sockets and an echo server as its target: each fault
- * does what the fixture promises, so tests that use it can trust what they inject. Negative checks
- * ("nothing arrived") wait a short grace period; they can only pass wrongly, never fail from slowness.
+ * does what the fixture promises, so tests that use it can trust what they inject. What must not happen
+ * is shown by the proxy's state (a stalled proxy reads from no socket, so it cannot forward) or by an
+ * ordering (a connection made after another proves the earlier one was handled first), never by
+ * watching for a while.
  */
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Schedule, Scope } from "effect"
+import { type Duration, Effect, Exit, Schedule, Scope } from "effect"
 import * as FaultProxy from "./fixtures/faultProxy.js"
 
 const HOST = "127.0.0.1"
-/** How long a negative check watches for something that must not happen. */
-const GRACE = Duration.millis(150)
-
 interface Echo {
   readonly port: number
   /** Every chunk the echo server read, per connection, in order. */
@@ -56,6 +55,12 @@ interface Client {
 
 const received = (chunks: ReadonlyArray<Buffer>): string => Buffer.concat(chunks).toString("latin1")
 
+/** Writes `data` and waits until it has been handed to the kernel. */
+const write = (socket: Net.Socket, data: string) =>
+  Effect.async<void>((resume) => {
+    socket.write(data, () => resume(Effect.void))
+  })
+
 /** A plain client socket, connected, destroyed with the scope. */
 const client = (port: number): Effect.Effect<Client, Error, Scope.Scope> =>
   Effect.acquireRelease(
@@ -78,7 +83,7 @@ const client = (port: number): Effect.Effect<Client, Error, Scope.Scope> =>
   )
 
 /** Polls `check` until it holds; fails after `within`. */
-const eventually = (check: () => boolean, within: Duration.DurationInput = "5 seconds") =>
+const eventually = (check: () => boolean, within: Duration.DurationInput = "30 seconds") =>
   Effect.sync(check).pipe(
     Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (ok) => ok }),
     Effect.timeoutFail({ duration: within, onTimeout: () => new Error("condition not reached in time") }),
@@ -172,12 +177,14 @@ describe("faultProxy", () => {
       c.socket.write("one")
       yield* eventually(() => received(c.chunks) === "one")
       proxy.stall(true)
-      c.socket.write("two")
-      yield* Effect.sleep(GRACE)
-      assert.strictEqual(received(echo.connections[0]!.chunks), "one")
+      // Reading from no socket, the proxy cannot forward "two" until the stall is lifted.
+      assert.strictEqual(proxy.counters().reading, 0)
+      yield* write(c.socket, "two")
+      assert.strictEqual(proxy.counters().reading, 0)
       assert.strictEqual(proxy.counters().bytesUp, 3)
       proxy.stall(false)
       yield* eventually(() => received(c.chunks) === "onetwo")
+      assert.strictEqual(received(echo.connections[0]!.chunks), "onetwo")
     })
   )
 
@@ -186,10 +193,12 @@ describe("faultProxy", () => {
       const { echo, proxy } = yield* setup
       proxy.stall(true)
       const c = yield* client(proxy.port)
-      c.socket.write("held")
-      yield* Effect.sleep(GRACE)
-      assert.strictEqual(c.chunks.length, 0)
+      yield* write(c.socket, "held")
+      // Accepted, and read from on neither side.
+      yield* eventually(() => proxy.counters().open === 1)
+      assert.strictEqual(proxy.counters().reading, 0)
       assert.strictEqual(proxy.counters().bytesUp, 0)
+      assert.strictEqual(c.chunks.length, 0)
       proxy.stall(false)
       yield* eventually(() => received(c.chunks) === "held")
       assert.strictEqual(echo.connections.length, 1)
@@ -222,21 +231,22 @@ describe("faultProxy", () => {
       const { echo, proxy } = yield* setup
       proxy.blackHole(true)
       const c = yield* client(proxy.port)
-      c.socket.write("into the void")
-      yield* Effect.sleep(GRACE)
-      assert.strictEqual(echo.connections.length, 0)
-      assert.strictEqual(c.chunks.length, 0)
-      assert.isFalse(c.state.closed, "a half-open link stays open")
+      yield* write(c.socket, "into the void")
+      yield* eventually(() => proxy.counters().accepted === 1)
       const counters = proxy.counters()
-      assert.strictEqual(counters.accepted, 1)
       assert.strictEqual(counters.blackHoled, 1)
+      assert.strictEqual(counters.reading, 0)
       assert.strictEqual(counters.bytesUp, 0)
       // Lifting the hole heals new connections; the swallowed one stays dead.
       proxy.blackHole(false)
       const d = yield* client(proxy.port)
       d.socket.write("ok")
       yield* eventually(() => received(d.chunks) === "ok")
+      // The target accepts in order: had the first connection been forwarded, its upstream, dialled
+      // first, would be there before the second's.
+      assert.strictEqual(echo.connections.length, 1)
       assert.strictEqual(c.chunks.length, 0)
+      assert.isFalse(c.state.closed, "a half-open link stays open")
     })
   )
 
@@ -247,8 +257,10 @@ describe("faultProxy", () => {
       c.socket.write("x")
       yield* eventually(() => received(c.chunks) === "x")
       proxy.blackHole(true)
-      c.socket.write("y")
-      yield* Effect.sleep(GRACE)
+      // Reading from no socket, the proxy cannot forward "y" until the hole is lifted.
+      assert.strictEqual(proxy.counters().reading, 0)
+      yield* write(c.socket, "y")
+      assert.strictEqual(proxy.counters().reading, 0)
       assert.strictEqual(received(c.chunks), "x")
       proxy.blackHole(false)
       yield* eventually(() => received(c.chunks) === "xy")
