@@ -710,6 +710,26 @@ describe("OutboundLink", () => {
     )
 
     it.scoped(
+      "a peer silent on every link is warned about on the first close, then at most once a minute",
+      () =>
+        Effect.gen(function* () {
+          // Reachable, but never heard from inbound (say its own dials to us are blocked): each link is
+          // closed by the liveness check a dead threshold after it came up, and dialled again at once.
+          const dialer = yield* start({ deadThreshold: Duration.seconds(5), peerSilence: () => 60_000 })
+          for (let t = 0; t < 130_000; t += 1000) yield* advance(1000)
+          yield* until(() => dialer.link.snapshot().silentCloses === 26)
+          const message = "mesh link closed by its liveness check; dialling again"
+          assert.deepStrictEqual(warnings(dialer.lines), [
+            [5000, message, "peer silent"],
+            [65_000, message, "peer silent"],
+            [125_000, message, "peer silent"]
+          ])
+          const first = dialer.lines.find((line) => line.level === "WARN")!
+          assert.include(first.annotations, { dead_threshold_ms: 5000, failures: 1 })
+        })
+    )
+
+    it.scoped(
       "an established link that breaks is warned about, and the next failure warned about afresh",
       () =>
         Effect.gen(function* () {
