@@ -10,9 +10,10 @@
  * Any failure marks the link down and retries on the reconnect `Schedule` (default 250 ms doubling,
  * capped at 5 s, started afresh after a session that was established: up for a heartbeat interval past
  * the listener's auth-failure delay, so a peer refusing our HELLO is not redialled in a tight loop). A
- * peer that keeps failing is logged at warning on the first failure and on every change of reason,
- * then at most once a minute; a peer never reached yet only at info for its first dead threshold. An
- * entry our own listener recognises as this node is never dialled again.
+ * peer that keeps failing (refusing, closing on our HELLO, or having its links closed by the liveness
+ * check) is logged at warning on the first failure and on every change of reason, then at most once a
+ * minute; a peer never reached yet only at info for its first dead threshold. An entry our own
+ * listener recognises as this node is never dialled again.
  *
  * @internal
  */
@@ -233,13 +234,9 @@ export class OutboundLink {
         const writing = link.writeStartedAt
         if (reason === undefined && writing !== undefined && now - writing >= deadMs) reason = "write stalled"
         if (reason === undefined) return Effect.void
+        // Said by `failed`, at the rate of any failure that repeats.
         link.closedBy(reason)
-        return Effect.zipRight(
-          Effect.logWarning("mesh link closed by its liveness check; dialling again").pipe(
-            Effect.annotateLogs({ reason, dead_threshold_ms: deadMs })
-          ),
-          Effect.fail(reason)
-        )
+        return Effect.fail(reason)
       })
       // A heartbeat every interval, busy or not, as upstream sends them.
       const heartbeats = Effect.forever(
@@ -309,17 +306,22 @@ export class OutboundLink {
       const reason = describeFailure(down.cause)
       this.link.failed(reason)
       if (down.connected) this.reached = true
-      if (down.established) {
+      // A link the liveness check closed was up, but its peer is a black hole, and stays one on the
+      // next link: a failure that repeats, not a link lost once.
+      const byCheck = down.cause === "peer silent" || down.cause === "write stalled"
+      if (down.established && !byCheck) {
         this.lastReason = undefined
         this.failuresSinceWarning = 0
         return yield* Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
       }
       // A peer that keeps failing the same way is warned about on the first failure and on every change
-      // of reason, then at most once a minute, whether it refuses the connection or closes on our HELLO
-      // (the listener says nothing more when it refuses one).
-      const message = down.connected
-        ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
-        : "mesh peer unreachable"
+      // of reason, then at most once a minute, whether it refuses the connection, closes on our HELLO
+      // (the listener says nothing more when it refuses one) or has its links closed by the check.
+      const message = byCheck
+        ? "mesh link closed by its liveness check; dialling again"
+        : down.connected
+          ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
+          : "mesh peer unreachable"
       const key = `${down.connected}:${reason}`
       this.failuresSinceWarning++
       const now = yield* Clock.currentTimeMillis
@@ -329,8 +331,13 @@ export class OutboundLink {
         )
       }
       if (key !== this.lastReason || now - this.lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
+        const failures = this.failuresSinceWarning
         yield* Effect.logWarning(message).pipe(
-          Effect.annotateLogs({ reason, failures: this.failuresSinceWarning })
+          Effect.annotateLogs(
+            byCheck
+              ? { reason, failures, dead_threshold_ms: Duration.toMillis(this.options.deadThreshold) }
+              : { reason, failures }
+          )
         )
         this.lastReason = key
         this.lastWarningAt = now
