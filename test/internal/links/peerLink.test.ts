@@ -22,7 +22,12 @@ const link = (options: { capacity?: number; bytes?: number; observe?: (frames: n
 
 /** The accounting identity of the module comment. */
 const balanced = (state: PeerLinkState): boolean =>
-  state.handed === state.written + state.droppedFull + state.droppedDown + state.discarded + state.queued
+  state.counters.handed ===
+  state.counters.written +
+    state.counters.dropped_full +
+    state.counters.dropped_down +
+    state.counters.discarded +
+    state.counters.queued
 
 const sum = (rows: ReadonlyArray<readonly [number, number]>) => rows.reduce((total, [, n]) => total + n, 0)
 
@@ -37,8 +42,8 @@ describe("PeerLink", () => {
       const taken = [wake(), wake(), wake(), wake(), maintenance].map((bytes) => l.offer(bytes))
       assert.deepStrictEqual(taken, [true, true, true, false, false])
       const state = l.snapshot()
-      assert.include(state, { handed: 5, queued: 3, droppedFull: 2, written: 0 })
-      assert.strictEqual(state.queuedBytes, 3 * wake().length)
+      assert.include(state.counters, { handed: 5, queued: 3, dropped_full: 2, written: 0 })
+      assert.strictEqual(state.counters.queued_bytes, 3 * wake().length)
       // Dropped frames are counted by tag as well.
       assert.deepStrictEqual(state.droppedByTag, [
         [Frame.Tag.MESSAGE_AVAILABLE, 1],
@@ -57,7 +62,11 @@ describe("PeerLink", () => {
       assert.isTrue(l.offer(heartbeat))
       assert.isFalse(l.offer(heartbeat))
       const state = l.snapshot()
-      assert.include(state, { queued: 3, droppedFull: 2, queuedBytes: 2 * big.length + heartbeat.length })
+      assert.include(state.counters, {
+        queued: 3,
+        dropped_full: 2,
+        queued_bytes: 2 * big.length + heartbeat.length
+      })
       assert.isTrue(balanced(state))
     })
 
@@ -68,11 +77,11 @@ describe("PeerLink", () => {
       l.offer(wake())
       const held = l.takeAll(0)
       assert.strictEqual(held.length, 2)
-      assert.include(l.snapshot(), { queued: 2, queuedBytes: 2 * wake().length })
+      assert.include(l.snapshot().counters, { queued: 2, queued_bytes: 2 * wake().length })
       assert.isFalse(l.offer(wake()), "the writer's frames still fill the queue")
       l.wrote(held)
       assert.isTrue(l.offer(wake()))
-      assert.include(l.snapshot(), { written: 2, droppedFull: 1, queued: 1, handed: 4 })
+      assert.include(l.snapshot().counters, { written: 2, dropped_full: 1, queued: 1, handed: 4 })
     })
 
     it("takes every waiting frame oldest first, and marks the write as started", () => {
@@ -101,7 +110,8 @@ describe("PeerLink", () => {
       l.down()
       assert.isFalse(l.offer(heartbeat))
       const state = l.snapshot()
-      assert.include(state, { handed: 2, droppedDown: 2, queued: 0, connected: false })
+      assert.include(state, { connected: false })
+      assert.include(state.counters, { handed: 2, dropped_down: 2, queued: 0 })
       assert.isTrue(balanced(state))
     })
 
@@ -114,14 +124,15 @@ describe("PeerLink", () => {
       l.offer(maintenance)
       l.down()
       const state = l.snapshot()
-      assert.include(state, { discarded: 3, queued: 0, queuedBytes: 0, reconnects: 1, connected: false })
+      assert.include(state, { connected: false })
+      assert.include(state.counters, { discarded: 3, queued: 0, queued_bytes: 0, reconnects: 1 })
       assert.strictEqual(l.writeStartedAt, undefined)
       assert.isTrue(Option.isNone(state.resolvedIp))
       assert.deepStrictEqual(state.lastResolvedIp, Option.some("10.0.0.2"))
       assert.strictEqual(sum(state.droppedByTag), 3)
       // A second down of a link already down is no reconnect.
       l.down()
-      assert.strictEqual(l.snapshot().reconnects, 1)
+      assert.strictEqual(l.snapshot().counters.reconnects, 1)
     })
   })
 
@@ -139,7 +150,7 @@ describe("PeerLink", () => {
         assert.isTrue(l.offer(maintenance))
         assert.isTrue(l.offer(heartbeat))
         assert.strictEqual(direct.length, 3)
-        assert.include(l.snapshot(), { written: 3, queued: 0, handed: 3 })
+        assert.include(l.snapshot().counters, { written: 3, queued: 0, handed: 3 })
         assert.deepStrictEqual(writes, [])
         yield* nextTurn
         assert.deepStrictEqual(writes, [3])
@@ -168,7 +179,7 @@ describe("PeerLink", () => {
       const first = wake("first")
       const second = wake("second")
       assert.isTrue(l.offer(first))
-      assert.strictEqual(l.snapshot().queued, 1)
+      assert.strictEqual(l.snapshot().counters.queued, 1)
       // The transport could take it now, but a frame waits: this one goes behind it.
       accept = true
       assert.isTrue(l.offer(second))
@@ -194,7 +205,7 @@ describe("PeerLink", () => {
       l.up(undefined, undefined)
       assert.isTrue(l.offer(wake()))
       assert.deepStrictEqual(direct, [])
-      assert.strictEqual(l.snapshot().queued, 1)
+      assert.strictEqual(l.snapshot().counters.queued, 1)
     })
   })
 
@@ -221,7 +232,7 @@ describe("PeerLink", () => {
         yield* Effect.yieldNow()
         yield* Fiber.interrupt(waiter)
         assert.isTrue(l.offer(wake()))
-        assert.strictEqual(l.snapshot().queued, 1)
+        assert.strictEqual(l.snapshot().counters.queued, 1)
       })
     )
   })
@@ -240,13 +251,12 @@ describe("PeerLink", () => {
       // handed.
       l.down()
       const state = l.snapshot()
-      assert.include(state, {
-        self: true,
-        connected: false,
+      assert.include(state, { self: true, connected: false })
+      assert.include(state.counters, {
         handed: 1,
         discarded: 1,
-        droppedDown: 0,
-        droppedFull: 0,
+        dropped_down: 0,
+        dropped_full: 0,
         reconnects: 0
       })
       assert.isTrue(balanced(state))
@@ -283,19 +293,21 @@ describe("PeerLink", () => {
         connected: false,
         self: false,
         foundBy: "dns",
-        silentCloses: 0,
-        stalledCloses: 0,
         learnedId: Option.none(),
         resolvedIp: Option.none(),
         lastResolvedIp: Option.none(),
-        queued: 0,
-        queuedBytes: 0,
-        handed: 0,
-        written: 0,
-        droppedFull: 0,
-        droppedDown: 0,
-        discarded: 0,
-        reconnects: 0,
+        counters: {
+          handed: 0,
+          written: 0,
+          dropped_full: 0,
+          dropped_down: 0,
+          discarded: 0,
+          queued: 0,
+          queued_bytes: 0,
+          reconnects: 0,
+          silent_closes: 0,
+          stalled_closes: 0
+        },
         lastError: Option.none(),
         writtenByTag: [],
         droppedByTag: []
@@ -313,22 +325,26 @@ describe("PeerLink", () => {
       assert.deepStrictEqual(state, {
         ...empty,
         connected: true,
-        silentCloses: 1,
-        stalledCloses: 2,
         learnedId: Option.some("queen-b"),
         resolvedIp: Option.some("fd00::2"),
         lastResolvedIp: Option.some("fd00::2"),
-        queued: 1,
-        queuedBytes: maintenance.length,
-        handed: 2,
-        written: 1,
+        counters: {
+          ...empty.counters,
+          silent_closes: 1,
+          stalled_closes: 2,
+          queued: 1,
+          queued_bytes: maintenance.length,
+          handed: 2,
+          written: 1
+        },
         lastError: Option.some("refused"),
         writtenByTag: [[Frame.Tag.MESSAGE_AVAILABLE, 1]]
       })
       // Later changes leave the copy alone.
       l.offer(wake())
       l.down()
-      assert.include(state, { queued: 1, handed: 2, connected: true, discarded: 0 })
+      assert.include(state, { connected: true })
+      assert.include(state.counters, { queued: 1, handed: 2, discarded: 0 })
       assert.deepStrictEqual(state.droppedByTag, [])
     })
   })
@@ -396,23 +412,27 @@ describe("PeerLink", () => {
               const after = l.snapshot()
               if (self) {
                 assert.isFalse(taken)
-                assert.strictEqual(after.handed, before.handed, "an entry naming this node is handed nothing")
+                assert.strictEqual(
+                  after.counters.handed,
+                  before.counters.handed,
+                  "an entry naming this node is handed nothing"
+                )
                 break
               }
-              assert.strictEqual(after.handed, before.handed + 1)
+              assert.strictEqual(after.counters.handed, before.counters.handed + 1)
               const inQueue = waiting.length + (held?.length ?? 0)
               const full =
                 inQueue >= capacity || size(waiting) + size(held ?? []) + bytes.length > capacityBytes
               if (!connected) {
                 assert.isFalse(taken)
-                assert.strictEqual(after.droppedDown, before.droppedDown + 1)
-              } else if (after.written === before.written + 1) {
+                assert.strictEqual(after.counters.dropped_down, before.counters.dropped_down + 1)
+              } else if (after.counters.written === before.counters.written + 1) {
                 // Only an idle link writes directly: nothing waits and the writer holds nothing.
                 assert.isTrue(taken)
                 assert.isTrue(waiting.length === 0 && held === undefined, "a direct write jumped the queue")
               } else if (full) {
                 assert.isFalse(taken)
-                assert.strictEqual(after.droppedFull, before.droppedFull + 1)
+                assert.strictEqual(after.counters.dropped_full, before.counters.dropped_full + 1)
               } else {
                 assert.isTrue(taken, "a frame within both bounds was dropped")
                 waiting.push(bytes)
@@ -448,7 +468,7 @@ describe("PeerLink", () => {
             case "wrote":
               if (held === undefined) break
               l.wrote(held)
-              assert.strictEqual(l.snapshot().written, before.written + held.length)
+              assert.strictEqual(l.snapshot().counters.written, before.counters.written + held.length)
               held = undefined
               break
             case "markSelf":
@@ -467,13 +487,16 @@ describe("PeerLink", () => {
           }
           const state = l.snapshot()
           assert.isTrue(balanced(state), `unbalanced after ${step.op}: ${JSON.stringify(state)}`)
-          assert.strictEqual(state.queued, waiting.length + (held?.length ?? 0))
-          assert.strictEqual(state.queuedBytes, size(waiting) + size(held ?? []))
-          assert.isAtMost(state.queued, capacity)
-          assert.isAtMost(state.queuedBytes, capacityBytes)
-          assert.strictEqual(sum(state.writtenByTag), state.written)
-          assert.strictEqual(sum(state.droppedByTag), state.droppedFull + state.droppedDown + state.discarded)
-          assert.strictEqual(state.reconnects, reconnects)
+          assert.strictEqual(state.counters.queued, waiting.length + (held?.length ?? 0))
+          assert.strictEqual(state.counters.queued_bytes, size(waiting) + size(held ?? []))
+          assert.isAtMost(state.counters.queued, capacity)
+          assert.isAtMost(state.counters.queued_bytes, capacityBytes)
+          assert.strictEqual(sum(state.writtenByTag), state.counters.written)
+          assert.strictEqual(
+            sum(state.droppedByTag),
+            state.counters.dropped_full + state.counters.dropped_down + state.counters.discarded
+          )
+          assert.strictEqual(state.counters.reconnects, reconnects)
           assert.strictEqual(state.connected, connected && !self)
         }
       },
