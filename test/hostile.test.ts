@@ -16,22 +16,13 @@ const SECRET = "hostile-test-secret"
 const decodeListening = Schema.decodeUnknownSync(Listening)
 const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 
-const rawFrame = (tag: number, payload: string | Buffer) => {
-  const bytes = typeof payload === "string" ? Buffer.from(payload) : payload
-  const out = Buffer.alloc(5 + bytes.length)
-  out.writeUInt32BE(1 + bytes.length, 0)
-  out[4] = tag
-  bytes.copy(out, 5)
-  return out
-}
-
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
 
 const hello = (serverId: string) =>
   Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(SECRET), "ab".repeat(16)))
 
 /** Opens a connection to 127.0.0.1:port, writes `bytes`, and waits until the node closes it or `ms` pass. */
-const sendAndClose = (port: number, bytes: Buffer, ms = 2_000) =>
+const sendAndClose = (port: number, bytes: Uint8Array, ms = 2_000) =>
   Effect.async<void>((resume) => {
     const socket = Net.createConnection({ host: "127.0.0.1", port })
     const done = () => {
@@ -66,7 +57,7 @@ describe("hostile input against queen-mesh node", () => {
 
       // Unauthenticated: a first frame of 2,200 nested arrays, as a HELLO and as another tag.
       for (const tag of [Frame.Tag.HELLO, Frame.Tag.MESSAGE_AVAILABLE]) {
-        yield* sendAndClose(port, rawFrame(tag, nested(2_200)))
+        yield* sendAndClose(port, Frame.frameBytes(tag, nested(2_200)))
       }
       // Authenticated: 100,000 nested arrays in tags 1, 2 and 40.
       for (const tag of [
@@ -74,7 +65,11 @@ describe("hostile input against queen-mesh node", () => {
         Frame.Tag.MESSAGE_AVAILABLE_BATCH,
         Frame.Tag.MAINTENANCE_MODE_SET
       ]) {
-        yield* sendAndClose(port, Buffer.concat([hello("hostile"), rawFrame(tag, nested(100_000))]), 500)
+        yield* sendAndClose(
+          port,
+          Buffer.concat([hello("hostile"), Frame.frameBytes(tag, nested(100_000))]),
+          500
+        )
       }
 
       assert.isNull(node.child.exitCode, `the node exited\n${node.stderr().slice(-2000)}`)
