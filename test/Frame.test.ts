@@ -33,7 +33,7 @@ const assertDecodeError = (
   return result.left
 }
 
-/** The JSON text of an encoded frame, after checking its prefix and tag byte. */
+/** The JSON text of an encoded frame, after checking its prefix and tag byte (read by hand, as below). */
 const jsonOf = (bytes: Uint8Array, tag: number): string => {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   assert.strictEqual(view.getUint32(0), bytes.length - 4)
@@ -123,6 +123,8 @@ describe("Frame", () => {
     })
   })
 
+  // The bytes spelled out by hand, not through `Frame.frameBytes` or test/fixtures/frames.ts: these
+  // tests are what shows the one frame builder lays frames out as the spec's "Framing" says.
   describe("encode layout", () => {
     it("writes u32 BE length (tag byte + payload bytes), the tag byte, then the JSON", () => {
       const bytes = Frame.encode({

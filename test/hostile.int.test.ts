@@ -17,15 +17,6 @@ const SECRET = "hostile-test-secret"
 const decodeListening = Schema.decodeUnknownSync(Listening)
 const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
 
-const rawFrame = (tag: number, payload: string | Buffer) => {
-  const bytes = typeof payload === "string" ? Buffer.from(payload) : payload
-  const out = Buffer.alloc(5 + bytes.length)
-  out.writeUInt32BE(1 + bytes.length, 0)
-  out[4] = tag
-  bytes.copy(out, 5)
-  return out
-}
-
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
 
 const hello = (serverId: string) =>
@@ -36,7 +27,7 @@ const hello = (serverId: string) =>
  * holds (the node's counters show it read them), then closes it: closing sooner could reset the
  * connection before the node read what was sent.
  */
-const sendAndClose = (port: number, bytes: Buffer, handled: Effect.Effect<boolean>) =>
+const sendAndClose = (port: number, bytes: Uint8Array, handled: Effect.Effect<boolean>) =>
   Effect.gen(function* () {
     const socket = Net.createConnection({ host: "127.0.0.1", port })
     const closed = { value: false }
@@ -84,7 +75,7 @@ describe("hostile input against queen-mesh node", () => {
 
       // Unauthenticated: a first frame of 2,200 nested arrays, as a HELLO and as another tag.
       for (const tag of [Frame.Tag.HELLO, Frame.Tag.MESSAGE_AVAILABLE]) {
-        yield* sendAndClose(port, rawFrame(tag, nested(2_200)), yield* counted(failures))
+        yield* sendAndClose(port, Frame.frameBytes(tag, nested(2_200)), yield* counted(failures))
       }
       // Authenticated: 100,000 nested arrays in tags 1, 2 and 40.
       for (const tag of [
@@ -94,7 +85,7 @@ describe("hostile input against queen-mesh node", () => {
       ]) {
         yield* sendAndClose(
           port,
-          Buffer.concat([hello("hostile"), rawFrame(tag, nested(100_000))]),
+          Buffer.concat([hello("hostile"), Frame.frameBytes(tag, nested(100_000))]),
           yield* counted(rejected)
         )
       }

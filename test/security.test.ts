@@ -25,10 +25,10 @@ import { MAX_LABEL_BYTES, MAX_SERVER_ID_BYTES } from "../src/internal/wire/names
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
+import { header, jsonFrame } from "./fixtures/frames.js"
 import { active } from "./fixtures/memory.js"
 import {
   helloFrame,
-  jsonFrame,
   jsonOf,
   maintenanceOn,
   type RawFrame,
@@ -660,10 +660,7 @@ describe("security: the listener's defences", () => {
         // Refused from the length prefix alone, before the body is sent.
         const prefixOnly = yield* rawClient(network, "b")
         yield* prefixOnly.challenge
-        const header = Buffer.alloc(5)
-        header.writeUInt32BE(cap + 1, 0)
-        header[4] = Frame.Tag.HELLO
-        yield* prefixOnly.write(header)
+        yield* prefixOnly.write(header(cap + 1, Frame.Tag.HELLO))
         yield* until(b, (s) => s.rejections.oversized_hello === 2, "the length prefix was not refused")
 
         const atCap = yield* rawClient(network, "b")

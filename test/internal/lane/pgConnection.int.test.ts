@@ -10,6 +10,7 @@ import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Schedule, type Scope } from "effect"
 import * as PgLane from "../../../src/internal/lane/pgConnection.js"
 import * as Envelope from "../../../src/internal/lane/pgEnvelope.js"
+import { jsonFrame as frame } from "../../fixtures/frames.js"
 import * as Pg from "../../fixtures/postgres.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -33,16 +34,6 @@ let channels = 0
 const freshChannel = () => `QM test "${process.pid}" ${++channels}`
 let ids = 0
 const freshId = (name: string) => `${name}-${process.pid}-${++ids}`
-
-/** `u32 BE length | u8 tag | JSON payload`. */
-const frame = (tag: number, json?: unknown): Uint8Array => {
-  const body = json === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(json), "utf8")
-  const out = Buffer.alloc(5 + body.length)
-  out.writeUInt32BE(1 + body.length, 0)
-  out[4] = tag
-  body.copy(out, 5)
-  return out
-}
 
 interface Probe {
   readonly lane: PgLane.PgLaneShape
