@@ -120,7 +120,7 @@ export const make = Effect.gen(function* () {
   /** A queue's settings, from the cache the mesh invalidates, read from PostgreSQL on a miss. */
   const settingsOf = (tenant: string, queue: string) =>
     Effect.gen(function* () {
-      const ref = { queue, tenant: Option.some(tenant) }
+      const ref = { queue, tenant }
       const cached = yield* cache.get(ref)
       if (Option.isSome(cached)) return cached.value
       const read = yield* store.queueSettings(tenant, queue)
@@ -137,7 +137,7 @@ export const make = Effect.gen(function* () {
       const empty = (wake: WaitOutcome): PopResult => ({ lease: null, messages: [], wake })
       if (yield* SubscriptionRef.get(flags.popMaintenance)) return empty("shutdown")
       const settings = yield* settingsOf(tenant, queue)
-      const target = { queue, tenant: Option.some(tenant) }
+      const target = { queue, tenant }
       const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.wait)
       let wake: WaitOutcome = "none"
       while (true) {
@@ -170,7 +170,7 @@ export const make = Effect.gen(function* () {
   const configure: QueuesShape["configure"] = (tenant, queue, settings) =>
     Effect.gen(function* () {
       yield* store.configure(tenant, queue, settings)
-      yield* cache.set({ queue, tenant: Option.some(tenant) }, settings)
+      yield* cache.set({ queue, tenant }, settings)
       yield* mesh
         .queueConfigSet({ queue, tenant })
         .pipe(Effect.catchAll((error) => Effect.logDebug("configuration not announced", error)))
