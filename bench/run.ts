@@ -4,7 +4,7 @@
  * figure, the ratios (ours divided by the baseline's), the targets, and the machine.
  *
  * Flags: `--quick` (smaller counts, about three minutes), `--only=<sections>` (a subset of
- * codec, throughput, wake, pg, lane, flood, cli, cluster, scale, parked, idle, tls, fair, written to
+ * codec, throughput, wake, pg, lane, flood, cli, cluster, scale, parked, idle, tls, fair, broker, written to
  * `.bench-dist/results.only.json` instead), `--cpu-prof=<role>,...` (run those child roles under
  * `node --cpu-prof`, profiles in `bench/profiles/`; the CLI nodes are `cli-mesh-a`, `cli-mesh-b`,
  * `cli-mesh-recv` and their `cli-base-*` twins, the lane's `lane-flood-a`, `lane-lane-b`, ...), `--upstream=<path>|off` (upstream's Rust mesh
@@ -19,6 +19,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
+import * as Broker from "./broker.js"
 import { type CliKind, cliReceive, cliReceiveQuiet, cliWake } from "./cli.js"
 import { type ClusterPlan, type ClusterResult, runCluster } from "./cluster.js"
 import { Child } from "./ipc.js"
@@ -161,6 +162,7 @@ const cleanup = () => {
   pgServer = undefined
   Lane.killLaneChildren()
   Lane.stopLaneDatabase()
+  Broker.killBrokerChildren()
 }
 process.on("exit", cleanup)
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -1015,6 +1017,10 @@ const main = async () => {
   const tls = enabled("tls") ? await runTls() : undefined
   const fairness = enabled("fair") ? await runFair() : undefined
   const idle = enabled("idle") ? await runIdle() : undefined
+  const brokerPlan = quick ? Broker.quickPlan : Broker.fullPlan
+  const broker = enabled("broker")
+    ? await Broker.runBroker(brokerPlan, progress, (role) => (profiled.has(role) ? profileFlags(role) : []))
+    : undefined
 
   const batch100 = codec?.find((c) => c.name === "batch100")
   const batch100k = codec?.find((c) => c.name === "batch100k")
@@ -1146,6 +1152,7 @@ const main = async () => {
       info("lane wake p50 under write load / bare under load", laneMeasured?.loaded.ratios.laneOverBareP50)
     )
   }
+  if (broker !== undefined) targets.push(...Broker.targets(broker))
   const vsUpstream = cli?.upstream.status === "measured" ? cli.upstream.ratios.oursOverUpstream : undefined
   if (cli !== undefined) {
     targets.push(
@@ -1182,6 +1189,7 @@ const main = async () => {
         : `CLI, upstream Rust: skipped (${cli.upstream.reason}).`
     )
   }
+  if (broker !== undefined) notes.push(Broker.note(broker, brokerPlan))
   if (cluster !== undefined) {
     notes.push(
       `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.cluster.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.cluster.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.cluster.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.cluster.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
@@ -1207,6 +1215,7 @@ const main = async () => {
     tls,
     fairness,
     lane,
+    broker,
     targets,
     notes
   }
@@ -1594,6 +1603,7 @@ const main = async () => {
       ])
     } else rows.push(["PostgreSQL lane", "skipped (see notes)", "-", "-"])
   }
+  if (broker !== undefined) rows.push(...Broker.rows(broker).map((row) => [...row]))
   const targetRows: Array<Array<string>> = [["target", "value", "limit", "met"]]
   for (const t of targets) {
     const met = t.limit === "(information)" ? "-" : t.met === null ? "n/a" : t.met ? "yes" : "NO"

@@ -127,6 +127,13 @@ export class PopLoops {
   /** Pops that answered, by how their last wait ended (`none`, `woken`, `timeout`, `shutdown`). */
   readonly answers = new Map<string, number>()
 
+  /** Pops answered so far. */
+  answered(): number {
+    let n = 0
+    for (const count of this.answers.values()) n += count
+    return n
+  }
+
   constructor(
     readonly replica: Replica,
     readonly options: {
@@ -211,12 +218,72 @@ export interface LatencyRun {
 }
 
 /**
- * Push-to-pop rounds, one message at a time: pops wait on `poppers` (`loops` each, parked), a message
- * is pushed on `pusher`, and the round ends when a pop has answered with it. Before each push, every
- * popper has its pops parked again, then a random pause of up to `jitterMs` puts the push at a random
- * phase of their re-poll timers (what the mesh-off figure depends on). The first `warmup` rounds are
- * not counted.
+ * Push-to-pop rounds, one message at a time, on long-lived pops: `loops` pops wait on each of
+ * `poppers`, a message is pushed on `pusher`, and the round ends when a pop has answered with it.
+ * Before each push every popper has its pops parked again, then a random pause of up to `jitterMs`
+ * puts the push at a random phase of their re-poll timers (what the mesh-off figure depends on).
  */
+export class LatencySeries {
+  readonly ledger = new Ledger()
+  private readonly pops: ReadonlyArray<PopLoops>
+  /** Latencies of the rounds kept, in µs. */
+  readonly kept: Array<number> = []
+
+  constructor(
+    readonly options: {
+      readonly pusher: Replica
+      readonly poppers: ReadonlyArray<Replica>
+      readonly queue: string
+      readonly loops: number
+      readonly jitterMs: number
+      readonly roundTimeoutMs?: number
+    }
+  ) {
+    this.pops = options.poppers.map(
+      (replica) =>
+        new PopLoops(replica, {
+          queue: options.queue,
+          ledger: this.ledger,
+          loops: options.loops,
+          batch: 1,
+          waitMs: 30_000
+        })
+    )
+  }
+
+  /** One round; its latency is kept unless `keep` is false (a warm-up). */
+  async round(keep = true): Promise<number> {
+    for (const replica of this.options.poppers) await waitParked(replica, this.options.loops)
+    if (this.options.jitterMs > 0)
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * this.options.jitterMs))
+    const { seq, push } = this.ledger.payload()
+    const at = nowNs()
+    await this.options.pusher.client.push(this.options.queue, [push])
+    this.ledger.markPushed(seq, at)
+    await this.ledger.receivedOf(seq, this.options.roundTimeoutMs ?? 30_000)
+    const latency = this.ledger.latencyUs(seq)!
+    if (keep) this.kept.push(latency)
+    return latency
+  }
+
+  result(): LatencyRun {
+    const wakes: Record<string, number> = {}
+    for (const receipt of this.ledger.received.values()) wakes[receipt.wake] = (wakes[receipt.wake] ?? 0) + 1
+    return {
+      latencyUs: distribution(this.kept),
+      pushed: this.ledger.pushed.size,
+      lost: this.ledger.lost().length,
+      duplicated: this.ledger.duplicated().length,
+      wakes
+    }
+  }
+
+  close(): Promise<void> {
+    return Promise.all(this.pops.map((loop) => loop.stop(true))).then(() => undefined)
+  }
+}
+
+/** A {@link LatencySeries} of `warmup` rounds not kept, then `rounds` kept. */
 export const latencyRounds = async (options: {
   readonly pusher: Replica
   readonly poppers: ReadonlyArray<Replica>
@@ -225,50 +292,15 @@ export const latencyRounds = async (options: {
   readonly warmup: number
   readonly loops?: number
   readonly jitterMs: number
-  readonly waitMs?: number
-  readonly roundTimeoutMs?: number
-  readonly onRound?: (done: number) => void
 }): Promise<LatencyRun> => {
-  const ledger = new Ledger()
-  const loops = options.loops ?? 2
-  const pops = options.poppers.map(
-    (replica) =>
-      new PopLoops(replica, {
-        queue: options.queue,
-        ledger,
-        loops,
-        batch: 1,
-        waitMs: options.waitMs ?? 30_000
-      })
-  )
-  const latencies: Array<number> = []
+  const series = new LatencySeries({ ...options, loops: options.loops ?? 2 })
   try {
-    for (let round = 0; round < options.warmup + options.rounds; round++) {
-      for (const replica of options.poppers) {
-        await waitParked(replica, loops)
-      }
-      if (options.jitterMs > 0)
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * options.jitterMs))
-      const { seq, push } = ledger.payload()
-      const at = nowNs()
-      await options.pusher.client.push(options.queue, [push])
-      ledger.markPushed(seq, at)
-      await ledger.receivedOf(seq, options.roundTimeoutMs ?? 30_000)
-      if (round >= options.warmup) latencies.push(ledger.latencyUs(seq)!)
-      options.onRound?.(round + 1)
-    }
+    for (let round = 0; round < options.warmup + options.rounds; round++)
+      await series.round(round >= options.warmup)
   } finally {
-    await Promise.all(pops.map((loop) => loop.stop(true)))
+    await series.close()
   }
-  const wakes: Record<string, number> = {}
-  for (const receipt of ledger.received.values()) wakes[receipt.wake] = (wakes[receipt.wake] ?? 0) + 1
-  return {
-    latencyUs: distribution(latencies),
-    pushed: ledger.pushed.size,
-    lost: ledger.lost().length,
-    duplicated: ledger.duplicated().length,
-    wakes
-  }
+  return series.result()
 }
 
 /** Resolves once `replica` has at least `count` pops parked. */
@@ -348,5 +380,132 @@ export const burst = async (options: {
     duplicated: ledger.duplicated().length,
     wallMs: Date.now() - started,
     byReplica
+  }
+}
+
+export interface ThroughputRun {
+  readonly pushed: number
+  readonly pushesPerSec: number
+  /** CPU of the pushing replica per message pushed (µs). */
+  readonly pushCpuUsPerMessage: number
+  /** CPU of the other replicas over the pushes, per message: what receiving the hints costs them (µs). */
+  readonly peersCpuUsPerMessage: number
+}
+
+/**
+ * A closed loop of `clients` pushing one message each at a time on `pusher` for `durationMs`, no pop
+ * running anywhere: what a push costs, hints included. Then `drain` pops everything (uncounted).
+ */
+export const pushThroughput = async (options: {
+  readonly pusher: Replica
+  readonly peers: ReadonlyArray<Replica>
+  readonly queue: string
+  readonly clients: number
+  readonly durationMs: number
+}): Promise<ThroughputRun> => {
+  const peersCpu = () => options.peers.reduce((sum, replica) => sum + replica.cpuNs(), 0)
+  const pushCpu0 = options.pusher.cpuNs()
+  const peersCpu0 = peersCpu()
+  const started = nowNs()
+  const end = Date.now() + options.durationMs
+  let pushed = 0
+  const client = async () => {
+    while (Date.now() < end) {
+      await options.pusher.client.push(options.queue, [{ partition: "p", payload: { seq: pushed } }])
+      pushed++
+    }
+  }
+  await Promise.all(Array.from({ length: options.clients }, client))
+  const seconds = Number(nowNs() - started) / 1e9
+  const perMessage = (ns: number) => Math.round((ns / 1000 / pushed) * 10) / 10
+  return {
+    pushed,
+    pushesPerSec: Math.round(pushed / seconds),
+    pushCpuUsPerMessage: perMessage(options.pusher.cpuNs() - pushCpu0),
+    peersCpuUsPerMessage: perMessage(peersCpu() - peersCpu0)
+  }
+}
+
+/** Pops `queue` on `replica` until a pop finds it empty. */
+export const drain = async (replica: Replica, queue: string): Promise<number> => {
+  let popped = 0
+  while (true) {
+    const answer = await replica.client.pop(queue, { batch: 1000 })
+    if (answer.lease === null || answer.messages.length === 0) return popped
+    popped += answer.messages.length
+    await replica.client.ack(
+      queue,
+      answer.lease,
+      answer.messages.map((message) => message.id)
+    )
+  }
+}
+
+export interface FlowRun {
+  readonly pushed: number
+  /** CPU of the popping replicas per message popped, from the first push to the last pop (µs). */
+  readonly popCpuUsPerMessage: number
+  /** Pop requests answered per message (each answer with messages is acked by one more request). */
+  readonly popsPerMessage: number
+  readonly latencyUs: Distribution
+  readonly lost: number
+  readonly duplicated: number
+}
+
+/**
+ * A steady flow: one message pushed on `pusher` every `everyMs` for `durationMs` (open loop) while pops
+ * on `poppers` take them: what popping costs per message when pops wait for messages, as a broker's
+ * consumers mostly do.
+ */
+export const flow = async (options: {
+  readonly pusher: Replica
+  readonly poppers: ReadonlyArray<Replica>
+  readonly queue: string
+  readonly everyMs: number
+  readonly durationMs: number
+  readonly loops: number
+  readonly popBatch: number
+}): Promise<FlowRun> => {
+  const ledger = new Ledger()
+  const pops = options.poppers.map(
+    (replica) =>
+      new PopLoops(replica, {
+        queue: options.queue,
+        ledger,
+        loops: options.loops,
+        batch: options.popBatch,
+        waitMs: 5_000
+      })
+  )
+  try {
+    for (const replica of options.poppers) await waitParked(replica, options.loops)
+    const popCpu = () => options.poppers.reduce((sum, replica) => sum + replica.cpuNs(), 0)
+    const popCpu0 = popCpu()
+    const answers0 = pops.reduce((sum, loop) => sum + loop.answered(), 0)
+    const pushing: Array<Promise<void>> = []
+    const started = Date.now()
+    for (let i = 0; Date.now() - started < options.durationMs; i++) {
+      const { seq, push } = ledger.payload()
+      const at = nowNs()
+      pushing.push(options.pusher.client.push(options.queue, [push]).then(() => ledger.markPushed(seq, at)))
+      const next = started + (i + 1) * options.everyMs
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, next - Date.now())))
+    }
+    await Promise.all(pushing)
+    await ledger.allReceived(60_000)
+    const popCpuNs = popCpu() - popCpu0
+    const pushed = ledger.pushed.size
+    const latencies = [...ledger.pushed.keys()].map((seq) => ledger.latencyUs(seq)!)
+    return {
+      pushed,
+      popCpuUsPerMessage: Math.round((popCpuNs / 1000 / pushed) * 10) / 10,
+      popsPerMessage:
+        Math.round(((pops.reduce((sum, loop) => sum + loop.answered(), 0) - answers0) / pushed) * 100) / 100,
+      latencyUs: distribution(latencies),
+      lost: ledger.lost().length,
+      duplicated: ledger.duplicated().length
+    }
+  } finally {
+    await Promise.all(pops.map((loop) => loop.stop(true)))
   }
 }
