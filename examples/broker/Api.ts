@@ -8,7 +8,7 @@
  * | `POST /queues/:queue/messages`     | push one (`{partition?, payload}`) or a batch (`{messages}`)  |
  * | `GET /queues/:queue/messages`      | pop: `?batch=1..1000&wait=<ms>` long-polls for up to `wait`   |
  * | `POST /queues/:queue/ack`          | `{lease, ids}`: the popped messages are done                  |
- * | `PUT /queues/:queue/config`        | `{leaseTimeSeconds, encrypted}`                               |
+ * | `GET`, `PUT /queues/:queue/config`  | `{leaseTimeSeconds, encrypted}`                               |
  * | `GET`, `PUT /maintenance`          | `{enabled}`: pushes refused on every replica                  |
  * | `PUT /maintenance/pop`             | `{enabled}`: pops answer empty on every replica               |
  * | `GET /broker/stats`                | this replica's counters                                       |
@@ -43,7 +43,10 @@ const PopQuery = Schema.Struct({
 
 export const Message = Schema.Struct({
   partition: Schema.optionalWith(Name, { default: () => "Default" }),
-  payload: Schema.Unknown
+  // Any JSON value, but one: a missing key would decode as `undefined`.
+  payload: Schema.Unknown.pipe(
+    Schema.filter((payload) => payload !== undefined, { message: () => "payload is required" })
+  )
 })
 export const PushBody = Schema.Union(
   Schema.Struct({ messages: Schema.Array(Message).pipe(Schema.minItems(1), Schema.maxItems(1000)) }),
@@ -101,6 +104,12 @@ const configure = Effect.gen(function* () {
   return json({ queue, tenant, ...settings })
 })
 
+const settings = Effect.gen(function* () {
+  const queues = yield* Queues
+  const { queue, tenant } = yield* queueOf
+  return json({ queue, tenant, ...(yield* queues.settings(tenant, queue)) })
+})
+
 const maintenance = Effect.flatMap(Queues, (queues) => Effect.map(queues.maintenance, (flags) => json(flags)))
 
 const flip = (set: (queues: typeof Queues.Service, enabled: boolean) => Effect.Effect<void>) =>
@@ -133,6 +142,7 @@ export const router = HttpRouter.empty.pipe(
   HttpRouter.post("/queues/:queue/messages", push),
   HttpRouter.get("/queues/:queue/messages", pop),
   HttpRouter.post("/queues/:queue/ack", ack),
+  HttpRouter.get("/queues/:queue/config", settings),
   HttpRouter.put("/queues/:queue/config", configure),
   HttpRouter.get("/maintenance", maintenance),
   HttpRouter.put(

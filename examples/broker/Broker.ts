@@ -5,8 +5,9 @@
  * 2. `MeshLive`: `Mesh.layerConfig` reads the mesh's own settings the same way and provides `Mesh`
  *    with the shipped host services under their own tags: `LocalWaker` (where pops park),
  *    `QueueConfigCache.MemoryQueueConfigCache` and `MaintenanceFlags`, the same instances the mesh
- *    applies received frames to. With `QUEEN_MESH_PG_URL` set, `Postgres.layerConfig` adds the
- *    PostgreSQL lane: the same hints over the database's LISTEN/NOTIFY, with or without mesh peers.
+ *    applies received frames to. `Postgres.layerConfigIfSet` adds the PostgreSQL lane when
+ *    `QUEEN_MESH_PG_URL` is set: the same hints over the database's LISTEN/NOTIFY, with or without
+ *    mesh peers.
  * 3. `PgClient.layer`: the queues' connection pool (`@effect/sql-pg`), then `Store` (the tables and
  *    statements) and `Queues` (push, pop, ack, configuration, maintenance; the lease sweep).
  * 4. The HTTP server (`NodeHttpServer`) serving `Api.app`, which mounts `HttpRoutes.router`.
@@ -16,20 +17,13 @@ import * as Http from "node:http"
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Console, Effect, Layer, Option } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
 import { LocalWaker, Mesh } from "queen-mesh"
 import * as Postgres from "queen-mesh/Postgres"
 import * as Api from "./Api.js"
 import { BrokerConfig, layer as BrokerConfigLive } from "./BrokerConfig.js"
 import * as Queues from "./Queues.js"
 import * as Store from "./Store.js"
-
-/** The PostgreSQL lane, when `QUEEN_MESH_PG_URL` asks for it. */
-const LaneLive = Layer.unwrapEffect(
-  Effect.map(Config.option(Config.nonEmptyString("QUEEN_MESH_PG_URL")), (url) =>
-    Option.isSome(url) ? Postgres.layerConfig() : Layer.empty
-  )
-)
 
 /**
  * The mesh and the shipped host services. While the mesh is degraded or isolated the waker caps every
@@ -39,7 +33,7 @@ const MeshLive = Layer.unwrapEffect(
   Effect.map(BrokerConfig, (config) =>
     Mesh.layerConfig({ waker: { degradedMaxWait: config.repollDegraded } })
   )
-).pipe(Layer.provide(LaneLive))
+).pipe(Layer.provide(Postgres.layerConfigIfSet()))
 
 const DatabaseLive = Layer.unwrapEffect(
   Effect.map(BrokerConfig, (config) =>

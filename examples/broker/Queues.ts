@@ -64,6 +64,8 @@ export interface QueuesShape {
     queue: string,
     settings: QueueSettings
   ) => Effect.Effect<void, SqlError.SqlError>
+  /** A queue's settings as this replica uses them: from its cache, read from PostgreSQL on a miss. */
+  readonly settings: (tenant: string, queue: string) => Effect.Effect<QueueSettings, SqlError.SqlError>
   readonly setMaintenance: (enabled: boolean) => Effect.Effect<void>
   readonly setPopMaintenance: (enabled: boolean) => Effect.Effect<void>
   readonly maintenance: Effect.Effect<{ readonly maintenance: boolean; readonly popMaintenance: boolean }>
@@ -209,6 +211,7 @@ export const make = Effect.gen(function* () {
     pop,
     ack,
     configure,
+    settings: settingsOf,
     setMaintenance: (enabled) => quietly(mesh.setMaintenance(enabled)),
     setPopMaintenance: (enabled) => quietly(mesh.setPopMaintenance(enabled)),
     maintenance: Effect.all({

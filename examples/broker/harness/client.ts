@@ -45,6 +45,7 @@ export type MeshCounters = typeof MeshCounters.Type
 const Ids = Schema.Struct({ ids: Schema.Array(Schema.String) })
 const Acked = Schema.Struct({ acked: Schema.Number })
 const Ready = Schema.Struct({ ready: Schema.Boolean, reason: Schema.String })
+const Settings = Schema.Struct({ leaseTimeSeconds: Schema.Number, encrypted: Schema.Boolean })
 
 export class HttpStatusError extends Error {
   constructor(
@@ -147,6 +148,17 @@ export class BrokerClient {
 
   configure(queue: string, settings: { readonly leaseTimeSeconds: number }): Promise<unknown> {
     return this.expect(Schema.Unknown, "PUT", `/queues/${queue}/config`, settings)
+  }
+
+  settings(queue: string): Promise<{ readonly leaseTimeSeconds: number; readonly encrypted: boolean }> {
+    return this.expect(Settings, "GET", `/queues/${queue}/config`)
+  }
+
+  /** Turns maintenance (or pop maintenance) on or off on this replica, which tells its peers. */
+  maintenance(enabled: boolean, which: "push" | "pop" = "push"): Promise<unknown> {
+    return this.expect(Schema.Unknown, "PUT", which === "push" ? "/maintenance" : "/maintenance/pop", {
+      enabled
+    })
   }
 
   stats(): Promise<BrokerStats> {
