@@ -8,6 +8,7 @@
  * - pops parked on B and C are answered by a push on A through the carrier: each answers `woken` (a
  *   wake named its queue) while its own re-poll is a minute away and its wait half a minute, and B's
  *   and C's carriers show the frames received;
+ * - settings and maintenance set on A reach B and C through the carrier; bad input is refused with 400;
  * - a replica killed mid-run (SIGKILL with the mesh, SIGTERM on the lane) loses no committed message
  *   (what it had leased comes back when the lease runs out), and its parked pops' clients get an error
  *   or an empty answer.
@@ -55,6 +56,38 @@ const exactlyOnce = async (replicas: ReadonlyArray<Replica>) => {
   assert.strictEqual(run.duplicated, 0, "delivered twice")
   for (const replica of replicas)
     assert.isAbove(run.byReplica[replica.name] ?? 0, 0, `${replica.name} popped none`)
+}
+
+/** Refused input changes nothing; settings and maintenance set on A reach B and C through the carrier. */
+const settingsAndMaintenanceCross = async (replicas: ReadonlyArray<Replica>) => {
+  const [a, b, c] = replicas as [Replica, Replica, Replica]
+  for (const [path, body] of [
+    ["/queues/orders/messages", { partition: "p" }],
+    ["/queues/orders/messages?tenant=acme", { payload: 1 }],
+    ["/queues/bad%20name/messages", { payload: 1 }]
+  ] as const) {
+    const answer = await a.client.request("POST", path, body)
+    assert.strictEqual(answer.status, 400, `${path} ${JSON.stringify(answer.body)}`)
+  }
+  // B reads the settings (and caches them); A sets new ones; B's copy is dropped through the carrier.
+  assert.strictEqual((await b.client.settings("configured")).leaseTimeSeconds, 30)
+  await a.client.configure("configured", { leaseTimeSeconds: 7 })
+  await until(
+    "B sees the new settings",
+    async () => (await b.client.settings("configured")).leaseTimeSeconds === 7
+  )
+  const pushOnBC = () =>
+    Promise.all(
+      [b, c].map((replica) => replica.client.request("POST", "/queues/flags/messages", { payload: 1 }))
+    )
+  await a.client.maintenance(true)
+  await until("B and C refuse pushes", async () =>
+    (await pushOnBC()).every((answer) => answer.status === 503)
+  )
+  await a.client.maintenance(false)
+  await until("B and C take pushes again", async () =>
+    (await pushOnBC()).every((answer) => answer.status === 201)
+  )
 }
 
 const parkedAnsweredThroughTheCarrier = async (carrier: Carrier, replicas: ReadonlyArray<Replica>) => {
@@ -155,6 +188,7 @@ layer(Pg.layer, { excludeTestServices: true, timeout: "150 seconds" })("the refe
         try {
           await clustered(replicas, carrier, 60_000)
           await exactlyOnce(replicas)
+          await settingsAndMaintenanceCross(replicas)
           await parkedAnsweredThroughTheCarrier(carrier, replicas)
           await killMidRun(replicas, signal)
         } catch (error) {
@@ -170,9 +204,15 @@ layer(Pg.layer, { excludeTestServices: true, timeout: "150 seconds" })("the refe
       yield* server.query(`DROP DATABASE ${database} WITH (FORCE)`)
     })
 
-  it.effect("with the TCP mesh: exactly once, parked pops woken through the mesh, a replica killed", () =>
-    scenario("tcp", "SIGKILL")
+  it.effect(
+    "with the TCP mesh: exactly once, parked pops woken through the mesh, a replica killed",
+    () => scenario("tcp", "SIGKILL"),
+    150_000
   )
 
-  it.effect("on the PostgreSQL lane alone: the same, a replica stopped", () => scenario("lane", "SIGTERM"))
+  it.effect(
+    "on the PostgreSQL lane alone: the same, a replica stopped",
+    () => scenario("lane", "SIGTERM"),
+    150_000
+  )
 })
