@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url"
 import { Driver, findUpstream } from "./driver.js"
 import { machine, type Row, row, table, targetTable } from "./report.js"
 import type { Outcome, Registered } from "./section.js"
+import { broker } from "./sections/broker.js"
 import { cli } from "./sections/cli.js"
 import { cluster } from "./sections/cluster.js"
 import { codec } from "./sections/codec.js"
@@ -48,7 +49,8 @@ const sections: ReadonlyArray<Registered> = [
   lane,
   tls,
   fair,
-  idle
+  idle,
+  broker
 ]
 
 const here = Path.dirname(fileURLToPath(import.meta.url))

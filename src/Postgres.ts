@@ -445,3 +445,44 @@ export const layerConfig = (
       })
     )
   )
+
+/**
+ * {@link layerConfig} when `QUEEN_MESH_PG_URL` is set and not empty, and no lane otherwise: for a host
+ * whose replicas run with the lane or without it by configuration alone. Without a lane, `PostgresLane`
+ * is still provided and its `catchUps` never emit.
+ *
+ * @example
+ * ```ts
+ * import { ConfigProvider, Effect, Layer } from "effect"
+ * import { Mesh, MeshConfig } from "queen-mesh"
+ * import * as Postgres from "queen-mesh/Postgres"
+ *
+ * // QUEEN_MESH_PG_URL is not set: the mesh runs without a lane (and, with no peers, is inactive).
+ * const MeshLive = Mesh.layerTcp().pipe(
+ *   Layer.provideMerge(Postgres.layerConfigIfSet()),
+ *   Layer.provide(MeshConfig.layer({ serverId: "queen-a" })),
+ *   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+ * )
+ *
+ * const program = Effect.gen(function* () {
+ *   const mesh = yield* Mesh.Mesh
+ *   const stats = yield* mesh.stats
+ *   console.log(stats.enabled) // false
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(MeshLive), Effect.scoped))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfigIfSet = (
+  options: Omit<PostgresOptions, "url" | "channel"> = {}
+): Layer.Layer<PostgresLane, PostgresError | ConfigError.ConfigError> =>
+  Layer.unwrapEffect(
+    Effect.map(Config.option(Config.string("QUEEN_MESH_PG_URL")), (url) =>
+      Option.isSome(url) && url.value.trim() !== ""
+        ? layerConfig(options)
+        : Layer.succeed(PostgresLane, { catchUps: Stream.never })
+    )
+  )

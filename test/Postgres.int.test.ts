@@ -9,6 +9,7 @@
 import { assert, layer } from "@effect/vitest"
 import {
   ConfigProvider,
+  Context,
   Duration,
   Effect,
   Either,
@@ -677,6 +678,39 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         assert.strictEqual(stats.enabled ? stats.key_id : "", null)
       }),
     180_000
+  )
+
+  it.scoped(
+    "layerConfigIfSet: the lane when QUEEN_MESH_PG_URL is set, no lane when it is unset or empty",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Pg.PgServer
+        const meshWith = (env: Record<string, string>) =>
+          Layer.build(
+            Mesh.layerTcp().pipe(
+              Layer.provideMerge(Postgres.layerConfigIfSet({ checkInterval: "1 second" })),
+              Layer.provide(MeshConfig.layer({ serverId: "if-set", port: 0, bindHost: "127.0.0.1" })),
+              Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+            )
+          )
+        for (const env of [{}, { QUEEN_MESH_PG_URL: "" }, { QUEEN_MESH_PG_URL: "  " }]) {
+          const context = yield* meshWith(env)
+          const mesh = Context.get(context, Mesh.Mesh)
+          assert.isFalse(mesh.active, JSON.stringify(env))
+          assert.isFalse((yield* mesh.stats).enabled)
+          assert.isDefined(Context.get(context, Postgres.PostgresLane).catchUps)
+        }
+        const context = yield* meshWith({
+          QUEEN_MESH_PG_URL: server.url,
+          QUEEN_MESH_PG_CHANNEL: `if_set_${process.pid}`
+        })
+        const node = nodeFromContext(context)
+        yield* eventually(Effect.map(laneStats(node), (lane) => lane.status === "up"))
+        // A malformed URL is still refused, naming the variable.
+        const error = yield* Effect.flip(meshWith({ QUEEN_MESH_PG_URL: "mysql://u:secret@db/q" }))
+        assert.include(String(error), "QUEEN_MESH_PG_URL")
+        assert.notInclude(String(error), "secret")
+      })
   )
 
   it.effect("bad options fail the layer with a typed error; the environment is read and checked", () =>

@@ -33,11 +33,12 @@ import * as Names from "../wire/names.js"
 import type { QueueItem } from "../wire/payloads.js"
 
 /**
- * What a parked pop is waiting on.
+ * What a parked pop is waiting on: a queue and its tenant, given as the mesh's inputs take one (a
+ * string, an `Option`, or none: `undefined`, `null` or `""` name the default tenant).
  */
 export interface WaitTarget {
   readonly queue: string
-  readonly tenant: Option.Option<string>
+  readonly tenant?: Option.Option<string> | string | null | undefined
 }
 
 /**
