@@ -204,7 +204,6 @@ export const NodeView = Schema.Struct({
   fetch: Schema.Struct({
     status: FetchStatus,
     detail: Schema.NullOr(Schema.String),
-    http_addr: Schema.NullOr(Schema.String),
     ms: Schema.NullOr(Schema.Number)
   }),
   /** Its inbound liveness, as the node serving the page hears it (or, failing that, another node). */
@@ -391,8 +390,8 @@ const bodies = (sources: Pick<Sources, "self" | "remotes">): ReadonlyArray<MeshS
 /**
  * The peer-list addresses this round tells the server id of: members the node joined to their server
  * (a v2 challenge names the node dialled), entries a node recognised as itself, each fetched node's
- * mesh port at the host of its `http_addr`, and this node's mesh port at this machine's own names. Kept across views, so that a node that stops answering is
- * still drawn at its address.
+ * mesh port at the host of its `http_addr`, and this node's mesh port at this machine's own names.
+ * Kept across views, so that a node that stops answering is still drawn at its address.
  *
  * @since 0.1.0
  * @category building
@@ -482,7 +481,7 @@ export const build = (sources: Sources): View => {
         address: null,
         self: id === selfId,
         state: "unknown",
-        fetch: { status: id === selfId ? "self" : "no_address", detail: null, http_addr: null, ms: null },
+        fetch: { status: id === selfId ? "self" : "no_address", detail: null, ms: null },
         heard: null,
         stats: null
       }
@@ -497,10 +496,9 @@ export const build = (sources: Sources): View => {
       onLeft: (failure) => ({
         status: failure.status,
         detail: failure.detail,
-        http_addr: remote.httpAddr,
         ms: remote.ms
       }),
-      onRight: () => ({ status: "ok" as const, detail: null, http_addr: remote.httpAddr, ms: remote.ms })
+      onRight: () => ({ status: "ok" as const, detail: null, ms: remote.ms })
     })
     if (Either.isRight(remote.stats)) entry.stats = nodeStats(remote.stats.right)
   }

@@ -1,12 +1,14 @@
 /**
- * One computation shared by every caller while it runs and for a while after (the cluster page's
- * fetch of its peers' stats): however many browsers poll, and however fast, the peers see at most one
- * request each per `ttl`. The computation runs in a fiber of its own, so a caller that gives up (a
- * closed tab) interrupts only its own wait; the computation must bound its own time.
+ * One computation shared by every caller (the cluster page's fetch of its peers' stats): however many
+ * browsers poll, and however fast, the peers see at most one request each per `ttl`. Once a value
+ * exists, callers get the latest one at once while a newer one is computed, so a peer that takes its
+ * whole timeout to not answer delays no page; only the very first callers wait. The computation runs
+ * in a fiber of its own, so a caller that gives up (a closed tab) interrupts only its own wait; the
+ * computation must bound its own time.
  *
  * @internal
  */
-import { Clock, Deferred, Effect } from "effect"
+import { Clock, Deferred, Effect, Option } from "effect"
 
 interface Flight<A> {
   readonly at: number
@@ -16,29 +18,40 @@ interface Flight<A> {
 
 export class SingleFlight<A> {
   private current: Flight<A> | undefined = undefined
+  private latest: Option.Option<A> = Option.none()
 
   constructor(private readonly ttlMillis: number) {}
 
-  /** The value computed less than the ttl ago, the one being computed, or a new one from `compute`. */
+  /**
+   * The latest value; a new one is computed with `compute` when the last began more than the ttl ago
+   * and none is being computed. Until a first value exists, callers wait for it.
+   */
   get(compute: Effect.Effect<A>): Effect.Effect<A> {
-    return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const current = this.current
-      if (current !== undefined && (!current.done || now - current.at < this.ttlMillis))
-        return Deferred.await(current.result)
-      return Effect.flatMap(Deferred.make<A>(), (result) => {
-        const flight: Flight<A> = { at: now, result, done: false }
-        this.current = flight
-        // Whatever way the computation ends (a defect included), its waiters are answered.
-        const run = Effect.flatMap(Effect.exit(compute), (exit) =>
-          Effect.zipRight(
-            Effect.sync(() => {
-              flight.done = true
-            }),
-            Deferred.done(result, exit)
-          )
+    return Effect.gen(this, function* () {
+      const now = yield* Clock.currentTimeMillis
+      let flight = this.current
+      if (flight === undefined || (flight.done && now - flight.at >= this.ttlMillis))
+        flight = yield* this.start(compute, now)
+      return Option.isSome(this.latest) ? this.latest.value : yield* Deferred.await(flight.result)
+    })
+  }
+
+  private start(compute: Effect.Effect<A>, now: number): Effect.Effect<Flight<A>> {
+    return Effect.gen(this, function* () {
+      const flight: Flight<A> = { at: now, result: yield* Deferred.make<A>(), done: false }
+      this.current = flight
+      // Whatever way the computation ends (a defect included), its waiters are answered.
+      const run = Effect.flatMap(Effect.exit(compute), (exit) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            flight.done = true
+            if (exit._tag === "Success") this.latest = Option.some(exit.value)
+          }),
+          Deferred.done(flight.result, exit)
         )
-        return Effect.zipRight(Effect.forkDaemon(run), Deferred.await(result))
-      })
+      )
+      yield* Effect.forkDaemon(run)
+      return flight
     })
   }
 }

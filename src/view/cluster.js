@@ -133,8 +133,8 @@
       })
       g.append(svg("title", {}, `${node.id}: ${node.state}`))
       g.append(svg("circle", { r: radius }))
-      g.append(svg("text", { y: 4, class: "name" }, short(node.id, 12)))
-      g.append(svg("text", { y: radius + 15, class: "sub" }, node.self ? `${health} · viewing` : health))
+      g.append(svg("text", { y: -2, class: "name" }, short(node.id, 11)))
+      g.append(svg("text", { y: 13, class: "sub" }, short(health.replace("_", " "), 11)))
       nodesLayer.append(g)
     }
   }
@@ -403,6 +403,7 @@
   }
 
   const poll = async () => {
+    const started = Date.now()
     const controller = new AbortController()
     const timer = setTimeout(() => controller.abort(), 8000)
     try {
@@ -413,7 +414,8 @@
       setStatus(`this node does not answer (${error instanceof Error ? error.message : "error"})`, "bad")
     } finally {
       clearTimeout(timer)
-      setTimeout(poll, POLL_MS)
+      // One view a second, however long the last one took.
+      setTimeout(poll, Math.max(100, POLL_MS - (Date.now() - started)))
     }
   }
 
