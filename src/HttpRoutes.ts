@@ -419,7 +419,8 @@ export const makeServer = (options: Omit<ServeOptions, "host" | "port"> = {}): H
 
 /**
  * Starts a Node HTTP server (see {@link makeServer}) serving `app` in the current scope, and returns the
- * bound port once it is listening.
+ * bound port once it is listening. When the scope closes, open connections are closed with the server
+ * (an open event stream of the cluster page would otherwise hold it).
  *
  * @since 0.1.0
  * @category constructors
