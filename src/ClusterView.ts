@@ -370,6 +370,9 @@ export interface Sources {
   readonly hosts?: ReadonlyArray<string>
 }
 
+/** Nodes a view shows at most (a cluster has a handful; a hostile peer's body may name thousands). */
+const MAX_NODES = 256
+
 const WAKE_TAGS: ReadonlySet<string> = new Set(["MESSAGE_AVAILABLE", "MESSAGE_AVAILABLE_BATCH"])
 
 const addressName = (host: string, port: number): string =>
@@ -470,11 +473,12 @@ export const build = (sources: Sources): View => {
     return name
   }
 
-  // Nodes.
+  // Nodes, at most MAX_NODES: peers' bodies are peers' to fill, the view stays small whatever they say.
   const nodes = new Map<string, NodeView & { -readonly [K in keyof NodeView]: NodeView[K] }>()
   const node = (id: string) => {
     let found = nodes.get(id)
     if (found === undefined) {
+      if (nodes.size >= MAX_NODES) return undefined
       found = {
         id,
         server_id: serverIds.has(id) ? id : null,
@@ -489,9 +493,11 @@ export const build = (sources: Sources): View => {
     }
     return found
   }
-  node(selfId).stats = nodeStats(sources.self)
+  const self = node(selfId)!
+  self.stats = nodeStats(sources.self)
   for (const remote of sources.remotes) {
     const entry = node(remote.serverId)
+    if (entry === undefined) continue
     entry.fetch = Either.match(remote.stats, {
       onLeft: (failure) => ({
         status: failure.status,
@@ -507,18 +513,16 @@ export const build = (sources: Sources): View => {
     if (member.self || Option.isNone(member.serverId) || Option.isNone(member.heard)) continue
     if (member.serverId.value === selfId) continue
     const heard = member.heard.value
-    node(member.serverId.value).heard = {
-      alive: heard.alive,
-      last_seen_ms_ago: heard.lastSeenMsAgo,
-      by: selfId
-    }
+    const entry = node(member.serverId.value)
+    if (entry !== undefined)
+      entry.heard = { alive: heard.alive, last_seen_ms_ago: heard.lastSeenMsAgo, by: selfId }
   }
   for (const body of bodies(sources)) {
     if (!body.enabled) continue
     for (const server of body.servers) {
       if (server.server_id === body.server_id) continue
       const entry = node(server.server_id)
-      if (entry.heard === null && !entry.self)
+      if (entry !== undefined && entry.heard === null && !entry.self)
         entry.heard = { alive: server.alive, last_seen_ms_ago: server.last_seen_ms_ago, by: body.server_id }
     }
   }
@@ -539,11 +543,12 @@ export const build = (sources: Sources): View => {
     for (const peer of body.peers) {
       const to = peer.self ? body.server_id : resolve(peer.host, peer.port)
       const target = node(to)
+      if (target === undefined) continue
       if (target.address === null && !peer.self) target.address = addressName(peer.host, peer.port)
       link(body.server_id, to).dialer = peer
     }
     for (const server of body.servers) {
-      if (server.server_id === body.server_id) continue
+      if (server.server_id === body.server_id || !nodes.has(server.server_id)) continue
       link(server.server_id, body.server_id).receiver = server
     }
   }

@@ -254,6 +254,23 @@ describe("ClusterView.build", () => {
     })
   )
 
+  it.scoped("a peer's body naming thousands of servers leaves the view at 256 nodes", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* three
+      const honest = yield* b.mesh.stats
+      if (!honest.enabled) return assert.fail("b is active")
+      const servers = Array.from({ length: 5000 }, (_, i) => ({
+        server_id: `ghost-${i}`,
+        alive: true,
+        last_seen_ms_ago: 1,
+        key_id: null
+      }))
+      const view = yield* viewFrom(a, [ok("b", { ...honest, servers: [...honest.servers, ...servers] })])
+      assert.strictEqual(view.nodes.length, 256)
+      assert.isTrue(view.links.every((link) => view.nodes.some((node) => node.id === link.from)))
+    })
+  )
+
   it.effect("the list's events: peers, links, health, members, refusals; wakes are not listed", () =>
     Effect.sync(() => {
       const line = (event: Parameters<typeof ClusterView.eventOf>[0]) => ClusterView.eventOf(event, "a", 5)
