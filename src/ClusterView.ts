@@ -19,23 +19,13 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Os from "node:os"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Clock,
-  Duration,
-  Effect,
-  Either,
-  Metric,
-  MetricState,
-  Option,
-  Schedule,
-  Schema,
-  Stream
-} from "effect"
+import { Clock, Duration, Effect, Either, Metric, MetricState, Option, Schema } from "effect"
+import * as EventStream from "./internal/eventStream.js"
 import { SingleFlight } from "./internal/singleFlight.js"
 import * as StatsFetch from "./internal/statsFetch.js"
+import * as ViewAssets from "./internal/viewAssets.js"
 import type * as Membership from "./Membership.js"
 import { Mesh, type MeshShape } from "./Mesh.js"
 import type { MeshEvent } from "./MeshEvent.js"
@@ -909,30 +899,6 @@ export const eventOf = (event: MeshEvent, selfId: string, at: number): ViewEvent
   }
 }
 
-/** Events waiting for the stream's next message: at most 64, the rest counted. */
-class EventBuffer {
-  private events: Array<readonly [MeshEvent, number]> = []
-  private dropped = 0
-
-  push(event: MeshEvent, at: number): void {
-    if (this.events.length < 64) this.events.push([event, at])
-    else this.dropped++
-  }
-
-  /** The next message's body, `undefined` when there is nothing to say. */
-  take(selfId: string): typeof EventBatch.Type | undefined {
-    if (this.events.length === 0 && this.dropped === 0) return undefined
-    const events = this.events.flatMap(([event, at]) => {
-      const line = eventOf(event, selfId, at)
-      return line === undefined ? [] : [line]
-    })
-    const batch = { events, dropped: this.dropped }
-    this.events = []
-    this.dropped = 0
-    return batch
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // per-node state of the routes
 // ---------------------------------------------------------------------------------------------
@@ -944,10 +910,11 @@ const MAX_ADDRESSES = 1024
 class ViewState {
   readonly flight: SingleFlight<ReadonlyArray<Remote>>
   readonly addresses = new Map<string, string>()
-  streams = 0
+  readonly places: EventStream.Places
 
-  constructor(readonly settings: Settings) {
+  constructor(settings: Settings) {
     this.flight = new SingleFlight(Duration.toMillis(settings.refreshInterval))
+    this.places = new EventStream.Places(settings.maxStreams)
   }
 
   remember(learned: ReadonlyArray<readonly [string, string]>): void {
@@ -1043,42 +1010,13 @@ const fetchRemotes = (
 // routes
 // ---------------------------------------------------------------------------------------------
 
-const ASSETS = new URL("../src/view/", import.meta.url)
-
-interface Asset {
-  readonly body: Uint8Array
-  readonly contentType: string
-}
-
-const assetFiles = {
-  page: ["cluster.html", "text/html; charset=utf-8"],
-  style: ["cluster.css", "text/css; charset=utf-8"],
-  script: ["cluster.js", "text/javascript; charset=utf-8"]
-} as const
-
-/** The page's files, read once from the package (they are small: see test/ClusterView.test.ts). */
-const assets = new Map<keyof typeof assetFiles, Asset | null>()
-
-const assetOf = (name: keyof typeof assetFiles): Asset | null => {
-  if (assets.has(name)) return assets.get(name) ?? null
-  const [file, contentType] = assetFiles[name]
-  let asset: Asset | null = null
-  try {
-    asset = { body: Fs.readFileSync(new URL(file, ASSETS)), contentType }
-  } catch {
-    asset = null
-  }
-  assets.set(name, asset)
-  return asset
-}
-
 /**
  * The page's own files, as they ship in the package: `cluster.html`, `cluster.css`, `cluster.js`.
  *
  * @since 0.1.0
  * @category constants
  */
-export const assetDirectory: URL = ASSETS
+export const assetDirectory: URL = ViewAssets.directory
 
 /** Scripts, styles and requests from this origin only: the page fetches nothing from elsewhere. */
 const PAGE_HEADERS = {
@@ -1092,11 +1030,11 @@ const PAGE_HEADERS = {
 const json = (body: unknown, status = 200) =>
   HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
 
-const assetHandler = (name: keyof typeof assetFiles) =>
+const assetHandler = (name: ViewAssets.Name) =>
   Effect.sync(() => {
-    const asset = assetOf(name)
+    const asset = ViewAssets.assetOf(name)
     return asset === null
-      ? json({ error: "cluster_page_missing", file: assetFiles[name][0] }, 500)
+      ? json({ error: "cluster_page_missing", file: ViewAssets.files[name][0] }, 500)
       : HttpServerResponse.uint8Array(asset.body, { contentType: asset.contentType, headers: PAGE_HEADERS })
   })
 
@@ -1163,51 +1101,17 @@ const ownHosts = (): ReadonlyArray<string> => {
   return [...out]
 }
 
-const encoder = new TextEncoder()
-const TICK = Duration.millis(250)
-/** A comment every so often keeps an idle stream from being closed by a proxy. */
-const KEEP_ALIVE_TICKS = 60
-
-const eventStream = (mesh: MeshShape, state: ViewState): Stream.Stream<Uint8Array> =>
-  Stream.unwrapScoped(
-    Effect.gen(function* () {
-      const open = yield* Effect.acquireRelease(
-        Effect.sync(() => ++state.streams <= state.settings.maxStreams),
-        () =>
-          Effect.sync(() => {
-            state.streams--
-          })
-      )
-      // Lost the race for the last place: say so and end (the page tries again later).
-      if (!open) return Stream.make(encoder.encode("retry: 10000\nevent: busy\ndata: {}\n\n"))
-      const buffer = new EventBuffer()
-      yield* mesh.observe((event) => buffer.push(event, Date.now()), eventTags)
-      let idle = 0
-      const ticks = Stream.fromSchedule(Schedule.spaced(TICK)).pipe(
-        Stream.map(() => {
-          const batch = buffer.take(mesh.serverId)
-          if (batch !== undefined) {
-            idle = 0
-            return `data: ${JSON.stringify(batch)}\n\n`
-          }
-          return ++idle % KEEP_ALIVE_TICKS === 0 ? ": keep-alive\n\n" : ""
-        }),
-        Stream.filter((text) => text !== ""),
-        Stream.map((text) => encoder.encode(text))
-      )
-      // The first bytes send the headers, so the page knows at once that the stream is open.
-      return Stream.concat(Stream.make(encoder.encode("retry: 2000\n\n")), ticks).pipe(
-        Stream.interruptAfter(state.settings.streamLifetime)
-      )
-    })
-  )
-
 const eventsHandler = (settings: Settings) =>
   Effect.map(Mesh, (mesh) => {
     const state = stateOf(mesh, settings)
-    if (state.streams >= settings.maxStreams)
-      return json({ error: "too_many_streams", max: settings.maxStreams }, 503)
-    return HttpServerResponse.stream(eventStream(mesh, state), {
+    if (state.places.full) return json({ error: "too_many_streams", max: settings.maxStreams }, 503)
+    const stream = EventStream.eventStream(mesh, {
+      tags: eventTags,
+      format: (event, at) => eventOf(event, mesh.serverId, at),
+      places: state.places,
+      lifetime: settings.streamLifetime
+    })
+    return HttpServerResponse.stream(stream, {
       contentType: "text/event-stream",
       headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
     })
