@@ -90,7 +90,7 @@ export const eventStream = <A>(mesh: MeshShape, options: Options<A>): Stream.Str
         Stream.map((text) => encoder.encode(text))
       )
       // The first bytes send the headers, so the page knows at once that the stream is open.
-      return Stream.concat(Stream.make(encoder.encode("retry: 2000\n\n")), ticks).pipe(
+      return Stream.concat(Stream.make(encoder.encode("retry: 1000\n\n")), ticks).pipe(
         Stream.interruptAfter(options.lifetime)
       )
     })
