@@ -166,6 +166,11 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
         // Stopped: its peers find it silent past the dead threshold, and its stats do not answer.
         const stoppedAt = Date.now()
         c.child.kill("SIGSTOP")
+        // First its stats stop answering (no_answer), then its peers find it silent (down).
+        yield* until(page, "node-c in trouble", (shown) =>
+          shown.nodes.some((node) => node.id === "node-c" && node.state !== "up")
+        )
+        const shownTroubledAfter = Date.now() - stoppedAt
         yield* until(page, "node-c down", (shown) =>
           shown.nodes.some((node) => node.id === "node-c" && node.state === "down")
         )
@@ -205,7 +210,7 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
 
         assert.deepStrictEqual(problems, [])
         console.log(
-          `node-c shown down ${shownDownAfter} ms after SIGSTOP (dead threshold ${DEAD_THRESHOLD_MS} ms)`
+          `node-c shown in trouble ${shownTroubledAfter} ms and down ${shownDownAfter} ms after SIGSTOP (dead threshold ${DEAD_THRESHOLD_MS} ms)`
         )
       }),
     120_000
