@@ -192,7 +192,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
   it("ships the cluster page's files, and the installed routes serve them", async () => {
     for (const file of ["src/view/cluster.html", "src/view/cluster.css", "src/view/cluster.js"])
       assert.include(packed, file)
-    const ran = await run(process.execPath, ["cluster-page.mjs"], consumer, 20_000)
+    const ran = await run(process.execPath, ["cluster-page.mjs"], consumer, 30_000)
     assert.strictEqual(ran.code, 0, output(ran))
     // The mesh logs its start on stdout too: the answers are the last line.
     assert.deepStrictEqual(JSON.parse(ran.stdout.trim().split("\n").at(-1) ?? ""), {
