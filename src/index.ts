@@ -43,6 +43,11 @@
  * @since 0.1.0
  * @category modules
  */
+export * as ClusterView from "./ClusterView.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Discovery from "./Discovery.js"
 /**
  * @since 0.1.0

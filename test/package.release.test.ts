@@ -189,6 +189,20 @@ describe.concurrent("the packed tarball in a consumer project", () => {
     assert.deepStrictEqual(unexpected, [])
   })
 
+  it("ships the cluster page's files, and the installed routes serve them", async () => {
+    for (const file of ["src/view/cluster.html", "src/view/cluster.css", "src/view/cluster.js"])
+      assert.include(packed, file)
+    const ran = await run(process.execPath, ["cluster-page.mjs"], consumer, 30_000)
+    assert.strictEqual(ran.code, 0, output(ran))
+    // The mesh logs its start on stdout too: the answers are the last line.
+    assert.deepStrictEqual(JSON.parse(ran.stdout.trim().split("\n").at(-1) ?? ""), {
+      "/cluster/": [200, "text/html; charset=utf-8"],
+      "/cluster/cluster.js": [200, "text/javascript; charset=utf-8"],
+      "/cluster/cluster.css": [200, "text/css; charset=utf-8"],
+      "/cluster/view.json": [200, "application/json"]
+    })
+  })
+
   it("installs one copy of effect, shared with the consumer", async () => {
     const ls = await run("npm", ["ls", "effect", "--all", "--json", "--long"], consumer, 120_000)
     assert.strictEqual(ls.code, 0, output(ls))

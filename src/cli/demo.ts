@@ -35,6 +35,7 @@ import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
 import * as Broker from "./broker.js"
+import * as DemoPage from "./demoPage.js"
 import * as EmbeddedPostgres from "./embeddedPostgres.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
@@ -53,6 +54,11 @@ export interface DemoOptions {
    * embedded server). Left out, `tcp`.
    */
   readonly lane?: string
+  /**
+   * After the summary, keep the cluster and its page running until interrupted, node-c cut off and
+   * restored again every `duration` seconds.
+   */
+  readonly keep?: boolean
 }
 
 /**
@@ -110,6 +116,8 @@ interface Demo {
   readonly samples: Array<Broker.WakeSample>
   readonly timeline: Array<TimelineEntry>
   readonly ports: () => ReadonlyMap<string, number>
+  /** The cluster page, node-a's. */
+  readonly page: string
   cutAt: Option.Option<number>
   restoredAt: Option.Option<number>
   deadAt: Option.Option<number>
@@ -222,6 +230,7 @@ const whereOf = (demo: Demo, node: NodeState, paint: Paint): string => {
 const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array<string> => {
   const lines = [
     `${paint.bold("queen-mesh demo")}  ${demo.carrier.title}  ${seconds(now)} / ${seconds(total)}  ${phase(demo, paint)}`,
+    `the cluster page: ${demo.page}`,
     ""
   ]
   for (const node of demo.nodes) {
@@ -343,7 +352,7 @@ interface Carrier {
   /** The header's description of the cluster. */
   readonly title: string
   readonly legend: ReadonlyArray<string>
-  readonly layerFor: (name: string) => NodeLayer
+  readonly layerFor: (name: string, advertise: Partial<MeshConfig.MeshConfigShape>) => NodeLayer
   readonly cut: (name: string) => Effect.Effect<void>
   readonly restore: (name: string) => Effect.Effect<void>
   readonly cutText: string
@@ -354,7 +363,7 @@ const tcpCarrier = (switchboard: Switchboard.Switchboard, secret: Redacted.Redac
   kind: "tcp",
   title: "3 replicas on 127.0.0.1",
   legend: TCP_LEGEND,
-  layerFor: (name) => tcpNodeLayer(name, switchboard, secret),
+  layerFor: (name, advertise) => tcpNodeLayer(name, switchboard, secret, advertise),
   cut: switchboard.cut,
   restore: switchboard.restore,
   cutText: `cut ${VICTIM}'s mesh link`,
@@ -364,7 +373,8 @@ const tcpCarrier = (switchboard: Switchboard.Switchboard, secret: Redacted.Redac
 const tcpNodeLayer = (
   name: string,
   switchboard: Switchboard.Switchboard,
-  secret: Redacted.Redacted<string>
+  secret: Redacted.Redacted<string>,
+  advertise: Partial<MeshConfig.MeshConfigShape>
 ) =>
   Mesh.layer.pipe(
     Layer.provideMerge(Mesh.layerHostLocal()),
@@ -383,7 +393,8 @@ const tcpNodeLayer = (
         heartbeatInterval: Duration.millis(HEARTBEAT_MS),
         deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
         handshakeTimeout: Duration.millis(DEAD_THRESHOLD_MS),
-        sendQueueCapacity: SEND_QUEUE
+        sendQueueCapacity: SEND_QUEUE,
+        ...advertise
       })
     )
   )
@@ -462,7 +473,7 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
       try: () => admin.query(`CREATE ROLE ${VICTIM_ROLE} LOGIN PASSWORD '${victimPassword}'`),
       catch: failed("cannot create the victim's role")
     })
-    const layerFor = (name: string): NodeLayer =>
+    const layerFor = (name: string, advertise: Partial<MeshConfig.MeshConfigShape>): NodeLayer =>
       Mesh.layerTcp().pipe(
         Layer.provide(
           Postgres.layer({
@@ -482,7 +493,8 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
             bindHost: "127.0.0.1",
             secret,
             heartbeatInterval: Duration.millis(HEARTBEAT_MS),
-            deadThreshold: Duration.millis(DEAD_THRESHOLD_MS)
+            deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
+            ...advertise
           })
         )
       )
@@ -522,6 +534,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const secret = Redacted.make(randomBytes(16).toString("hex"))
     if (kind === "pg") yield* printLine("queen-mesh demo: starting an embedded PostgreSQL for the lane ...")
     const carrier = kind === "pg" ? yield* pgCarrier(secret) : tcpCarrier(switchboard, secret)
+    const pages = yield* DemoPage.allocate(NAMES)
     // The clock restarts once every node is up (below): the run's duration is the mesh's, however long
     // the machine takes to start the nodes (and the database) before it.
     let start = yield* Clock.currentTimeNanos
@@ -538,6 +551,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       samples: [],
       timeline,
       ports: switchboard.ports,
+      page: pages.url,
       cutAt: Option.none(),
       restoredAt: Option.none(),
       deadAt: Option.none(),
@@ -545,7 +559,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     }
     const nodes = demo.nodes
     for (const name of NAMES) {
-      const context = yield* Layer.build(carrier.layerFor(name)).pipe(
+      const context = yield* Layer.build(carrier.layerFor(name, DemoPage.advertise(pages, name))).pipe(
         Effect.mapError(
           (error) =>
             new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh demo: ${name}: ${error.message}` })
@@ -562,6 +576,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
         wakesIn: 0
       }
       nodes.push(node)
+      yield* DemoPage.serve(pages, name, node.mesh)
       yield* node.mesh.events.pipe(
         Stream.runForEach((event) => {
           switch (event._tag) {
@@ -654,16 +669,21 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     for (const node of nodes)
       yield* Broker.start(node.name, node.mesh, node.waker, ledger, Broker.defaults, observer)
 
-    // The scenario: cut the victim off at 40% of the run, restore it at 70%.
+    // The scenario: cut the victim off at 40% of the run, restore it at 70% (and, with --keep, again
+    // in every following cycle as long as the demo runs).
+    const cycle = (start: number) =>
+      Effect.gen(function* () {
+        yield* Effect.sleep(Duration.millis(Math.max(0, start + totalMs * 0.4 - (yield* now))))
+        yield* carrier.cut(VICTIM)
+        if (Option.isNone(demo.cutAt)) demo.cutAt = Option.some(yield* now)
+        yield* note(paint.bold(carrier.cutText))
+        yield* Effect.sleep(Duration.millis(Math.max(0, start + totalMs * 0.7 - (yield* now))))
+        yield* carrier.restore(VICTIM)
+        if (Option.isNone(demo.restoredAt)) demo.restoredAt = Option.some(yield* now)
+        yield* note(paint.bold(carrier.restoreText))
+      })
     yield* Effect.gen(function* () {
-      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.4 - (yield* now))))
-      yield* carrier.cut(VICTIM)
-      demo.cutAt = Option.some(yield* now)
-      yield* note(paint.bold(carrier.cutText))
-      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.7 - (yield* now))))
-      yield* carrier.restore(VICTIM)
-      demo.restoredAt = Option.some(yield* now)
-      yield* note(paint.bold(carrier.restoreText))
+      for (let start = 0; start === 0 || options.keep === true; start += totalMs) yield* cycle(start)
     }).pipe(Effect.forkScoped)
 
     // The monitor: link states from the stats, recovery, and (plain) the timeline as it happens.
@@ -697,6 +717,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       yield* printLine(
         `queen-mesh demo: ${carrier.title} for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
       )
+      yield* printLine(`  the cluster page: ${pages.url}`)
       yield* Effect.forEach(carrier.legend, (line) => printLine(`  ${line}`), { discard: true })
       const report = Effect.flatMap(now, (at) =>
         Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
@@ -733,6 +754,32 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const end = yield* now
     yield* printLine("")
     yield* Effect.forEach(renderSummary(demo, end), printLine, { discard: true })
+    if (options.keep === true) yield* keepRunning(demo, pages.url, totalMs)
   }).pipe(Effect.scoped, Effect.annotateLogs({ module: "cli/demo" }))
+
+/** --keep: the cluster and its page stay up, the events printed as lines, until interrupted. */
+const keepRunning = (demo: Demo, page: string, totalMs: number) =>
+  Effect.gen(function* () {
+    yield* printLine("")
+    yield* printLine(
+      `still running until Ctrl-C: ${VICTIM} is cut off and restored every ${seconds(totalMs)}; the cluster page: ${page}`
+    )
+    let printed = demo.timeline.length
+    const flush = Effect.suspend(() => {
+      const entries = demo.timeline.slice(printed)
+      // Nothing reads the samples and the timeline once the summary is out: they must not grow forever.
+      demo.samples.splice(0, demo.samples.length)
+      demo.timeline.splice(0, demo.timeline.length)
+      printed = 0
+      return Effect.forEach(
+        entries,
+        (entry) => printLine(`[${seconds(entry.at).padStart(6)}] * ${entry.text}`),
+        {
+          discard: true
+        }
+      )
+    })
+    return yield* Effect.forever(Effect.zipRight(flush, Effect.sleep(Duration.millis(200))))
+  })
 
 const isPlain = (options: { readonly plain: boolean }) => options.plain || process.stdout.isTTY !== true
