@@ -276,11 +276,230 @@ const discoveryUnavailable = (
 }
 
 /**
+ * The hosts file the discovery nodes resolve the name through (with `multi on` in a host.conf beside
+ * it), and the command prefix that runs a process in a private mount namespace with both mounted over
+ * /etc. Rewritten in place (same inode), as the nodes see the file through a bind mount.
+ */
+class DiscoveryHosts {
+  readonly dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-bench-dns-"))
+  readonly hosts = Path.join(this.dir, "hosts")
+  private readonly conf = Path.join(this.dir, "host.conf")
+  private listed: ReadonlyArray<string> = []
+
+  /** The files, the name listing `addresses`. */
+  init(addresses: ReadonlyArray<string>): void {
+    this.write(addresses)
+    Fs.writeFileSync(this.conf, "multi on\n")
+  }
+
+  private write(addresses: ReadonlyArray<string>): void {
+    this.listed = addresses
+    const lines = addresses.map((address) => `${address} ${DISCOVERY_NAME}\n`).join("")
+    Fs.writeFileSync(this.hosts, `127.0.0.1 localhost\n${lines}`)
+  }
+
+  add(address: string): void {
+    this.write([...this.listed, address])
+  }
+
+  remove(address: string): void {
+    this.write(this.listed.filter((a) => a !== address))
+  }
+
+  readonly wrap = (command: ReadonlyArray<string>): ReadonlyArray<string> => [
+    "unshare",
+    "-m",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/host.conf && shift && exec "$@"',
+    this.hosts,
+    this.conf,
+    ...command
+  ]
+
+  dispose(): void {
+    Fs.rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+/** What every discovery node shares: the hosts, the one mesh port, the plan; the nodes still running. */
+interface DiscoveryRun {
+  readonly options: ClusterOptions
+  readonly plan: DiscoveryPlan
+  readonly hosts: DiscoveryHosts
+  readonly port: number
+  readonly nodes: Array<CliNode>
+}
+
+/** An existing discovery node, with its HTTP port. */
+interface Existing {
+  readonly id: string
+  readonly node: CliNode
+  readonly httpPort: number
+}
+
+/** A `queen-mesh node` on `address` in its private mount namespace, found by discovery alone. */
+const startDiscoveryNode = (run: DiscoveryRun, serverId: string, address: string): CliNode => {
+  const { options, plan } = run
+  const command = run.hosts.wrap([process.execPath, ...options.cli.execArgv(serverId), cliEntry, "node"])
+  const node = new CliNode(
+    "mesh",
+    { file: command[0]!, args: command.slice(1) },
+    {
+      QUEEN_SERVER_ID: serverId,
+      QUEEN_MESH_PORT: String(run.port),
+      QUEEN_MESH_BIND_ADDR: address,
+      QUEEN_MESH_DISCOVERY: `dns:${DISCOVERY_NAME}`,
+      QUEEN_MESH_DISCOVERY_INTERVAL_MS: String(plan.intervalMs),
+      QUEEN_SYNC_SECRET: options.cli.secret,
+      QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+      QUEEN_MESH_HTTP_PORT: "0",
+      QUEEN_MESH_LOG_LEVEL: "warning",
+      NO_COLOR: "1"
+    }
+  )
+  options.cli.onStart?.(node)
+  run.nodes.push(node)
+  return node
+}
+
+/** The existing nodes started on `addresses` and linked into a full mesh; ms from spawn to that. */
+const formExisting = async (run: DiscoveryRun, addresses: ReadonlyArray<string>) => {
+  const spawned = nowNs()
+  const started = addresses.map((address, i) => ({
+    id: `dns-${i}`,
+    node: startDiscoveryNode(run, `dns-${i}`, address)
+  }))
+  const existing: ReadonlyArray<Existing> = await Promise.all(
+    started.map(async (e) => ({
+      ...e,
+      httpPort: Schema.decodeUnknownSync(Listening)(
+        await e.node.waitFor(isEvent("listening"), 30_000, "listening")
+      ).http_port
+    }))
+  )
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const links = await Promise.all(existing.map((e) => meshLinks(e.httpPort)))
+    if (links.every((l) => fullyLinked(l, run.plan.existing - 1))) break
+    if (Date.now() > deadline)
+      throw new Error(`the ${run.plan.existing} discovery nodes were not a full mesh after 30 s`)
+    await sleep(50)
+  }
+  return { existing, formationMs: round((nowNs() - spawned) / 1e6, 0) }
+}
+
+/** The pushes of one join: when each was written, and the timer writing them. */
+interface Pushes {
+  readonly at: Array<number>
+  timer: NodeJS.Timeout | undefined
+}
+
+interface FirstWake {
+  readonly listening: number
+  readonly woke: number
+  /** Which push woke it. */
+  readonly push: number
+  readonly from: string
+}
+
+/**
+ * From the joiner's `listening` line, a push on `sender` every `pushEveryMs`, until the joiner prints
+ * the wake of one of them (or exits, or `limitMs` pass).
+ */
+const awaitFirstWake = (joiner: CliNode, sender: Existing, j: number, plan: DiscoveryPlan, pushes: Pushes) =>
+  new Promise<FirstWake>((resolve, reject) => {
+    // Start-up, then the others' next round and their reconnect back-off, with room to spare.
+    const limitMs = 10 * plan.intervalMs + 20_000
+    let listening = 0
+    const fail = (what: string) =>
+      reject(new Error(`discovery join ${j}: ${what}; stderr: ${joiner.stderr.slice(-500)}`))
+    const limit = setTimeout(() => {
+      joiner.onLine = undefined
+      fail(
+        `${listening === 0 ? "no listening line" : `no wake after ${pushes.at.length} pushes`} within ${limitMs} ms`
+      )
+    }, limitMs)
+    // A node that dies on the way says so at once, not at the limit.
+    joiner.process.once("exit", (code, signal) => {
+      clearTimeout(limit)
+      fail(`the new node exited (${signal ?? code}) before its first wake`)
+    })
+    const push = () => {
+      const k = pushes.at.length
+      pushes.at.push(nowNs())
+      sender.node.write(
+        `{"op":"message_available","queue":"discovery","partition":"d${j}-${k}","tenant":"${DISCOVERY_TENANT}"}\n`
+      )
+    }
+    joiner.onLine = (text, at) => {
+      if (listening === 0 && isEvent("listening")(text)) {
+        listening = at
+        push()
+        pushes.timer = setInterval(push, plan.pushEveryMs)
+        return
+      }
+      if (!isEvent("wake")(text)) return
+      const match = new RegExp(`"partition":"d${j}-(\\d+)"`).exec(text)
+      if (match === null) return
+      joiner.onLine = undefined
+      clearTimeout(limit)
+      clearInterval(pushes.timer)
+      const from = /"from":"([^"]*)"/.exec(text)
+      resolve({ listening, woke: at, push: Number(match[1]), from: from?.[1] ?? "" })
+    }
+  })
+
+/** Join `j`: a random pause, the new address listed, the node spawned, to its first wake; then it goes. */
+const join = async (
+  run: DiscoveryRun,
+  existing: ReadonlyArray<Existing>,
+  j: number
+): Promise<DiscoveryJoin> => {
+  const offsetMs = Math.round(Math.random() * run.plan.intervalMs)
+  await sleep(offsetMs)
+  const address = discoveryAddress(run.plan.existing + j)
+  const sender = existing[j % existing.length]!
+  // Its record first, then the process, as a headless Service publishes it.
+  run.hosts.add(address)
+  const pushes: Pushes = { at: [], timer: undefined }
+  const t0 = nowNs()
+  const joiner = startDiscoveryNode(run, `dns-join-${j}`, address)
+  try {
+    const times = await awaitFirstWake(joiner, sender, j, run.plan, pushes)
+    const entry = await getText(sender.httpPort, "/internal/api/shared-state/stats")
+      .then((body) => Schema.decodeUnknownSync(PeerEntry)(body).peers.find((p) => p.host === address))
+      .catch(() => undefined)
+    return {
+      address,
+      sender: sender.id,
+      offsetMs,
+      spawnToListeningMs: round((times.listening - t0) / 1e6, 1),
+      spawnToFirstWakeMs: round((times.woke - t0) / 1e6, 1),
+      listeningToFirstWakeMs: round((times.woke - times.listening) / 1e6, 1),
+      pushesSent: pushes.at.length,
+      wokenByPush: times.push,
+      wokenByPushAgeMs: round((times.woke - pushes.at[times.push]!) / 1e6, 2),
+      from: times.from,
+      senderLastError: entry?.last_error ?? null,
+      senderDroppedDown: entry?.dropped_down ?? null
+    }
+  } finally {
+    clearInterval(pushes.timer)
+    await joiner.stop()
+    run.nodes.splice(run.nodes.indexOf(joiner), 1)
+    run.hosts.remove(address)
+  }
+}
+
+/**
  * The time for a new member found by discovery to receive its first wake. `existing` `queen-mesh node`
  * processes on 127.0.0.2, .3, ... share one mesh port and `QUEEN_MESH_DISCOVERY=dns:<name>` at
  * `intervalMs`, the name resolving to every one of them through a hosts file; each runs in a private
  * mount namespace with that file over /etc/hosts (and `multi on` in /etc/host.conf), as
- * `test/Discovery.process.test.ts` does, so it needs root and `unshare -m` (else `skipped`, saying
+ * `test/Discovery.process.int.test.ts` does, so it needs root and `unshare -m` (else `skipped`, saying
  * why). Once they are a full mesh, each join, after a random pause of up to one interval: the new
  * address appended to the file in place (the running nodes see it at their next round), the new node
  * spawned on it, and from its `listening` line a push on one existing node (rotating) every
@@ -291,168 +510,20 @@ export const discoveryFirstWake = async (
   options: ClusterOptions,
   plan: DiscoveryPlan = discoveryDefaults
 ): Promise<DiscoveryFirstWake> => {
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-bench-dns-"))
+  const hosts = new DiscoveryHosts()
   const nodes: Array<CliNode> = []
   try {
-    const hosts = Path.join(dir, "hosts")
-    const conf = Path.join(dir, "host.conf")
-    const line = (address: string) => `${address} ${DISCOVERY_NAME}\n`
-    let listed = Array.from({ length: plan.existing }, (_, i) => discoveryAddress(i))
-    // Rewritten in place (same inode), as the nodes see the file through a bind mount.
-    const writeHosts = () => Fs.writeFileSync(hosts, `127.0.0.1 localhost\n${listed.map(line).join("")}`)
-    writeHosts()
-    Fs.writeFileSync(conf, "multi on\n")
-    const wrap = (command: ReadonlyArray<string>): ReadonlyArray<string> => [
-      "unshare",
-      "-m",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/host.conf && shift && exec "$@"',
-      hosts,
-      conf,
-      ...command
-    ]
-    const unavailable = discoveryUnavailable(wrap, hosts)
+    const addresses = Array.from({ length: plan.existing }, (_, i) => discoveryAddress(i))
+    hosts.init(addresses)
+    const unavailable = discoveryUnavailable(hosts.wrap, hosts.hosts)
     if (unavailable !== undefined) return { status: "skipped", reason: unavailable }
-
-    const port = await options.cli.freePort()
-    const start = (serverId: string, address: string): CliNode => {
-      const command = wrap([process.execPath, ...options.cli.execArgv(serverId), cliEntry, "node"])
-      const node = new CliNode(
-        "mesh",
-        { file: command[0]!, args: command.slice(1) },
-        {
-          QUEEN_SERVER_ID: serverId,
-          QUEEN_MESH_PORT: String(port),
-          QUEEN_MESH_BIND_ADDR: address,
-          QUEEN_MESH_DISCOVERY: `dns:${DISCOVERY_NAME}`,
-          QUEEN_MESH_DISCOVERY_INTERVAL_MS: String(plan.intervalMs),
-          QUEEN_SYNC_SECRET: options.cli.secret,
-          QUEEN_MESH_HTTP_HOST: "127.0.0.1",
-          QUEEN_MESH_HTTP_PORT: "0",
-          QUEEN_MESH_LOG_LEVEL: "warning",
-          NO_COLOR: "1"
-        }
-      )
-      options.cli.onStart?.(node)
-      nodes.push(node)
-      return node
-    }
-
+    const run: DiscoveryRun = { options, plan, hosts, port: await options.cli.freePort(), nodes }
     options.progress(
       `discovery: ${plan.existing} nodes on one name (interval ${plan.intervalMs} ms), then ${plan.joins} joins to their first wake`
     )
-    const spawned = nowNs()
-    const started = listed.map((address, i) => ({ id: `dns-${i}`, node: start(`dns-${i}`, address) }))
-    const existing = await Promise.all(
-      started.map(async (e) => ({
-        ...e,
-        httpPort: Schema.decodeUnknownSync(Listening)(
-          await e.node.waitFor(isEvent("listening"), 30_000, "listening")
-        ).http_port
-      }))
-    )
-    const httpPorts = existing.map((e) => e.httpPort)
-    const deadline = Date.now() + 30_000
-    for (;;) {
-      const links = await Promise.all(httpPorts.map(meshLinks))
-      if (links.every((l) => fullyLinked(l, plan.existing - 1))) break
-      if (Date.now() > deadline)
-        throw new Error(`the ${plan.existing} discovery nodes were not a full mesh after 30 s`)
-      await sleep(50)
-    }
-    const existingFormationMs = round((nowNs() - spawned) / 1e6, 0)
-
+    const { existing, formationMs } = await formExisting(run, addresses)
     const perJoin: Array<DiscoveryJoin> = []
-    for (let j = 0; j < plan.joins; j++) {
-      const offsetMs = Math.round(Math.random() * plan.intervalMs)
-      await sleep(offsetMs)
-      const address = discoveryAddress(plan.existing + j)
-      const sender = existing[j % existing.length]!
-      const serverId = `dns-join-${j}`
-      // Its record first, then the process, as a headless Service publishes it.
-      listed = [...listed, address]
-      writeHosts()
-      const pushedAt: Array<number> = []
-      // Start-up, then the others' next round and their reconnect back-off, with room to spare.
-      const limitMs = 10 * plan.intervalMs + 20_000
-      let timer: NodeJS.Timeout | undefined
-      const t0 = nowNs()
-      const joiner = start(serverId, address)
-      try {
-        const times = await new Promise<{ listening: number; woke: number; push: number; from: string }>(
-          (resolve, reject) => {
-            let listening = 0
-            const limit = setTimeout(() => {
-              joiner.onLine = undefined
-              const what = listening === 0 ? "no listening line" : `no wake after ${pushedAt.length} pushes`
-              reject(
-                new Error(
-                  `discovery join ${j}: ${what} within ${limitMs} ms; stderr: ${joiner.stderr.slice(-500)}`
-                )
-              )
-            }, limitMs)
-            // A node that dies on the way says so at once, not at the limit.
-            joiner.process.once("exit", (code, signal) => {
-              clearTimeout(limit)
-              reject(
-                new Error(
-                  `discovery join ${j}: the new node exited (${signal ?? code}) before its first wake; stderr: ${joiner.stderr.slice(-500)}`
-                )
-              )
-            })
-            const push = () => {
-              const k = pushedAt.length
-              pushedAt.push(nowNs())
-              sender.node.write(
-                `{"op":"message_available","queue":"discovery","partition":"d${j}-${k}","tenant":"${DISCOVERY_TENANT}"}\n`
-              )
-            }
-            joiner.onLine = (text, at) => {
-              if (listening === 0 && isEvent("listening")(text)) {
-                listening = at
-                push()
-                timer = setInterval(push, plan.pushEveryMs)
-                return
-              }
-              if (!isEvent("wake")(text)) return
-              const match = new RegExp(`"partition":"d${j}-(\\d+)"`).exec(text)
-              if (match === null) return
-              joiner.onLine = undefined
-              clearTimeout(limit)
-              clearInterval(timer)
-              const from = /"from":"([^"]*)"/.exec(text)
-              resolve({ listening, woke: at, push: Number(match[1]), from: from?.[1] ?? "" })
-            }
-          }
-        )
-        const entry = await getText(sender.httpPort, "/internal/api/shared-state/stats")
-          .then((body) => Schema.decodeUnknownSync(PeerEntry)(body).peers.find((p) => p.host === address))
-          .catch(() => undefined)
-        perJoin.push({
-          address,
-          sender: sender.id,
-          offsetMs,
-          spawnToListeningMs: round((times.listening - t0) / 1e6, 1),
-          spawnToFirstWakeMs: round((times.woke - t0) / 1e6, 1),
-          listeningToFirstWakeMs: round((times.woke - times.listening) / 1e6, 1),
-          pushesSent: pushedAt.length,
-          wokenByPush: times.push,
-          wokenByPushAgeMs: round((times.woke - pushedAt[times.push]!) / 1e6, 2),
-          from: times.from,
-          senderLastError: entry?.last_error ?? null,
-          senderDroppedDown: entry?.dropped_down ?? null
-        })
-      } finally {
-        clearInterval(timer)
-        await joiner.stop()
-        nodes.splice(nodes.indexOf(joiner), 1)
-        listed = listed.filter((a) => a !== address)
-        writeHosts()
-      }
-    }
+    for (let j = 0; j < plan.joins; j++) perJoin.push(await join(run, existing, j))
     return {
       status: "measured",
       name: DISCOVERY_NAME,
@@ -460,7 +531,7 @@ export const discoveryFirstWake = async (
       intervalMs: plan.intervalMs,
       pushEveryMs: plan.pushEveryMs,
       joins: plan.joins,
-      existingFormationMs,
+      existingFormationMs: formationMs,
       spawnToListeningMs: fewSamples(perJoin.map((r) => r.spawnToListeningMs)),
       spawnToFirstWakeMs: fewSamples(perJoin.map((r) => r.spawnToFirstWakeMs)),
       listeningToFirstWakeMs: fewSamples(perJoin.map((r) => r.listeningToFirstWakeMs)),
@@ -470,7 +541,7 @@ export const discoveryFirstWake = async (
     return { status: "failed", reason: error instanceof Error ? error.message : String(error) }
   } finally {
     await Promise.all(nodes.map((node) => node.stop()))
-    Fs.rmSync(dir, { recursive: true, force: true })
+    hosts.dispose()
   }
 }
 
@@ -486,188 +557,269 @@ const quiet = async (nodes: ReadonlyArray<CliNode>, ms: number, maxMs: number): 
   }
 }
 
-/** One full mesh of `n` nodes of `kind`: formation, connections, wakes, CPU, idle cost, RSS. */
-const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: ClusterKind, n: number) => {
-  const name = kind === "mesh" ? `cluster of ${n}` : `upstream cluster of ${n}`
+/** `n` distinct free ports. */
+const distinctPorts = async (options: ClusterOptions, n: number): Promise<Array<number>> => {
   const ports: Array<number> = []
   while (ports.length < n) {
     const port = await options.cli.freePort()
     if (!ports.includes(port)) ports.push(port)
   }
+  return ports
+}
+
+/** A cluster being measured: its nodes of one kind, every one listing every other. */
+interface Cluster {
+  readonly name: string
+  readonly kind: ClusterKind
+  readonly n: number
+  readonly nodes: Array<CliNode>
+  readonly members: ReadonlyArray<Member>
+}
+
+/** Starts one node per port into `nodes`; resolves when all listen, with the last `listening` stamp. */
+const startMembers = async (
+  options: ClusterOptions,
+  kind: ClusterKind,
+  ports: ReadonlyArray<number>,
+  nodes: Array<CliNode>
+) => {
+  const n = ports.length
+  for (let i = 0; i < n; i++) {
+    const id = `${kind === "mesh" ? "cluster" : "ucluster"}-${n}-${i}`
+    nodes.push(
+      startNode(
+        options.cli,
+        kind,
+        id,
+        ports[i]!,
+        ports.filter((_, j) => j !== i)
+      )
+    )
+  }
+  let lastListening = 0
+  const members: Array<Member> = await Promise.all(
+    nodes.map(async (node) => {
+      const line = await node.waitFor(isEvent("listening"), 30_000 + n * 2_000, "listening")
+      lastListening = Math.max(lastListening, nowNs())
+      if (kind === "upstream") return { node, links: () => upstreamLinks(node) }
+      const httpPort = Schema.decodeUnknownSync(Listening)(line).http_port
+      return { node, links: () => meshLinks(httpPort) }
+    })
+  )
+  return { members, lastListening }
+}
+
+/** Formation: until every node sees every link, both ways (60 s at most); the links last seen. */
+const awaitFormation = async (cluster: Cluster): Promise<Array<Links>> => {
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const last = await Promise.all(cluster.members.map((m) => m.links()))
+    if (last.every((s) => fullyLinked(s, cluster.n - 1))) return last
+    if (Date.now() > deadline) {
+      const short = last.filter((s) => !fullyLinked(s, cluster.n - 1)).length
+      throw new Error(`${cluster.name}: ${short} node(s) without every link after 60 s`)
+    }
+    await sleep(100)
+  }
+}
+
+/** Push `index` on node `index % n`, until every other node printed its wake; µs per receiver from the push. */
+const pushToAll = async (cluster: Cluster, index: number): Promise<Array<number>> => {
+  const { n, members, name } = cluster
+  const sender = index % n
+  const partition = `c${index}`
+  const needle = `"partition":"${partition}"`
+  const woken: Array<number> = []
+  let sent = 0
+  await new Promise<void>((resolve, reject) => {
+    let left = n - 1
+    const timer = setTimeout(
+      () => reject(new Error(`${name}: push ${index} reached ${n - 1 - left} of ${n - 1} nodes`)),
+      10_000
+    )
+    members.forEach((m, i) => {
+      if (i === sender) {
+        m.node.onLine = undefined
+        return
+      }
+      m.node.onLine = (text, at) => {
+        if (!text.includes(needle)) return
+        m.node.onLine = undefined
+        woken.push((at - sent) / 1000)
+        if (--left === 0) {
+          clearTimeout(timer)
+          resolve()
+        }
+      }
+    })
+    sent = nowNs()
+    members[sender]!.node.write(pushLine(cluster.kind, partition))
+  })
+  return woken
+}
+
+const linesRead = (nodes: ReadonlyArray<CliNode>): number => nodes.reduce((sum, node) => sum + node.lines, 0)
+
+/**
+ * Bursts of 64 lines per node, well under a send queue (1024 frames), with a pause sized to the
+ * 64 n (n - 1) wake lines each round makes the machine print (8 µs a line), so the warm-up exercises
+ * the receive path rather than the drop path; then, once every node fell quiet, the one-at-a-time
+ * pushes. The wake lines the bursts printed.
+ */
+const warmUp = async (cluster: Cluster, plan: ClusterPlan): Promise<number> => {
+  const { n, nodes } = cluster
+  const linesBefore = linesRead(nodes)
+  for (let offset = 0; offset < plan.warmupLinesPerNode; offset += 64) {
+    cluster.members.forEach((m, i) => {
+      let text = ""
+      for (let k = offset; k < Math.min(plan.warmupLinesPerNode, offset + 64); k++) {
+        text += pushLine(cluster.kind, `w${i}-${k}`, "warm")
+      }
+      m.node.write(text)
+    })
+    await sleep(Math.max(2, (64 * n * (n - 1) * 8) / 1000))
+  }
+  await quiet(nodes, 500, 60_000)
+  const printed = linesRead(nodes) - linesBefore
+  for (let r = 0; r < plan.warmupPushesPerNode * n; r++) await pushToAll(cluster, r)
+  return printed
+}
+
+/** Each node's time on CPU (µs) while `work` runs, and how long it ran (ns). */
+const cpuOver = async (nodes: ReadonlyArray<CliNode>, work: () => Promise<void>) => {
+  const cpu0 = nodes.map((node) => node.cpuNs())
+  const t0 = nowNs()
+  await work()
+  const ns = nowNs() - t0
+  return { ns, cpuUs: nodes.map((node, i) => (node.cpuNs() - cpu0[i]!) / 1000) }
+}
+
+/** `rounds` pushes from push `first` on: µs per receiver and until all woke, and the nodes' CPU. */
+const measureWakes = async (cluster: Cluster, first: number, rounds: number) => {
+  const perReceiver: Array<number> = []
+  const perPush: Array<number> = []
+  const { ns, cpuUs } = await cpuOver(cluster.nodes, async () => {
+    for (let r = first; r < first + rounds; r++) {
+      const woken = await pushToAll(cluster, r)
+      perReceiver.push(...woken)
+      perPush.push(Math.max(...woken))
+    }
+  })
+  return { perReceiver, perPush, windowNs: ns, cpuUs }
+}
+
+interface Timings {
+  readonly startupMs: number
+  readonly linkingMs: number
+  readonly formationMs: number
+  readonly loadAtStart: number
+}
+
+/** The figures of one cluster, as results.json has them. */
+const clusterFigures = (
+  cluster: Cluster,
+  plan: ClusterPlan,
+  timings: Timings,
+  links: ReadonlyArray<Links>,
+  warmupLines: number,
+  idle: {
+    readonly ns: number
+    readonly cpuUs: ReadonlyArray<number>
+    readonly rssMiB: ReadonlyArray<number>
+  },
+  wakes: Awaited<ReturnType<typeof measureWakes>>
+) => {
+  const { n, kind } = cluster
+  const inboundOpen = links.flatMap((s) => (s.inboundOpen === null ? [] : [s.inboundOpen]))
+  const cpuTotalUs = wakes.cpuUs.reduce((a, b) => a + b, 0)
+  // What the same nodes spend idle over as long a window (heartbeats), taken off for the net figure.
+  const idleShareUs = (idle.cpuUs.reduce((a, b) => a + b, 0) / idle.ns) * wakes.windowNs
+  const wakeLines = plan.rounds * (n - 1)
+  return {
+    kind,
+    nodes: n,
+    processes: n,
+    /** Spawn to every node printing `listening` (process start-up, N at once on the machine's cores). */
+    startupMs: timings.startupMs,
+    /** The last `listening` to every link up both ways (dials, their back-off, HELLOs). */
+    linkingMs: timings.linkingMs,
+    /** Spawn to every link up: the two above. */
+    formationMs: timings.formationMs,
+    connections: {
+      expectedEachWay: n - 1,
+      outboundPerNode: spread(
+        links.map((s) => s.outbound),
+        0
+      ),
+      /** Upstream: the peers heard on inbound links (`servers_alive`); it counts no sockets. */
+      inboundAuthenticatedPerNode: spread(
+        links.map((s) => s.inbound),
+        0
+      ),
+      inboundOpenPerNode: inboundOpen.length === 0 ? null : spread(inboundOpen, 0)
+    },
+    warmupLines: {
+      written: plan.warmupLinesPerNode * n,
+      expected: plan.warmupLinesPerNode * n * (n - 1),
+      /** Wake lines the driver read; fewer than expected = frames or lines dropped under the burst. */
+      printed: warmupLines
+    },
+    wake: {
+      warmup: plan.warmupPushesPerNode * n,
+      pushes: plan.rounds,
+      wakesPerPush: n - 1,
+      perReceiverUs: distribution(wakes.perReceiver),
+      untilAllWokeUs: distribution(wakes.perPush)
+    },
+    cpu: {
+      windowMs: round(wakes.windowNs / 1e6, 0),
+      allNodesUsPerPush: round(cpuTotalUs / plan.rounds, 1),
+      usPerWakePerNode: round(cpuTotalUs / wakeLines, 2),
+      usPerWakePerNodeNetOfIdle: round((cpuTotalUs - idleShareUs) / wakeLines, 2),
+      perNodeUsPerPush: spread(
+        wakes.cpuUs.map((us) => us / plan.rounds),
+        1
+      )
+    },
+    idle: {
+      windowMs: round(idle.ns / 1e6, 0),
+      cpuMsPerMinutePerNode: spread(
+        idle.cpuUs.map((us) => (us / 1000 / (idle.ns / 1e6)) * 60_000),
+        1
+      ),
+      rssMiBPerNode: spread(idle.rssMiB, 1)
+    },
+    loadAverage1m: { start: round(timings.loadAtStart, 2), end: round(Os.loadavg()[0]!, 2) }
+  }
+}
+
+/** One full mesh of `n` nodes of `kind`: formation, connections, wakes, CPU, idle cost, RSS. */
+const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: ClusterKind, n: number) => {
+  const name = kind === "mesh" ? `cluster of ${n}` : `upstream cluster of ${n}`
+  const ports = await distinctPorts(options, n)
   const nodes: Array<CliNode> = []
   const loadAtStart = Os.loadavg()[0]!
   try {
     const spawned = nowNs()
-    for (let i = 0; i < n; i++) {
-      const id = `${kind === "mesh" ? "cluster" : "ucluster"}-${n}-${i}`
-      nodes.push(
-        startNode(
-          options.cli,
-          kind,
-          id,
-          ports[i]!,
-          ports.filter((_, j) => j !== i)
-        )
-      )
+    const { members, lastListening } = await startMembers(options, kind, ports, nodes)
+    const cluster: Cluster = { name, kind, n, nodes, members }
+    const links = await awaitFormation(cluster)
+    const timings: Timings = {
+      startupMs: round((lastListening - spawned) / 1e6, 0),
+      formationMs: round((nowNs() - spawned) / 1e6, 0),
+      linkingMs: round((nowNs() - lastListening) / 1e6, 0),
+      loadAtStart
     }
-    let lastListening = 0
-    const members: Array<Member> = await Promise.all(
-      nodes.map(async (node) => {
-        const line = await node.waitFor(isEvent("listening"), 30_000 + n * 2_000, "listening")
-        lastListening = Math.max(lastListening, nowNs())
-        if (kind === "upstream") return { node, links: () => upstreamLinks(node) }
-        const httpPort = Schema.decodeUnknownSync(Listening)(line).http_port
-        return { node, links: () => meshLinks(httpPort) }
-      })
-    )
-    const startupMs = round((lastListening - spawned) / 1e6, 0)
-    // Formation: every node sees every link, both ways.
-    const deadline = Date.now() + 60_000
-    let last: Array<Links> = []
-    for (;;) {
-      last = await Promise.all(members.map((m) => m.links()))
-      if (last.every((s) => fullyLinked(s, n - 1))) break
-      if (Date.now() > deadline) {
-        const short = last.filter((s) => !fullyLinked(s, n - 1)).length
-        throw new Error(`${name}: ${short} node(s) without every link after 60 s`)
-      }
-      await sleep(100)
-    }
-    const formationMs = round((nowNs() - spawned) / 1e6, 0)
-    const linkingMs = round((nowNs() - lastListening) / 1e6, 0)
-    const outbound = last.map((s) => s.outbound)
-    const inbound = last.map((s) => s.inbound)
-    const inboundOpen = last.flatMap((s) => (s.inboundOpen === null ? [] : [s.inboundOpen]))
-
-    // One push on `sender`, until every other node printed its wake; µs per receiver from the push.
-    const push = async (index: number): Promise<Array<number>> => {
-      const sender = index % n
-      const partition = `c${index}`
-      const needle = `"partition":"${partition}"`
-      const woken: Array<number> = []
-      let sent = 0
-      await new Promise<void>((resolve, reject) => {
-        let left = n - 1
-        const timer = setTimeout(
-          () => reject(new Error(`${name}: push ${index} reached ${n - 1 - left} of ${n - 1} nodes`)),
-          10_000
-        )
-        members.forEach((m, i) => {
-          if (i === sender) {
-            m.node.onLine = undefined
-            return
-          }
-          m.node.onLine = (text, at) => {
-            if (!text.includes(needle)) return
-            m.node.onLine = undefined
-            woken.push((at - sent) / 1000)
-            if (--left === 0) {
-              clearTimeout(timer)
-              resolve()
-            }
-          }
-        })
-        sent = nowNs()
-        members[sender]!.node.write(pushLine(kind, partition))
-      })
-      return woken
-    }
-
     options.progress(
-      `${name}: formed in ${formationMs} ms; warm-up: ${plan.warmupLinesPerNode} lines into each node in bursts, then ${plan.warmupPushesPerNode * n} pushes`
+      `${name}: formed in ${timings.formationMs} ms; warm-up: ${plan.warmupLinesPerNode} lines into each node in bursts, then ${plan.warmupPushesPerNode * n} pushes`
     )
-    // Bursts of 64 lines per node, well under a send queue (1024 frames), with a pause sized to the
-    // 64 n (n - 1) wake lines each round makes the machine print (8 µs a line), so the warm-up
-    // exercises the receive path rather than the drop path; then wait until every node fell quiet.
-    const linesBefore = nodes.reduce((sum, node) => sum + node.lines, 0)
-    for (let offset = 0; offset < plan.warmupLinesPerNode; offset += 64) {
-      members.forEach((m, i) => {
-        let text = ""
-        for (let k = offset; k < Math.min(plan.warmupLinesPerNode, offset + 64); k++) {
-          text += pushLine(kind, `w${i}-${k}`, "warm")
-        }
-        m.node.write(text)
-      })
-      await sleep(Math.max(2, (64 * n * (n - 1) * 8) / 1000))
-    }
-    await quiet(nodes, 500, 60_000)
-    const warmupLines = nodes.reduce((sum, node) => sum + node.lines, 0) - linesBefore
-    const warmup = plan.warmupPushesPerNode * n
-    for (let r = 0; r < warmup; r++) await push(r)
-
+    const warmupLines = await warmUp(cluster, plan)
     options.progress(`${name}: idle for ${plan.idleMs / 1000} s`)
-    const idleCpu0 = nodes.map((node) => node.cpuNs())
-    const idleT0 = nowNs()
-    await sleep(plan.idleMs)
-    const idleNs = nowNs() - idleT0
-    const idleCpu = nodes.map((node, i) => (node.cpuNs() - idleCpu0[i]!) / 1000)
-    const rss = nodes.map((node) => node.rssBytes() / MiB)
-    const idleMsPerMinute = idleCpu.map((us) => (us / 1000 / (idleNs / 1e6)) * 60_000)
-
+    const idle = await cpuOver(nodes, () => sleep(plan.idleMs))
+    const rssMiB = nodes.map((node) => node.rssBytes() / MiB)
     options.progress(`${name}: ${plan.rounds} pushes, each to ${n - 1} nodes, the sender rotating`)
-    const perReceiver: Array<number> = []
-    const perPush: Array<number> = []
-    const cpu0 = nodes.map((node) => node.cpuNs())
-    const t0 = nowNs()
-    for (let r = warmup; r < warmup + plan.rounds; r++) {
-      const woken = await push(r)
-      perReceiver.push(...woken)
-      perPush.push(Math.max(...woken))
-    }
-    const windowNs = nowNs() - t0
-    const cpu = nodes.map((node, i) => (node.cpuNs() - cpu0[i]!) / 1000)
-    const cpuTotalUs = cpu.reduce((a, b) => a + b, 0)
-    // What the same nodes spend idle over as long a window (heartbeats), taken off for the net figure.
-    const idleShareUs = (idleCpu.reduce((a, b) => a + b, 0) / idleNs) * windowNs
-    const wakes = plan.rounds * (n - 1)
-    const loadAtEnd = Os.loadavg()[0]!
-    return {
-      kind,
-      nodes: n,
-      processes: n,
-      /** Spawn to every node printing `listening` (process start-up, N at once on the machine's cores). */
-      startupMs,
-      /** The last `listening` to every link up both ways (dials, their back-off, HELLOs). */
-      linkingMs,
-      /** Spawn to every link up: the two above. */
-      formationMs,
-      connections: {
-        expectedEachWay: n - 1,
-        outboundPerNode: spread(outbound, 0),
-        /** Upstream: the peers heard on inbound links (`servers_alive`); it counts no sockets. */
-        inboundAuthenticatedPerNode: spread(inbound, 0),
-        inboundOpenPerNode: inboundOpen.length === 0 ? null : spread(inboundOpen, 0)
-      },
-      warmupLines: {
-        written: plan.warmupLinesPerNode * n,
-        expected: plan.warmupLinesPerNode * n * (n - 1),
-        /** Wake lines the driver read; fewer than expected = frames or lines dropped under the burst. */
-        printed: warmupLines
-      },
-      wake: {
-        warmup,
-        pushes: plan.rounds,
-        wakesPerPush: n - 1,
-        perReceiverUs: distribution(perReceiver),
-        untilAllWokeUs: distribution(perPush)
-      },
-      cpu: {
-        windowMs: round(windowNs / 1e6, 0),
-        allNodesUsPerPush: round(cpuTotalUs / plan.rounds, 1),
-        usPerWakePerNode: round(cpuTotalUs / wakes, 2),
-        usPerWakePerNodeNetOfIdle: round((cpuTotalUs - idleShareUs) / wakes, 2),
-        perNodeUsPerPush: spread(
-          cpu.map((us) => us / plan.rounds),
-          1
-        )
-      },
-      idle: {
-        windowMs: round(idleNs / 1e6, 0),
-        cpuMsPerMinutePerNode: spread(idleMsPerMinute, 1),
-        rssMiBPerNode: spread(rss, 1)
-      },
-      loadAverage1m: { start: round(loadAtStart, 2), end: round(loadAtEnd, 2) }
-    }
+    const wakes = await measureWakes(cluster, plan.warmupPushesPerNode * n, plan.rounds)
+    return clusterFigures(cluster, plan, timings, links, warmupLines, { ...idle, rssMiB }, wakes)
   } finally {
     await Promise.all(nodes.map((node) => node.stop()))
   }

@@ -10,6 +10,7 @@
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Deferred, Effect, Exit, Scope } from "effect"
+import * as Frame from "../src/Frame.js"
 import * as TcpTransport from "../src/TcpTransport.js"
 import * as TlsTransport from "../src/TlsTransport.js"
 import type { TransportShape } from "../src/Transport.js"
@@ -34,19 +35,16 @@ export interface TlsBenchResult {
 
 const FRAME_BYTES = 60
 
-/** A well-formed 60-byte `MESSAGE_AVAILABLE` frame: u32 length, tag 1, JSON padded in the queue name. */
+/** A well-formed 60-byte `MESSAGE_AVAILABLE` frame, its JSON padded in the queue name. */
 const frame = (() => {
   const bare = JSON.stringify({ queue: "", partition: "p", tenant: "t" })
+  const header = Frame.LENGTH_PREFIX_BYTES + 1
   const payload = JSON.stringify({
-    queue: "q".repeat(FRAME_BYTES - 5 - bare.length),
+    queue: "q".repeat(FRAME_BYTES - header - bare.length),
     partition: "p",
     tenant: "t"
   })
-  const bytes = Buffer.alloc(5 + payload.length)
-  bytes.writeUInt32BE(1 + payload.length, 0)
-  bytes[4] = 1
-  bytes.write(payload, 5, "utf8")
-  return bytes
+  return Frame.frameBytes(Frame.Tag.MESSAGE_AVAILABLE, payload)
 })()
 
 const nowNs = () => process.hrtime.bigint()

@@ -9,6 +9,7 @@ import { spawn } from "node:child_process"
 import { createHmac, randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Net from "node:net"
+import * as Frame from "../src/Frame.js"
 
 const SECRET = "attack-secret"
 const cli = new URL("../dist/cli.js", import.meta.url).pathname
@@ -23,19 +24,10 @@ const freePort = () =>
     })
   })
 
-const frame = (tag: number, payload: string | Buffer) => {
-  const bytes = typeof payload === "string" ? Buffer.from(payload) : payload
-  const out = Buffer.alloc(5 + bytes.length)
-  out.writeUInt32BE(1 + bytes.length, 0)
-  out[4] = tag
-  bytes.copy(out, 5)
-  return out
-}
-
 const hello = (serverId: string) => {
   const nonce = randomBytes(16).toString("hex")
   const mac = createHmac("sha256", SECRET).update(nonce).digest("hex")
-  return frame(4, JSON.stringify({ server_id: serverId, nonce, mac }))
+  return Frame.frameBytes(Frame.Tag.HELLO, JSON.stringify({ server_id: serverId, nonce, mac }))
 }
 
 const connect = (port: number) =>
@@ -82,7 +74,10 @@ const main = async () => {
   // observable from here, so the figure is simply that the node keeps counting its frames.
   const good = await connect(port)
   good.write(hello("good"))
-  const timer = setInterval(() => good.write(frame(1, '{"queue":"q","partition":"p"}')), 50)
+  const timer = setInterval(
+    () => good.write(Frame.frameBytes(Frame.Tag.MESSAGE_AVAILABLE, '{"queue":"q","partition":"p"}')),
+    50
+  )
 
   const report = async (name: string, before: number) => {
     await sleep(1500)
@@ -110,8 +105,12 @@ const main = async () => {
   const attacker = await connect(port)
   attacker.write(hello("attacker"))
   const big = "x".repeat(8 * 1024 * 1024)
+  const dirty = Frame.frameBytes(
+    Frame.Tag.HOTLIST_DIRTY_BATCH,
+    `{"items":[{"queue":"q","partition":"${big}"}]}`
+  )
   for (let i = 0; i < 256; i++) {
-    if (!attacker.write(frame(5, `{"items":[{"queue":"q","partition":"${big}"}]}`))) {
+    if (!attacker.write(dirty)) {
       await new Promise((resolve) => attacker.once("drain", resolve))
     }
   }
@@ -119,8 +118,12 @@ const main = async () => {
 
   // 2b. 40 wakes with 8 MB tenants (was: 319 MB resident).
   before = rssOf(pid)
+  const wake = Frame.frameBytes(
+    Frame.Tag.MESSAGE_AVAILABLE,
+    `{"queue":"q","partition":"p","tenant":"${big}"}`
+  )
   for (let i = 0; i < 40; i++) {
-    if (!attacker.write(frame(1, `{"queue":"q","partition":"p","tenant":"${big}"}`))) {
+    if (!attacker.write(wake)) {
       await new Promise((resolve) => attacker.once("drain", resolve))
     }
   }

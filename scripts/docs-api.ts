@@ -12,7 +12,7 @@
  *
  * The output depends only on docgen's pages (no dates), so it is committed, and
  * `tsx scripts/docs-api.ts --check` (run by `npm test` through `npm run docs:check`, and by
- * `test/docs.test.ts`) fails when `docs/api/` is not what this script would write.
+ * `test/docs.release.test.ts`) fails when `docs/api/` is not what this script would write.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -27,7 +27,7 @@ export const docgenModulesDir = Path.join(root, ".docgen", "modules")
 export const apiDir = Path.join(root, "docs", "api")
 
 // ---------------------------------------------------------------------------------------------
-// markdown helpers, shared with test/docs.test.ts
+// markdown helpers, shared with test/docs.release.test.ts
 // ---------------------------------------------------------------------------------------------
 
 /** A line and whether it is inside a fenced code block (fence lines count as inside). */

@@ -21,6 +21,7 @@ import {
 } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
+import * as ClusterView from "./ClusterView.js"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
 import * as MeshMetrics from "./MeshMetrics.js"
@@ -214,19 +215,24 @@ const healthHandler = Effect.succeed(json({ status: "ok" }))
 export interface RouterOptions {
   /** Fields of the host's own to add to the stats bodies (the CLI's dropped stdout events). */
   readonly extraStats?: () => Readonly<Record<string, unknown>>
+  /**
+   * The cluster page's settings (see `ClusterView`), or `false` to leave the page out. Its peers' stats
+   * are fetched at the stats route's path.
+   */
+  readonly cluster?: Omit<ClusterView.Options, "statsPath"> | false
 }
 
 /**
  * The routes, for a host to mount into its own router or server: the two stats routes, the minimal
- * shared-state route, `/metrics` (Prometheus text 0.0.4), `/healthz` (the process serves) and
- * `/readyz` (200 when ready, else 503). Unknown paths are left to the host (they fail with
- * `RouteNotFound`).
+ * shared-state route, `/metrics` (Prometheus text 0.0.4), `/healthz` (the process serves),
+ * `/readyz` (200 when ready, else 503) and the cluster page under `/cluster/` (see `ClusterView`).
+ * Unknown paths are left to the host (they fail with `RouteNotFound`).
  *
  * @since 0.1.0
  * @category routers
  */
-export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<never, Mesh> =>
-  HttpRouter.empty.pipe(
+export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<never, Mesh> => {
+  const routes = HttpRouter.empty.pipe(
     HttpRouter.get(paths.sharedStateStats, statsHandler(options.extraStats)),
     HttpRouter.get(paths.interInstanceStats, statsHandler(options.extraStats)),
     HttpRouter.get(paths.sharedState, sharedStateHandler),
@@ -234,6 +240,13 @@ export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<n
     HttpRouter.get(paths.health, healthHandler),
     HttpRouter.get(paths.ready, readyHandler)
   )
+  return options.cluster === false
+    ? routes
+    : HttpRouter.concat(
+        routes,
+        ClusterView.makeRouter({ ...options.cluster, statsPath: paths.sharedStateStats })
+      )
+}
 
 /**
  * {@link makeRouter} with no extra counters.
@@ -357,7 +370,8 @@ export const makeServer = (options: Omit<ServeOptions, "host" | "port"> = {}): H
 
 /**
  * Starts a Node HTTP server (see {@link makeServer}) serving `app` in the current scope, and returns the
- * bound port once it is listening.
+ * bound port once it is listening. When the scope closes, open connections are closed with the server
+ * (an open event stream of the cluster page would otherwise hold it).
  *
  * @since 0.1.0
  * @category constructors
@@ -366,10 +380,13 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
-    const server = yield* NodeHttpServer.make(() => makeServer(options), {
+    let node: Http.Server | undefined
+    const server = yield* NodeHttpServer.make(() => (node = makeServer(options)), {
       host: options.host,
       port: options.port
     })
+    // Runs before the server's own close: an open event stream of the cluster page would hold it.
+    yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
     const served = makeApp(options)
     yield* HttpServer.serveEffect(served).pipe(Effect.provideService(HttpServer.HttpServer, server))
     return server.address._tag === "TcpAddress" ? server.address.port : options.port

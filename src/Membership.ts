@@ -27,8 +27,43 @@ export interface Address {
 }
 
 /**
- * The node's outbound link to a configured peer, with its send queue's accounting
- * (handed = written + droppedFull + droppedDown + discarded + queued).
+ * The counters of an outbound link, each under the one name it has in the stats body (`peers[]`), the
+ * metrics (`queen_mesh_drops_total{cause}`, `queen_mesh_liveness_closes_total{reason}`) and the
+ * `queen-mesh stats` table. Accounting: handed = written + dropped_full + dropped_down + discarded +
+ * queued.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const LinkCounters = Schema.Struct({
+  /** Frames waiting in the send queue (the writer's included). */
+  queued: Schema.Number,
+  queued_bytes: Schema.Number,
+  /** Frames handed to this link. */
+  handed: Schema.Number,
+  written: Schema.Number,
+  /** Dropped because the send queue was full (the peer is slow). */
+  dropped_full: Schema.Number,
+  /** Dropped because the link was down. */
+  dropped_down: Schema.Number,
+  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
+  discarded: Schema.Number,
+  /** Links that were up and went down. */
+  reconnects: Schema.Number,
+  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
+  silent_closes: Schema.Number,
+  /** Links closed because their writes stopped draining for the dead threshold. */
+  stalled_closes: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LinkCounters extends Schema.Schema.Type<typeof LinkCounters> {}
+
+/**
+ * The node's outbound link to a configured peer, with its send queue's accounting.
  *
  * @since 0.1.0
  * @category models
@@ -39,24 +74,9 @@ export interface Link {
   readonly resolvedIp: Option.Option<string>
   /** The address the last established link used, kept while it is down. */
   readonly lastResolvedIp: Option.Option<string>
-  readonly queued: number
-  readonly queuedBytes: number
-  readonly handed: number
-  readonly written: number
-  /** Dropped because the send queue was full (the peer is slow). */
-  readonly droppedFull: number
-  /** Dropped because the link was down. */
-  readonly droppedDown: number
-  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
-  readonly discarded: number
-  /** Links that were up and went down. */
-  readonly reconnects: number
-  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
-  readonly silentCloses: number
-  /** Links closed because their writes stopped draining for the dead threshold. */
-  readonly stalledCloses: number
   /** Why the last dial or link failed, if one did. */
   readonly lastError: Option.Option<string>
+  readonly counters: LinkCounters
 }
 
 /**

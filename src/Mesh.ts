@@ -1,10 +1,10 @@
 /**
  * The mesh as a service: the API a broker calls to send hints, over the runtime that carries them
  * (spec "The mesh", all of it). `Mesh.layer` builds the runtime's services once and provides them
- * itself, the way `Sharding.layer` provides its pieces: `Liveness` (the inbound-liveness map),
- * `Dispatch` (the spec's "effect on receipt"), `Listener` (the receive side) and `Peers` (one dialer
- * fiber per peer with its bounded queue), over `MeshEvents` (the event hub). Everything lives in the
- * layer's scope.
+ * itself, the way `Sharding.layer` provides its pieces: inbound liveness, dispatch (the spec's "effect on
+ * receipt"), the listener (the receive side), the peers (one dialer per peer with its bounded queue),
+ * the lane if the host provides one, the health tracker and the metrics, over the event hub. Everything
+ * lives in the layer's scope; `docs/architecture.md` maps the modules behind it.
  *
  * When the mesh is not active (sync off, or no peers) nothing binds and nothing is sent; local wakes
  * still reach the host's waker.
@@ -12,57 +12,40 @@
  * @since 0.1.0
  */
 import {
-  Clock,
   type ConfigError,
   Context,
   type Duration,
   Effect,
-  Either,
   Layer,
-  Option,
-  Redacted,
+  type Option,
   type Schedule,
   type Scope,
-  Stream,
-  SubscriptionRef
+  type Stream
 } from "effect"
-import * as Frame from "./Frame.js"
+import type * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
-import * as Keyring from "./internal/keyring.js"
-import * as Lane from "./internal/lane/carrier.js"
-import * as Listener from "./internal/links/listener.js"
-import * as Liveness from "./internal/links/liveness.js"
 import * as Outbound from "./internal/links/outboundLink.js"
-import * as Peers from "./internal/links/peers.js"
-import * as SelfDials from "./internal/links/selfDials.js"
-import * as HealthRef from "./internal/membership/healthRef.js"
-import * as HealthTracker from "./internal/membership/healthTracker.js"
-import { membersOf } from "./internal/membership/membership.js"
-import * as Topology from "./internal/membership/topology.js"
-import * as Dispatch from "./internal/mesh/dispatch.js"
-import * as EphCounts from "./internal/mesh/ephCounts.js"
-import * as MeshMetrics from "./internal/metrics/metricsSync.js"
-import { VERSION } from "./internal/version.js"
+import * as Api from "./internal/mesh/api.js"
+import * as Runtime from "./internal/mesh/runtime.js"
 import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"
 import type * as Membership from "./Membership.js"
 import * as MeshConfig from "./MeshConfig.js"
-import {
+import type {
   InvalidInputError,
-  type LinkDown,
+  LinkDown,
   MeshClosedError,
-  type MeshConfigError,
-  type TlsConfigError,
-  type TransportError
+  MeshConfigError,
+  TlsConfigError,
+  TransportError
 } from "./MeshError.js"
-import * as MeshEventModule from "./MeshEvent.js"
-import { type MeshEvent, MeshEvents } from "./MeshEvent.js"
+import type { MeshEvent } from "./MeshEvent.js"
 import * as MeshHealth from "./MeshHealth.js"
-import * as MeshStats from "./MeshStats.js"
+import type * as MeshStats from "./MeshStats.js"
 import * as QueueConfigCache from "./QueueConfigCache.js"
 import * as TcpTransport from "./TcpTransport.js"
 import type { Transport } from "./Transport.js"
-import * as Waker from "./Waker.js"
+import type * as Waker from "./Waker.js"
 
 /**
  * The mesh's API: what a broker calls on a push, a queue configuration or a maintenance flip, and
@@ -191,78 +174,13 @@ export interface MeshShape {
  */
 export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
 
-const invalid = (detail: string) => new InvalidInputError({ detail })
-
-/** A push, built once for every push to the same partition (see `pushOf` in `make`). */
-interface Push {
-  readonly item: Frame.QueueItem
-  readonly bytes: Uint8Array
-  readonly effect: Effect.Effect<void>
-}
-
-/** Pushes kept at most: partitions pushed to lately. */
-const PUSHES_KEPT = 1024
-
-/**
- * Pushes by queue, partition and tenant (absent: `undefined`), in nested maps keyed by the caller's own
- * strings, so a lookup builds nothing. Only string names are kept (anything else takes the slow path
- * and its error); the table is dropped whole when it holds `PUSHES_KEPT`.
- */
-class PushTable {
-  private readonly byQueue = new Map<string, Map<string, Map<string | undefined, Push>>>()
-  private size = 0
-
-  /** The tenant of an input as a key: `undefined` for none, `null` for one that is not a string. */
-  private static tenantKey(input: Frame.QueueItemInput): string | undefined | null {
-    let tenant = input.tenant
-    if (typeof tenant === "object" && tenant !== null) tenant = Option.getOrUndefined(tenant)
-    if (tenant === undefined || tenant === null || tenant === "") return undefined
-    return typeof tenant === "string" ? tenant : null
-  }
-
-  get(input: Frame.QueueItemInput): Push | undefined {
-    const { queue, partition } = input
-    if (typeof queue !== "string" || typeof partition !== "string") return undefined
-    const tenant = PushTable.tenantKey(input)
-    if (tenant === null) return undefined
-    return this.byQueue.get(queue)?.get(partition)?.get(tenant)
-  }
-
-  set(input: Frame.QueueItemInput, push: Push): void {
-    const { queue, partition } = input
-    if (typeof queue !== "string" || typeof partition !== "string") return
-    const tenant = PushTable.tenantKey(input)
-    if (tenant === null) return
-    if (this.size >= PUSHES_KEPT) {
-      this.byQueue.clear()
-      this.size = 0
-    }
-    let byPartition = this.byQueue.get(queue)
-    if (byPartition === undefined) {
-      byPartition = new Map()
-      this.byQueue.set(queue, byPartition)
-    }
-    let byTenant = byPartition.get(partition)
-    if (byTenant === undefined) {
-      byTenant = new Map()
-      byPartition.set(partition, byTenant)
-    }
-    byTenant.set(tenant, push)
-    this.size++
-  }
-}
-
 /**
  * The host's four services: what the mesh applies received frames to.
  *
  * @since 0.1.0
  * @category models
  */
-export type HostServices =
-  | Waker.Waker
-  | QueueConfigCache.QueueConfigCache
-  | HotList.HotList
-  | MaintenanceFlags.MaintenanceFlags
+export type HostServices = Runtime.HostServices
 
 /**
  * What the mesh needs: its configuration, a transport, and the host's four services.
@@ -271,350 +189,6 @@ export type HostServices =
  * @category models
  */
 export type Requirements = MeshConfig.MeshConfig | Transport | HostServices
-
-/**
- * The API over running services, in the current scope.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make: Effect.Effect<
-  MeshShape,
-  never,
-  | Scope.Scope
-  | MeshConfig.MeshConfig
-  | Waker.Waker
-  | MaintenanceFlags.MaintenanceFlags
-  | MeshEvents
-  | Liveness.Liveness
-  | Listener.Listener
-  | Peers.Peers
-  | MeshMetrics.MeshMetrics
-  | EphCounts.EphCounts
-  | Lane.Lane
-  | Topology.Topology
-  | HealthRef.HealthRef
-> = Effect.gen(function* () {
-  const config = yield* MeshConfig.MeshConfig
-  const waker = yield* Waker.Waker
-  const flags = yield* MaintenanceFlags.MaintenanceFlags
-  const events = yield* MeshEvents
-  const liveness = yield* Liveness.Liveness
-  const listener = yield* Listener.Listener
-  const peers = yield* Peers.Peers
-  const metrics = yield* MeshMetrics.MeshMetrics
-  const ephCounts = yield* EphCounts.EphCounts
-  const lane = Option.getOrUndefined(yield* Lane.Lane)
-  const topology = yield* Topology.Topology
-  const tenants = config.tenants
-  const keys = Keyring.fromSecrets(config.secret, config.acceptedSecrets)
-  const startedAt = yield* Clock.currentTimeMillis
-  // The TCP mesh (its listener bound), the lane, or both.
-  const active = Option.isSome(listener.port) || lane !== undefined
-  // Where a broadcast frame goes: every link, and the lane. Chosen once, so a push tests nothing more.
-  const send: (bytes: Uint8Array) => void =
-    lane === undefined
-      ? peers.broadcast
-      : (bytes) => {
-          peers.broadcast(bytes)
-          lane.offer(bytes)
-        }
-  const hasReceivers = lane === undefined ? () => peers.size > 0 : () => true
-  const wakeNow = Waker.syncWakeOf(waker)
-  // Set first thing when the scope closes (finalizers run last-added first, and this one is added
-  // last of the mesh's own), so no call slips in while the links are being torn down.
-  let closed = false
-  const closedError = (operation: string) => new MeshClosedError({ operation })
-
-  const broadcast = (frame: Frame.Frame): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      if (!hasReceivers()) return Effect.void
-      const encoded = Frame.encodeEither(frame)
-      if (Either.isRight(encoded)) {
-        send(encoded.right)
-        return Effect.void
-      }
-      // Only a batch can outgrow the cap: send it in halves.
-      if (frame._tag === "MessageAvailableBatch" && frame.items.length > 1) {
-        const half = Math.ceil(frame.items.length / 2)
-        return Effect.zipRight(
-          broadcast({ _tag: frame._tag, items: frame.items.slice(0, half) }),
-          broadcast({ _tag: frame._tag, items: frame.items.slice(half) })
-        )
-      }
-      if (frame._tag === "HotlistDirtyBatch" && frame.items.length > 1) {
-        const half = Math.ceil(frame.items.length / 2)
-        return Effect.zipRight(
-          broadcast({ _tag: frame._tag, items: frame.items.slice(0, half) }),
-          broadcast({ _tag: frame._tag, items: frame.items.slice(half) })
-        )
-      }
-      return Effect.logWarning("dropped a frame larger than the 16 MiB cap").pipe(
-        Effect.annotateLogs({ frame: frame._tag, length: encoded.left.length })
-      )
-    })
-
-  // Hot-list marks, coalesced per flush window (only while there are peers to tell).
-  const hotMarks = active
-    ? yield* HotList.makeCoalescer({
-        window: config.hotlistFlushWindow,
-        send: (items) => broadcast({ _tag: "HotlistDirtyBatch", items })
-      })
-    : undefined
-  if (active) {
-    yield* Effect.logInfo("mesh started").pipe(
-      Effect.annotateLogs({
-        port: Option.getOrElse(listener.port, () => "none"),
-        peers: config.peers.map(MeshConfig.peerName).join(","),
-        discovery: Option.match(topology.discovery, { onNone: () => "none", onSome: (d) => d.source }),
-        lane: lane === undefined ? "none" : lane.kind,
-        auth: config.auth,
-        tls: config.tls
-      })
-    )
-    if (Redacted.value(config.secret) === "") {
-      yield* Effect.logWarning(
-        "mesh in open mode: no secret, so any HELLO (and any lane notification) is believed"
-      )
-    }
-  } else {
-    yield* Effect.logInfo("mesh inactive: only the in-process waker runs").pipe(
-      Effect.annotateLogs({ reason: config.enabled ? "no_peers" : "disabled" })
-    )
-  }
-
-  yield* Effect.addFinalizer(() =>
-    Effect.sync(() => {
-      closed = true
-    })
-  )
-
-  const laneMembers = lane === undefined ? Effect.succeed([]) : lane.members
-  const members: Effect.Effect<ReadonlyArray<Membership.Member>> = Effect.zipWith(
-    Effect.zip(peers.links, liveness.servers),
-    laneMembers,
-    ([links, servers], onLane) => membersOf(links, servers, onLane)
-  )
-  const laneStatus: Effect.Effect<MeshHealth.Health["lane"]> =
-    lane === undefined ? Effect.succeed("none") : lane.status
-
-  // Health: kept current from the membership, the lane's status and discovery's record; an inactive
-  // mesh is `solo` for good.
-  const health = yield* HealthRef.HealthRef
-  if (active) {
-    yield* HealthTracker.track({
-      health,
-      members,
-      lane: laneStatus,
-      discovery: Effect.map(peers.discovery, (d) =>
-        Option.isNone(d) ? "none" : d.value.found ? "found" : "nothing_found"
-      ),
-      startupWindow: config.deadThreshold,
-      events
-    })
-  } else {
-    yield* SubscriptionRef.set(health, MeshHealth.inactive(config.enabled))
-  }
-
-  const stats: Effect.Effect<MeshStats.MeshStats> = Effect.gen(function* () {
-    const maintenance_mode = yield* SubscriptionRef.get(flags.maintenance)
-    const pop_maintenance_mode = yield* SubscriptionRef.get(flags.popMaintenance)
-    const uptime_ms = (yield* Clock.currentTimeMillis) - startedAt
-    if (!active) {
-      return {
-        enabled: false,
-        reason: config.enabled ? "no_peers" : "disabled",
-        server_id: config.serverId,
-        transport: "tcp-mesh",
-        version: VERSION,
-        uptime_ms,
-        health: yield* SubscriptionRef.get(health),
-        maintenance_mode,
-        pop_maintenance_mode
-      } as const
-    }
-    const membership = yield* peers.membershipCounts
-    const discovery = yield* peers.discovery
-    const now = yield* SubscriptionRef.get(health)
-    return MeshStats.make({
-      serverId: config.serverId,
-      port: Option.getOrNull(listener.port),
-      running: !closed,
-      version: VERSION,
-      uptimeMs: uptime_ms,
-      auth: config.auth,
-      tls: config.tls,
-      members: yield* members,
-      counters: yield* listener.counts,
-      ephAdmin: { sent: { ...ephCounts.sent }, received: { ...ephCounts.received } },
-      keyId: keys === "open" ? null : keys.primary.id,
-      acceptedKeyIds: keys === "open" ? [] : keys.accepted.map((key) => key.id),
-      health: now,
-      membersJoined: membership.joined,
-      membersLeft: membership.left,
-      discovery: Option.match(discovery, {
-        onNone: () => null,
-        onSome: (d) => ({
-          source: d.source,
-          rounds: d.rounds,
-          failed_rounds: d.failedRounds,
-          last_error: Option.getOrNull(d.lastError)
-        })
-      }),
-      lane: lane === undefined ? null : yield* lane.stats,
-      maintenance: maintenance_mode,
-      popMaintenance: pop_maintenance_mode
-    })
-  })
-
-  // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
-  // A push to a partition is usually followed by more pushes to it: the validated item, its encoded
-  // frame and (with a synchronous waker) the very effect that sends it are built once and kept, so a
-  // repeated push allocates nothing but its key. Bounded: the table is dropped whole when full.
-  const pushes = new PushTable()
-  const pushOf = (input: Frame.QueueItemInput): Push | InvalidInputError => {
-    const known = pushes.get(input)
-    if (known !== undefined) return known
-    const item = Frame.validItem(input, tenants)
-    if (Either.isLeft(item)) return invalid(item.left)
-    const valid = item.right
-    const bytes = Frame.encodeMessageAvailable(valid)
-    const push: Push = {
-      item: valid,
-      bytes,
-      effect:
-        wakeNow === undefined
-          ? Effect.suspend(() =>
-              closed
-                ? Effect.void
-                : Effect.zipRight(
-                    Effect.sync(() => {
-                      if (hasReceivers()) send(bytes)
-                    }),
-                    waker.wake(valid)
-                  )
-            )
-          : Effect.sync(() => {
-              if (closed) return
-              if (hasReceivers()) send(bytes)
-              wakeNow(valid)
-            })
-    }
-    pushes.set(input, push)
-    return push
-  }
-
-  // The hot path of a push: validate, encode once, hand the bytes to every link, wake local pops.
-  const unsafeMessageAvailable = (input: Frame.QueueItemInput): void => {
-    if (closed) throw closedError("messageAvailable")
-    const push = pushOf(input)
-    if (push instanceof InvalidInputError) throw push
-    // Peers first: their frames leave now, and a local pop woken here runs only after this call anyway.
-    if (hasReceivers()) send(push.bytes)
-    if (wakeNow !== undefined) wakeNow(push.item)
-    else Effect.runFork(waker.wake(push.item))
-  }
-
-  // Validation is pure, so it happens as the effect is built; the effect itself is one `sync` step,
-  // the cheapest a fiber can run, and the same object for every push to the same partition.
-  const messageAvailable: MeshShape["messageAvailable"] = (input) => {
-    if (closed) return Effect.fail(closedError("messageAvailable"))
-    const push = pushOf(input)
-    return push instanceof InvalidInputError ? Effect.fail(push) : push.effect
-  }
-
-  const messageAvailableBatch: MeshShape["messageAvailableBatch"] = (inputs) =>
-    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
-      if (closed) return Effect.fail(closedError("messageAvailableBatch"))
-      if (inputs.length === 0) return Effect.void
-      const items: Array<Frame.QueueItem> = []
-      for (const input of inputs) {
-        const item = Frame.validItem(input, tenants)
-        if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-        items.push(item.right)
-      }
-      return Effect.zipRight(
-        Effect.forEach(items, waker.wake, { discard: true }),
-        broadcast({ _tag: "MessageAvailableBatch", items })
-      )
-    })
-
-  const hotlistDirty: MeshShape["hotlistDirty"] = (input) =>
-    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
-      if (closed) return Effect.fail(closedError("hotlistDirty"))
-      const item = Frame.validHotItem(input, tenants)
-      if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-      return hotMarks === undefined ? Effect.void : hotMarks.mark(item.right)
-    })
-
-  const ephemeralAdmin: MeshShape["ephemeralAdmin"] = (input) =>
-    Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
-      if (closed) return Effect.fail(closedError("ephemeralAdmin"))
-      const frame = Frame.validEphAdmin(input)
-      if (Either.isLeft(frame)) return Effect.fail(invalid(frame.left))
-      ephCounts.sent[frame.right.op]++
-      return broadcast(frame.right)
-    })
-
-  const queueConfig =
-    (tag: "QueueConfigSet" | "QueueConfigDelete"): MeshShape["queueConfigSet"] =>
-    (input) =>
-      Effect.suspend((): Effect.Effect<void, InvalidInputError | MeshClosedError> => {
-        if (closed)
-          return Effect.fail(closedError(tag === "QueueConfigSet" ? "queueConfigSet" : "queueConfigDelete"))
-        const ref = Frame.validRef(input, tenants)
-        return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : broadcast({ _tag: tag, ...ref.right })
-      })
-
-  /** A flag set here and on every peer (tags 40 and 41). */
-  const setFlag =
-    (
-      operation: string,
-      flag: SubscriptionRef.SubscriptionRef<boolean>,
-      tag: "MaintenanceModeSet" | "PopMaintenanceModeSet"
-    ) =>
-    (enabled: boolean): Effect.Effect<void, MeshClosedError> =>
-      Effect.suspend(() =>
-        closed
-          ? Effect.fail(closedError(operation))
-          : Effect.zipRight(SubscriptionRef.set(flag, enabled), broadcast({ _tag: tag, enabled }))
-      )
-
-  const mesh: MeshShape = {
-    serverId: config.serverId,
-    active,
-    port: listener.port,
-    messageAvailable,
-    unsafeMessageAvailable,
-    messageAvailableBatch,
-    hotlistDirty,
-    ephemeralAdmin,
-    queueConfigSet: queueConfig("QueueConfigSet"),
-    queueConfigDelete: queueConfig("QueueConfigDelete"),
-    setMaintenance: setFlag("setMaintenance", flags.maintenance, "MaintenanceModeSet"),
-    setPopMaintenance: setFlag("setPopMaintenance", flags.popMaintenance, "PopMaintenanceModeSet"),
-    stats,
-    members,
-    // Subscribed before the members are read, so no change falls between the two.
-    memberChanges: Stream.unwrapScoped(
-      Effect.map(events.subscribe, (subscription) =>
-        Stream.concat(
-          Stream.fromEffect(members),
-          Stream.fromQueue(subscription).pipe(
-            Stream.filter(MeshEventModule.isMembershipChange),
-            Stream.mapEffect(() => members)
-          )
-        )
-      )
-    ),
-    health: SubscriptionRef.get(health),
-    healthChanges: health.changes,
-    events: events.events,
-    observe: events.observe,
-    syncMetrics: metrics.sync
-  }
-  return mesh
-}).pipe(Effect.annotateLogs({ module: "Mesh" }))
 
 /**
  * Options of the runtime's layers.
@@ -640,18 +214,6 @@ export interface MeshOptions {
  */
 export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Outbound.reconnectSchedule
 
-/** The runtime's services, each built once and provided only to the mesh itself. */
-const layerRuntime = (options: MeshOptions) =>
-  MeshMetrics.layer(options.metricsInterval === undefined ? {} : { interval: options.metricsInterval }).pipe(
-    Layer.provideMerge(Peers.layer(options.peers)),
-    Layer.provideMerge(Listener.layer),
-    Layer.provideMerge(Lane.layer),
-    Layer.provideMerge(Layer.merge(Liveness.layer(options.liveness), Dispatch.layer)),
-    Layer.provideMerge(
-      Layer.mergeAll(MeshEventModule.layer, SelfDials.layer, EphCounts.layer, Topology.layer, HealthRef.layer)
-    )
-  )
-
 /**
  * The mesh, given its configuration, a transport and the host's services; `options` tune the
  * runtime's layers.
@@ -662,8 +224,8 @@ const layerRuntime = (options: MeshOptions) =>
 export const layerWith = (options: MeshOptions = {}): Layer.Layer<Mesh, TransportError, Requirements> =>
   Layer.unwrapEffect(
     Effect.map(MeshConfig.MeshConfig, (config) =>
-      Layer.scoped(Mesh, make).pipe(
-        Layer.provide(layerRuntime(options)),
+      Layer.scoped(Mesh, Api.make).pipe(
+        Layer.provide(Runtime.layer(options)),
         // Every log line of this node's fibers carries its server id.
         Layer.annotateLogs("server_id", config.serverId)
       )

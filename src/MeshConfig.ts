@@ -22,7 +22,8 @@ import {
   Either,
   Layer,
   Option,
-  Redacted
+  Redacted,
+  Schema
 } from "effect"
 import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
@@ -125,7 +126,7 @@ export interface MeshConfigShape {
   /** `QUEEN_MESH_CLUSTER_LABEL`: bound into v2 HELLOs, so two clusters sharing a secret stay apart. */
   readonly clusterLabel: string
   /** `QUEEN_MESH_TLS`: `off`, or `psk` for TLS 1.3 links keyed from the secret. */
-  readonly tls: "off" | "psk"
+  readonly tls: TlsMode
 }
 
 /**
@@ -141,20 +142,48 @@ export interface DnsDiscovery {
 }
 
 /**
- * Which tenant names the mesh accepts (see {@link MeshConfigShape.tenants}).
+ * Which tenant names the mesh accepts (see {@link MeshConfigShape.tenants}): `uuid`, upstream's rule, or
+ * `any` string.
  *
  * @since 0.1.0
- * @category models
+ * @category schemas
  */
-export type TenantRule = "uuid" | "any"
+export const TenantRule = Names.TenantRule
 
 /**
- * How HELLOs are authenticated (see docs/security.md).
- *
  * @since 0.1.0
  * @category models
  */
-export type AuthMode = "legacy" | "permissive" | "required"
+export type TenantRule = Names.TenantRule
+
+/**
+ * How HELLOs are authenticated (see docs/security.md): `legacy` (the spec's HELLO), `permissive` or
+ * `required` (challenge-response v2). One list for the type, the reader, the stats body and the help.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AuthMode = Schema.Literal("legacy", "permissive", "required")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthMode = typeof AuthMode.Type
+
+/**
+ * TLS on mesh links: `off`, or `psk` (TLS 1.3 keyed from the secret, docs/security.md).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TlsMode = Schema.Literal("off", "psk")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TlsMode = typeof TlsMode.Type
 
 /**
  * The mesh's configuration as a service.
@@ -291,8 +320,20 @@ export const isActive = (config: MeshConfigShape): boolean =>
 
 const DIGITS = /^\d+$/
 
+/** The highest TCP port, the one bound every port check shares. */
+const MAX_PORT = 65_535
+
 /**
- * A TCP port: an integer in `min..65535`.
+ * Whether `port` is a port a peer can be dialled at: an integer in `1..65535`.
+ *
+ * @since 0.1.0
+ * @category parsers
+ */
+export const isPort = (port: unknown): port is number =>
+  typeof port === "number" && Number.isInteger(port) && port >= 1 && port <= MAX_PORT
+
+/**
+ * A TCP port: an integer in `min..65535` (0 allowed where it means ephemeral).
  *
  * @since 0.1.0
  * @category parsers
@@ -301,9 +342,9 @@ export const parsePort = (raw: string, min = 0): Either.Either<number, string> =
   const text = raw.trim()
   if (!DIGITS.test(text)) return Either.left(`expected a port number, got ${JSON.stringify(raw)}`)
   const port = Number(text)
-  return port >= min && port <= 65535
+  return port >= min && port <= MAX_PORT
     ? Either.right(port)
-    : Either.left(`port ${port} is out of range (${min}-65535)`)
+    : Either.left(`port ${port} is out of range (${min}-${MAX_PORT})`)
 }
 
 /**
@@ -564,40 +605,40 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
     alias: "QUEEN_UDP_NOTIFY_PORT",
     description: "mesh listening port, also the port of peers given without one; 0 = ephemeral",
     min: 0,
-    max: 65_535,
+    max: MAX_PORT,
     unit: "port"
   },
   heartbeatInterval: {
     variable: "QUEEN_SYNC_HEARTBEAT_MS",
-    description: "heartbeat period on every link",
+    description: "heartbeat period on every link, busy or not (upstream sends them so)",
     min: 1,
     max: HOUR,
     unit: "ms"
   },
   deadThreshold: {
     variable: "QUEEN_SYNC_DEAD_THRESHOLD_MS",
-    description: "silence after which a peer counts as dead",
+    description: "silence after which a peer is reported dead; also the start-up window of the health",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   handshakeTimeout: {
     variable: "QUEEN_MESH_HANDSHAKE_TIMEOUT_MS",
-    description: "time an accepted connection has to send HELLO",
+    description: "time an accepted connection has to send its HELLO",
     min: 1,
     max: 10 * 60_000,
     unit: "ms"
   },
   cacheRefreshInterval: {
     variable: "QUEEN_CACHE_REFRESH_INTERVAL_MS",
-    description: "the host's reconcile period",
+    description: "the host's reconcile period, the backstop for lost hints",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   hotlistFlushWindow: {
     variable: "QUEEN_MESH_HOTLIST_FLUSH_MS",
-    description: "window over which hot-list marks are coalesced",
+    description: "window over which hot-list marks are coalesced into one frame",
     min: 1,
     max: 60_000,
     unit: "ms"
@@ -611,7 +652,7 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   maxInbound: {
     variable: "QUEEN_MESH_MAX_INBOUND",
-    description: "concurrent inbound mesh connections",
+    description: "concurrent inbound mesh connections; more are refused at once",
     min: 1,
     max: 65_536,
     unit: "count"
@@ -625,47 +666,188 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   helloMaxBytes: {
     variable: "QUEEN_MESH_HELLO_MAX_BYTES",
-    description: "the first frame's cap in bytes",
+    description: "the first frame's cap in bytes, checked from its length prefix",
     min: 256,
     max: 65_536,
     unit: "bytes"
   },
   authFailureDelay: {
     variable: "QUEEN_MESH_AUTH_FAILURE_DELAY_MS",
-    description: "pause before closing a refused connection",
+    description: "pause before closing a refused connection (it holds no buffer meanwhile)",
     min: 0,
     max: 60_000,
     unit: "ms"
   },
   idleTimeout: {
     variable: "QUEEN_MESH_IDLE_TIMEOUT_MS",
-    description: "an authenticated inbound link silent this long is closed (default: the dead threshold)",
+    description: "an authenticated inbound link silent this long is closed",
     min: 1,
     max: DAY,
     unit: "ms"
   },
   challengeWait: {
     variable: "QUEEN_MESH_CHALLENGE_WAIT_MS",
-    description: "how long a permissive dialer waits for a challenge",
+    description: "how long a permissive dialer waits for a challenge before a legacy HELLO",
     min: 1,
     max: 60_000,
     unit: "ms"
   },
   httpPort: {
     variable: "PORT",
-    description: "the broker's HTTP port, advertised in the HELLO's http_addr",
+    description:
+      "the broker's HTTP port, the port of the advertised http_addr (queen-mesh node: unset, the port its own routes are bound to)",
     min: 1,
-    max: 65_535,
+    max: MAX_PORT,
     unit: "port"
   },
   discoveryInterval: {
     variable: "QUEEN_MESH_DISCOVERY_INTERVAL_MS",
-    description: "how often the discovery name is resolved",
+    description: "how often the discovery name is resolved; a peer missing from two rounds is dropped",
     min: 100,
     max: HOUR,
     unit: "ms"
   }
 }
+
+/**
+ * An environment variable the mesh reads: its name, its legacy alias, its default as an operator would
+ * type it (or a phrase), and what it does. The readers take their names from here, and the command
+ * line's help and docs/configuration.md list {@link variables}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Variable {
+  readonly name: string
+  readonly alias?: string
+  readonly default: string
+  readonly description: string
+}
+
+/** The variables of the settings that are not numbers. */
+const textual = {
+  peers: {
+    name: "QUEEN_MESH_PEERS",
+    alias: "QUEEN_UDP_PEERS",
+    default: "(none)",
+    description:
+      "comma-separated host or host:port peers; with none (and no discovery or lane) the mesh does not run"
+  },
+  enabled: {
+    name: "QUEEN_SYNC_ENABLED",
+    default: "true",
+    description: "false turns the mesh off without removing the peers"
+  },
+  bindHost: {
+    name: "QUEEN_MESH_BIND_ADDR",
+    alias: "QUEEN_BIND_ADDR",
+    default: "0.0.0.0",
+    description:
+      "address the mesh listener binds, without a port; set but empty is an error (QUEEN_MESH_BIND_HOST: deprecated)"
+  },
+  advertiseHost: {
+    name: "QUEEN_MESH_ADVERTISE_HOST",
+    default: "the host name",
+    description: "host of the http_addr advertised in the HELLO (http://host:$PORT), as upstream Queen does"
+  },
+  tenants: {
+    name: "QUEEN_MESH_TENANTS",
+    default: "uuid",
+    description:
+      "uuid: tenants are UUIDs, as upstream Queen reads them; any: any string (queen-mesh-only clusters)"
+  },
+  secret: {
+    name: "QUEEN_SYNC_SECRET",
+    default: "(empty)",
+    description: "shared HELLO secret; empty is open mode (firewall the port regardless)"
+  },
+  acceptedSecrets: {
+    name: "QUEEN_SYNC_SECRETS",
+    default: "(none)",
+    description:
+      "the keyring instead of QUEEN_SYNC_SECRET: the primary key first, then keys still accepted (rotation)"
+  },
+  discovery: {
+    name: "QUEEN_MESH_DISCOVERY",
+    default: "(none)",
+    description:
+      "dns:<name>[:<port>]: resolve the name every interval and dial every address it lists (a headless Service)"
+  },
+  auth: {
+    name: "QUEEN_MESH_AUTH",
+    default: "legacy",
+    description:
+      "how HELLOs are authenticated: legacy (the spec's, replayable), permissive or required (challenge-response)"
+  },
+  clusterLabel: {
+    name: "QUEEN_MESH_CLUSTER_LABEL",
+    default: "(empty)",
+    description: "bound into v2 HELLOs and the lane's channel: clusters that share a secret stay apart"
+  },
+  tls: {
+    name: "QUEEN_MESH_TLS",
+    default: "off",
+    description: "psk: every mesh link over TLS 1.3 keyed from the secret (needs a secret)"
+  },
+  serverId: {
+    name: "QUEEN_SERVER_ID",
+    default: "$HOSTNAME",
+    description: "this node's id, announced in HELLO; without either, queen- and 8 random hex digits"
+  }
+} as const satisfies Record<string, Variable>
+
+/** A numeric setting's default as an operator types it: milliseconds for a duration. */
+const typed = (field: NumericField): string => {
+  if (field === "idleTimeout") return "the dead threshold"
+  const value = defaults[field]
+  return String(Duration.isDuration(value) ? Duration.toMillis(value) : value)
+}
+
+const numericVariable = (field: NumericField): Variable => {
+  const bound = bounds[field]
+  return {
+    name: bound.variable,
+    ...(bound.alias === undefined ? {} : { alias: bound.alias }),
+    default: typed(field),
+    description: bound.description
+  }
+}
+
+/**
+ * Every environment variable the mesh's configuration reads, in the order the help lists them.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const variables: ReadonlyArray<Variable> = [
+  textual.peers,
+  textual.discovery,
+  numericVariable("discoveryInterval"),
+  numericVariable("port"),
+  textual.bindHost,
+  textual.advertiseHost,
+  numericVariable("httpPort"),
+  textual.tenants,
+  textual.enabled,
+  textual.secret,
+  textual.acceptedSecrets,
+  numericVariable("heartbeatInterval"),
+  numericVariable("deadThreshold"),
+  textual.serverId,
+  numericVariable("handshakeTimeout"),
+  numericVariable("hotlistFlushWindow"),
+  numericVariable("sendQueueCapacity"),
+  numericVariable("cacheRefreshInterval"),
+  textual.auth,
+  numericVariable("challengeWait"),
+  textual.clusterLabel,
+  textual.tls,
+  numericVariable("maxInbound"),
+  numericVariable("maxUnauthenticatedPerAddress"),
+  numericVariable("helloMaxBytes"),
+  numericVariable("authFailureDelay"),
+  numericVariable("idleTimeout")
+]
 
 /**
  * `dns:<name>[:<port>]`, the value of `QUEEN_MESH_DISCOVERY`; a name without a port takes the mesh port.
@@ -736,17 +918,12 @@ const numeric = <K extends NumericField>(field: K, fallback: MeshConfigShape[K])
   )
 }
 
-const oneOf = <const A extends string>(
-  name: string,
-  description: string,
-  fallback: NoInfer<A>,
-  values: ReadonlyArray<A>
-) =>
-  parsed(name, undefined, description, fallback, (raw) => {
+const oneOf = <const A extends string>(variable: Variable, fallback: NoInfer<A>, values: ReadonlyArray<A>) =>
+  parsed(variable.name, undefined, variable.description, fallback, (raw) => {
     const text = raw.trim().toLowerCase()
     const found = values.find((value) => value === text)
     return found === undefined
-      ? Either.left(`expected one of ${values.join("|")}, got ${JSON.stringify(raw)}`)
+      ? Either.left(`expected ${Names.alternatives(values)}, got ${JSON.stringify(raw)}`)
       : Either.right(found)
   })
 
@@ -761,9 +938,9 @@ const exact = (name: string) =>
  * is reported as deprecated. A value with a port is refused by {@link validate}.
  */
 const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: boolean }> = Config.all([
-  exact("QUEEN_MESH_BIND_ADDR"),
+  exact(textual.bindHost.name),
   exact("QUEEN_MESH_BIND_HOST"),
-  exact("QUEEN_BIND_ADDR")
+  exact(textual.bindHost.alias)
 ]).pipe(
   Config.mapOrFail((given) => {
     const used = Option.firstSomeOf(given)
@@ -776,7 +953,7 @@ const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: 
     }
     return Either.right({ value: value.trim(), deprecated: name === "QUEEN_MESH_BIND_HOST" })
   }),
-  Config.withDescription("address the mesh listener binds")
+  Config.withDescription(textual.bindHost.description)
 )
 
 /**
@@ -788,25 +965,28 @@ const readNoted: Config.Config<{
   readonly deprecated: ReadonlyArray<string>
 }> = Config.all({
   port: numeric("port", defaults.port),
-  rawPeers: variable("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS"),
-  enabled: parsed("QUEEN_SYNC_ENABLED", undefined, "turn the mesh on or off", defaults.enabled, parseBoolean),
+  rawPeers: variable(textual.peers.name, textual.peers.alias),
+  enabled: parsed(
+    textual.enabled.name,
+    undefined,
+    textual.enabled.description,
+    defaults.enabled,
+    parseBoolean
+  ),
   bind: bindAddress,
-  advertise: variable("QUEEN_MESH_ADVERTISE_HOST").pipe(
-    Config.withDescription("host of the http_addr advertised in the HELLO")
+  advertise: variable(textual.advertiseHost.name).pipe(
+    Config.withDescription(textual.advertiseHost.description)
   ),
   httpPort: numeric("httpPort", defaults.httpPort),
-  tenants: oneOf("QUEEN_MESH_TENANTS", "which tenants the mesh accepts", defaults.tenants, [
-    "uuid",
-    "any"
-  ] as const),
-  secret: Config.redacted("QUEEN_SYNC_SECRET").pipe(
+  tenants: oneOf(textual.tenants, defaults.tenants, TenantRule.literals),
+  secret: Config.redacted(textual.secret.name).pipe(
     Config.withDefault(defaults.secret),
-    Config.withDescription("shared secret for the HELLO MAC; empty is open mode")
+    Config.withDescription(textual.secret.description)
   ),
-  secrets: Config.option(Config.redacted("QUEEN_SYNC_SECRETS")).pipe(
-    Config.withDescription("the keyring: the primary key, then keys still accepted")
+  secrets: Config.option(Config.redacted(textual.acceptedSecrets.name)).pipe(
+    Config.withDescription(textual.acceptedSecrets.description)
   ),
-  rawDiscovery: variable("QUEEN_MESH_DISCOVERY"),
+  rawDiscovery: variable(textual.discovery.name),
   discoveryInterval: numeric("discoveryInterval", defaults.discoveryInterval),
   heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
   deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
@@ -828,18 +1008,14 @@ const readNoted: Config.Config<{
     Option.none<Duration.Duration>(),
     (raw) => Either.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
   ),
-  auth: oneOf("QUEEN_MESH_AUTH", "how HELLOs are authenticated", defaults.auth, [
-    "legacy",
-    "permissive",
-    "required"
-  ] as const),
+  auth: oneOf(textual.auth, defaults.auth, AuthMode.literals),
   challengeWait: numeric("challengeWait", defaults.challengeWait),
-  clusterLabel: Config.string("QUEEN_MESH_CLUSTER_LABEL").pipe(
+  clusterLabel: Config.string(textual.clusterLabel.name).pipe(
     Config.withDefault(defaults.clusterLabel),
-    Config.withDescription("cluster label bound into v2 HELLOs")
+    Config.withDescription(textual.clusterLabel.description)
   ),
-  tls: oneOf("QUEEN_MESH_TLS", "TLS on mesh links", defaults.tls, ["off", "psk"] as const),
-  serverId: Config.option(Config.nonEmptyString("QUEEN_SERVER_ID")),
+  tls: oneOf(textual.tls, defaults.tls, TlsMode.literals),
+  serverId: Config.option(Config.nonEmptyString(textual.serverId.name)),
   hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
 }).pipe(
   Config.mapOrFail(
@@ -918,14 +1094,16 @@ const keyringOf = (
   if (Redacted.value(secret) !== "") {
     return Either.left(
       ConfigError.InvalidData(
-        ["QUEEN_SYNC_SECRETS"],
+        [textual.acceptedSecrets.name],
         "QUEEN_SYNC_SECRET and QUEEN_SYNC_SECRETS are both set: give the keys in QUEEN_SYNC_SECRETS alone"
       )
     )
   }
   return Either.match(parseSecrets(Redacted.value(secrets.value)), {
     onLeft: (why) =>
-      Either.left(ConfigError.InvalidData(["QUEEN_SYNC_SECRETS"], `QUEEN_SYNC_SECRETS: ${why}`)),
+      Either.left(
+        ConfigError.InvalidData([textual.acceptedSecrets.name], `${textual.acceptedSecrets.name}: ${why}`)
+      ),
     onRight: ([primary, ...accepted]) =>
       Either.right({
         secret: Redacted.make(primary ?? ""),
@@ -966,20 +1144,9 @@ export const config: Config.Config<MeshConfigShape> = read.pipe(
 
 /** Where a field comes from in the environment, for an error that names both. */
 const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
-  serverId: "QUEEN_SERVER_ID",
-  enabled: "QUEEN_SYNC_ENABLED",
-  peers: "QUEEN_MESH_PEERS",
-  bindHost: "QUEEN_MESH_BIND_ADDR",
-  advertiseHost: "QUEEN_MESH_ADVERTISE_HOST",
-  ephEpoch: "ephEpoch (code only)",
-  tenants: "QUEEN_MESH_TENANTS",
-  secret: "QUEEN_SYNC_SECRET",
-  acceptedSecrets: "QUEEN_SYNC_SECRETS",
-  discovery: "QUEEN_MESH_DISCOVERY",
-  auth: "QUEEN_MESH_AUTH",
-  clusterLabel: "QUEEN_MESH_CLUSTER_LABEL",
-  tls: "QUEEN_MESH_TLS",
-  ...Object.fromEntries(Object.entries(bounds).map(([field, bound]) => [field, bound.variable]))
+  ...Object.fromEntries(Object.entries(textual).map(([field, variable]) => [field, variable.name])),
+  ...Object.fromEntries(Object.entries(bounds).map(([field, bound]) => [field, bound.variable])),
+  ephEpoch: "ephEpoch (code only)"
 } as { readonly [K in keyof MeshConfigShape]: string }
 
 const refuse = (
@@ -1042,11 +1209,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
     }
   }
   if (typeof config.enabled !== "boolean") return refuse(["enabled"], "expected true or false")
-  if (!["legacy", "permissive", "required"].includes(config.auth)) {
-    return refuse(["auth"], `expected legacy, permissive or required, got ${JSON.stringify(config.auth)}`)
+  const oneOfThese = (literals: ReadonlyArray<string>, value: unknown) =>
+    typeof value === "string" && literals.includes(value)
+  if (!oneOfThese(AuthMode.literals, config.auth)) {
+    return refuse(
+      ["auth"],
+      `expected ${Names.alternatives(AuthMode.literals)}, got ${JSON.stringify(config.auth)}`
+    )
   }
-  if (!["off", "psk"].includes(config.tls)) {
-    return refuse(["tls"], `expected off or psk, got ${JSON.stringify(config.tls)}`)
+  if (!oneOfThese(TlsMode.literals, config.tls)) {
+    return refuse(
+      ["tls"],
+      `expected ${Names.alternatives(TlsMode.literals)}, got ${JSON.stringify(config.tls)}`
+    )
   }
   if (typeof config.serverId !== "string" || Names.serverId(config.serverId) === undefined) {
     return refuse(
@@ -1088,16 +1263,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
       `expected a u64 as 1 to 16 hex digits, got ${JSON.stringify(config.ephEpoch)}`
     )
   }
-  if (config.tenants !== "uuid" && config.tenants !== "any") {
-    return refuse(["tenants"], `expected uuid or any, got ${JSON.stringify(config.tenants)}`)
+  if (!oneOfThese(TenantRule.literals, config.tenants)) {
+    return refuse(
+      ["tenants"],
+      `expected ${Names.alternatives(TenantRule.literals)}, got ${JSON.stringify(config.tenants)}`
+    )
   }
   if (!Array.isArray(config.peers)) return refuse(["peers"], "expected a list of {host, port}")
   for (const peer of config.peers) {
     if (typeof peer?.host !== "string" || !isValidHost(peer.host)) {
       return refuse(["peers"], `${JSON.stringify(peer?.host)} is not a hostname or IP address`)
     }
-    if (!Number.isInteger(peer.port) || peer.port < 1 || peer.port > 65_535) {
-      return refuse(["peers"], `peer ${peer.host}: port ${String(peer.port)} is out of range (1-65535)`)
+    if (!isPort(peer.port)) {
+      return refuse(["peers"], `peer ${peer.host}: port ${String(peer.port)} is out of range (1-${MAX_PORT})`)
     }
   }
   const heartbeat = Duration.toMillis(config.heartbeatInterval)
@@ -1137,8 +1315,8 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
     if (typeof target.name !== "string" || !isValidHost(target.name) || isIP(target.name) !== 0) {
       return refuse(["discovery"], `${JSON.stringify(target.name)} is not a DNS name`)
     }
-    if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65_535) {
-      return refuse(["discovery"], `port ${String(target.port)} is out of range (1-65535)`)
+    if (!isPort(target.port)) {
+      return refuse(["discovery"], `port ${String(target.port)} is out of range (1-${MAX_PORT})`)
     }
   }
   if (config.auth === "required" && secret === "") {

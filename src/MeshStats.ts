@@ -1,8 +1,8 @@
 /**
  * The body of the stats routes (spec "Observing it"), as `Mesh.stats` returns it: defined once, here,
- * as Schemas. The types derive from them, the body is assembled here from the membership model and the
- * counters (`make`), the HTTP routes serve it, and the `queen-mesh stats` command decodes it with a
- * lenient view of the same Schemas (it also reads upstream Queen's bodies).
+ * as Schemas. The types derive from them, the runtime assembles the body from the membership model and
+ * its counters, the HTTP routes serve it, and the `queen-mesh stats` command decodes it with a lenient
+ * view of the same Schemas (it also reads upstream Queen's bodies).
  *
  * Every field upstream Queen's body has keeps upstream's meaning (`running`, `resolved`,
  * `resolved_ip`, `messages_received`, `signature_failures`, `sequence_rejections`, ...), so its
@@ -11,8 +11,11 @@
  *
  * @since 0.1.0
  */
-import { Option, Schema } from "effect"
+import { Schema } from "effect"
+import * as LaneRefusals from "./internal/lane/refusals.js"
+import * as Payloads from "./internal/wire/payloads.js"
 import * as Membership from "./Membership.js"
+import * as MeshConfig from "./MeshConfig.js"
 import { type HandshakeError, handshakeReasonList, handshakeReasons } from "./MeshError.js"
 import * as MeshHealth from "./MeshHealth.js"
 
@@ -37,24 +40,8 @@ export const PeerStats = Schema.Struct({
   resolved_ip: Schema.NullOr(Schema.String),
   /** The address the last established link used, kept while it is down. */
   last_resolved_ip: Schema.NullOr(Schema.String),
-  /** Frames waiting in the peer's bounded send queue. */
-  queued: Schema.Number,
-  queued_bytes: Schema.Number,
-  /** Frames handed to this link = written + dropped_full + dropped_down + discarded + queued. */
-  handed: Schema.Number,
-  written: Schema.Number,
-  /** Dropped because the send queue was full (the peer is slow). */
-  dropped_full: Schema.Number,
-  /** Dropped because the link was down. */
-  dropped_down: Schema.Number,
-  /** Queued when the link broke, discarded then (a stale hint is worse than none). */
-  discarded: Schema.Number,
-  /** Links that were up and went down. */
-  reconnects: Schema.Number,
-  /** Links closed because the peer went silent inbound past the dead threshold (a black hole). */
-  silent_closes: Schema.Number,
-  /** Links closed because their writes stopped draining for the dead threshold. */
-  stalled_closes: Schema.Number,
+  /** The link's counters, under their one names (`Membership.LinkCounters`). */
+  ...Membership.LinkCounters.fields,
   /** Why the last dial or link failed, if one did. */
   last_error: Schema.NullOr(Schema.String)
 })
@@ -135,7 +122,11 @@ export const LaneStats = Schema.Struct({
    * docs/postgres.md) and the frames' (`invalid_frame`, `handshake_frame`, `unknown_frame`,
    * `overloaded`).
    */
-  refused: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  refused: Schema.Struct(
+    Object.fromEntries(LaneRefusals.reasons.map((reason) => [reason, Schema.Number])) as {
+      readonly [R in LaneRefusals.Refusal]: typeof Schema.Number
+    }
+  ),
   /** Frames the lane could not send (buffer full while down, too large, stale, failed). */
   dropped: Schema.Number,
   /** Frames waiting for the connection. */
@@ -195,11 +186,11 @@ const ByFoundBy = Schema.Struct({ config: Schema.Number, dns: Schema.Number, dis
  * @since 0.1.0
  * @category schemas
  */
-export const EphAdminCounts = Schema.Struct({
-  reset: Schema.Number,
-  delete: Schema.Number,
-  config_set: Schema.Number
-})
+export const EphAdminCounts = Schema.Struct(
+  Object.fromEntries(Payloads.EphOp.literals.map((op) => [op, Schema.Number])) as {
+    readonly [Op in Payloads.EphOp]: typeof Schema.Number
+  }
+)
 
 /**
  * @since 0.1.0
@@ -252,8 +243,8 @@ export const ActiveStats = Schema.Struct({
   port: Schema.NullOr(Schema.Number),
   version: Schema.String,
   uptime_ms: Schema.Number,
-  auth: Schema.Literal("legacy", "permissive", "required"),
-  tls: Schema.Literal("off", "psk"),
+  auth: MeshConfig.AuthMode,
+  tls: MeshConfig.TlsMode,
   /** The id of this node's primary key (`null` in open mode), and of the keys it still accepts. */
   key_id: Schema.NullOr(Schema.String),
   accepted_key_ids: Schema.Array(Schema.String),
@@ -376,193 +367,3 @@ export const StatsBody = Schema.Union(ActiveStats, InactiveStats)
  * @category models
  */
 export type MeshStats = ActiveStats | InactiveStats
-
-// ---------------------------------------------------------------------------------------------
-// assembly
-// ---------------------------------------------------------------------------------------------
-
-/**
- * What the receive side counted, for the body: every frame read after a HELLO and every refusal.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Counters {
-  readonly framesRead: number
-  readonly framesDispatched: number
-  readonly framesInvalid: number
-  readonly framesUnknown: number
-  readonly framesOversized: number
-  readonly itemsInvalid: number
-  readonly rejections: Readonly<Record<HandshakeError.Reason, number>>
-  readonly inbound: InboundStats
-}
-
-/**
- * Everything an active body is made of: this node, its members, its counters.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Parts {
-  readonly serverId: string
-  readonly port: number | null
-  readonly running: boolean
-  readonly version: string
-  readonly uptimeMs: number
-  readonly auth: ActiveStats["auth"]
-  readonly tls: ActiveStats["tls"]
-  readonly members: ReadonlyArray<Membership.Member>
-  readonly counters: Counters
-  readonly ephAdmin: { readonly sent: EphAdminCounts; readonly received: EphAdminCounts }
-  readonly keyId: string | null
-  readonly acceptedKeyIds: ReadonlyArray<string>
-  readonly health: ActiveStats["health"]
-  readonly membersJoined: ActiveStats["members_joined"]
-  readonly membersLeft: ActiveStats["members_left"]
-  readonly discovery: ActiveStats["discovery"]
-  /** The lane's part; its members' `found_by` is taken from `members`. */
-  readonly lane: LaneStats | null
-  readonly maintenance: boolean
-  readonly popMaintenance: boolean
-}
-
-const peerOf = (member: Membership.Member, address: Membership.Address): PeerStats => {
-  const link = member.link
-  const connected = Option.isSome(link) && link.value.connected
-  const count = (get: (link: Membership.Link) => number) => (Option.isSome(link) ? get(link.value) : 0)
-  return {
-    host: address.host,
-    port: address.port,
-    connected,
-    self: member.self,
-    found_by: member.foundBy === "dns" || member.foundBy === "discovery" ? member.foundBy : "config",
-    resolved: connected,
-    resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.resolvedIp) : null,
-    last_resolved_ip: Option.isSome(link) ? Option.getOrNull(link.value.lastResolvedIp) : null,
-    queued: count((l) => l.queued),
-    queued_bytes: count((l) => l.queuedBytes),
-    handed: count((l) => l.handed),
-    written: count((l) => l.written),
-    dropped_full: count((l) => l.droppedFull),
-    dropped_down: count((l) => l.droppedDown),
-    discarded: count((l) => l.discarded),
-    reconnects: count((l) => l.reconnects),
-    silent_closes: count((l) => l.silentCloses),
-    stalled_closes: count((l) => l.stalledCloses),
-    last_error: Option.isSome(link) ? Option.getOrNull(link.value.lastError) : null
-  }
-}
-
-/** A member heard from on a carrier, as a server: upstream's inbound liveness, the lane's counted in. */
-const serverOf = (member: Membership.Member): ServerStats | undefined => {
-  if (Option.isNone(member.serverId)) return undefined
-  const heard = Option.getOrUndefined(member.heard)
-  const onLane = Option.getOrUndefined(member.lane)
-  if (heard === undefined && onLane === undefined) return undefined
-  const heardOn: Array<"tcp" | "lane"> = []
-  if (heard !== undefined) heardOn.push("tcp")
-  if (onLane !== undefined) heardOn.push("lane")
-  return {
-    server_id: member.serverId.value,
-    alive: heard?.alive === true || onLane?.alive === true,
-    last_seen_ms_ago: Math.min(heard?.lastSeenMsAgo ?? Infinity, onLane?.lastSeenMsAgo ?? Infinity),
-    key_id: heard === undefined ? null : Option.getOrNull(heard.keyId),
-    heard_on: heardOn
-  }
-}
-
-/** The lane's members, each with how the membership knows it. */
-const laneWithFoundBy = (
-  lane: LaneStats | null,
-  members: ReadonlyArray<Membership.Member>
-): LaneStats | null => {
-  if (lane === null) return null
-  const foundBy = new Map<string, Membership.FoundBy>()
-  for (const member of members) {
-    if (Option.isSome(member.serverId) && Option.isSome(member.lane))
-      foundBy.set(member.serverId.value, member.foundBy)
-  }
-  return {
-    ...lane,
-    members: lane.members.map((m) => ({ ...m, found_by: foundBy.get(m.server_id) ?? m.found_by }))
-  }
-}
-
-/**
- * The body of an active mesh, from its parts.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (parts: Parts): ActiveStats => {
-  const peers: Array<PeerStats> = []
-  const servers: Array<ServerStats> = []
-  let sent = 0
-  let droppedFull = 0
-  let droppedDown = 0
-  let discarded = 0
-  for (const member of parts.members) {
-    if (Option.isSome(member.address)) peers.push(peerOf(member, member.address.value))
-    if (Option.isSome(member.link)) {
-      const link = member.link.value
-      sent += link.written
-      droppedFull += link.droppedFull
-      droppedDown += link.droppedDown
-      discarded += link.discarded
-    }
-    const server = serverOf(member)
-    if (server !== undefined) servers.push(server)
-  }
-  servers.sort((a, b) => (a.server_id < b.server_id ? -1 : a.server_id > b.server_id ? 1 : 0))
-  const alive = servers.filter((server) => server.alive).length
-  const counters = parts.counters
-  let failures = 0
-  const rejections = {} as Record<HandshakeError.Stat, number>
-  for (const reason of handshakeReasonList) {
-    failures += counters.rejections[reason]
-    rejections[handshakeReasons[reason].stat] = counters.rejections[reason]
-  }
-  return {
-    enabled: true,
-    running: parts.running,
-    server_id: parts.serverId,
-    transport: "tcp-mesh",
-    port: parts.port,
-    version: parts.version,
-    uptime_ms: parts.uptimeMs,
-    auth: parts.auth,
-    tls: parts.tls,
-    key_id: parts.keyId,
-    accepted_key_ids: [...parts.acceptedKeyIds],
-    health: parts.health,
-    peer_count: peers.length,
-    peers,
-    servers_alive: alive,
-    servers_dead: servers.length - alive,
-    servers,
-    messages_sent: sent,
-    messages_received: counters.framesRead,
-    messages_dropped: droppedFull,
-    messages_dropped_down: droppedDown,
-    messages_discarded: discarded,
-    eph_members: Membership.ephemeralMembers(parts.members).length,
-    eph_admin: parts.ephAdmin,
-    members_joined: parts.membersJoined,
-    members_left: parts.membersLeft,
-    discovery: parts.discovery,
-    lane: laneWithFoundBy(parts.lane, parts.members),
-    handshake_failures: failures,
-    signature_failures: failures,
-    sequence_rejections: 0,
-    frames_dispatched: counters.framesDispatched,
-    frames_invalid: counters.framesInvalid,
-    frames_unknown: counters.framesUnknown,
-    frames_oversized: counters.framesOversized,
-    items_invalid: counters.itemsInvalid,
-    rejections,
-    inbound: counters.inbound,
-    maintenance_mode: parts.maintenance,
-    pop_maintenance_mode: parts.popMaintenance
-  }
-}

@@ -34,7 +34,6 @@
  */
 import { createHash } from "node:crypto"
 import {
-  type Clock,
   Config,
   ConfigError,
   Context,
@@ -46,25 +45,12 @@ import {
   Option,
   PubSub,
   Redacted,
-  Runtime,
   type Schedule,
-  type Scope,
   Stream
 } from "effect"
-import * as Frame from "./Frame.js"
-import * as Keyring from "./internal/keyring.js"
-import {
-  type LaneContext,
-  LaneFactory,
-  type LaneFactoryShape,
-  type LaneMember,
-  type LaneShape,
-  type LaneStatus
-} from "./internal/lane/carrier.js"
 import type * as PgConnection from "./internal/lane/pgConnection.js"
-import type * as Envelope from "./internal/lane/pgEnvelope.js"
-import { loop } from "./internal/loop.js"
-import type * as MeshStats from "./MeshStats.js"
+import * as PgLane from "./internal/lane/pgLane.js"
+import * as Lane from "./Lane.js"
 
 // ---------------------------------------------------------------------------------------------
 // options
@@ -337,486 +323,6 @@ const resolve = (options: PostgresOptions): Either.Either<Resolved, PostgresErro
   })
 
 // ---------------------------------------------------------------------------------------------
-// members
-// ---------------------------------------------------------------------------------------------
-
-interface MemberState {
-  epoch: string
-  lastSeen: number
-  alive: boolean
-}
-
-const byUtf8 = (a: string, b: string): number =>
-  Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"))
-
-/**
- * The other nodes heard on the lane, by the server id of their authenticated notifications. The Map's
- * order is the order of last hearing, so the first entry is the longest silent: the one evicted when
- * the table is full. `alive` changes only here (hearing, the sweep), and each change is one `PeerUp` or
- * `PeerDown` event, so the members the mesh reads agree with the events it has seen.
- *
- * A connection hears the channel from its LISTEN on, a moment before its self-test ends and the lane
- * reports `up`; a node heard in that moment is announced once the lane is up, so health never counts a
- * live member against a lane it still thinks is starting.
- */
-class LaneMembers {
-  private readonly table = new Map<string, MemberState>()
-  private up = false
-  /** Alive, but heard while the lane was not up: not announced yet. */
-  private readonly unannounced = new Set<string>()
-
-  constructor(
-    private readonly context: LaneContext,
-    private readonly clock: Clock.Clock,
-    private readonly deadMillis: number,
-    private readonly forgetMillis: number,
-    private readonly max: number
-  ) {}
-
-  heard(serverId: string, epoch: string): void {
-    const now = this.clock.unsafeCurrentTimeMillis()
-    const known = this.table.get(serverId)
-    if (known !== undefined) {
-      this.table.delete(serverId)
-      known.epoch = epoch
-      known.lastSeen = now
-      this.table.set(serverId, known)
-      if (!known.alive) {
-        known.alive = true
-        this.announceUp(serverId)
-      }
-      return
-    }
-    if (this.table.size >= this.max) {
-      const oldest = this.table.entries().next()
-      if (oldest.done !== true) {
-        this.table.delete(oldest.value[0])
-        if (oldest.value[1].alive) this.announceDown(oldest.value[0])
-      }
-    }
-    this.table.set(serverId, { epoch, lastSeen: now, alive: true })
-    this.announceUp(serverId)
-  }
-
-  /** The lane's status changed: once up, the members heard meanwhile are announced. */
-  status(status: LaneStatus): void {
-    this.up = status === "up"
-    if (!this.up || this.unannounced.size === 0) return
-    const waiting = [...this.unannounced]
-    this.unannounced.clear()
-    for (const serverId of waiting) {
-      if (this.table.get(serverId)?.alive === true) this.context.events.emit({ _tag: "PeerUp", serverId })
-    }
-  }
-
-  private announceUp(serverId: string): void {
-    if (this.up) this.context.events.emit({ _tag: "PeerUp", serverId })
-    else this.unannounced.add(serverId)
-  }
-
-  private announceDown(serverId: string): void {
-    if (!this.unannounced.delete(serverId)) this.context.events.emit({ _tag: "PeerDown", serverId })
-  }
-
-  /** Members silent past the dead threshold turn dead; past `forgetAfter`, they are forgotten. */
-  readonly sweep: Effect.Effect<void> = Effect.sync(() => {
-    const now = this.clock.unsafeCurrentTimeMillis()
-    for (const [serverId, member] of this.table) {
-      const silent = now - member.lastSeen
-      if (member.alive && silent > this.deadMillis) {
-        member.alive = false
-        this.announceDown(serverId)
-      }
-      if (silent > this.forgetMillis) {
-        this.table.delete(serverId)
-        this.context.events.emit({
-          _tag: "MemberLeft",
-          peer: serverId,
-          foundBy: "lane",
-          reason: "silent on the lane long enough to be forgotten"
-        })
-      }
-    }
-  })
-
-  readonly list: Effect.Effect<ReadonlyArray<LaneMember>> = Effect.sync(() => {
-    const now = this.clock.unsafeCurrentTimeMillis()
-    const out: Array<LaneMember> = []
-    for (const [serverId, member] of this.table) {
-      out.push({
-        serverId,
-        alive: member.alive,
-        lastSeenMsAgo: Math.max(0, now - member.lastSeen),
-        epoch: member.epoch
-      })
-    }
-    return out.sort((a, b) => byUtf8(a.serverId, b.serverId))
-  })
-
-  get alive(): number {
-    let n = 0
-    for (const member of this.table.values()) if (member.alive) n++
-    return n
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// receiving
-// ---------------------------------------------------------------------------------------------
-
-/** Effects waiting to apply frames, at most; past it a frame is dropped and counted `overloaded`. */
-const MAX_PENDING_APPLIES = 65_536
-
-/**
- * The lane's receive path after the envelope: each frame decoded by the frame table and handed to the
- * mesh's dispatch, in the order received. Where the host services apply a frame synchronously it is
- * applied here and now, from the notification's event; once one frame needs an effect, later frames
- * wait behind it (the TCP receive path keeps the same order).
- */
-class LaneReceiver {
-  invalidFrames = 0
-  handshakeFrames = 0
-  unknownFrames = 0
-  overloaded = 0
-  private readonly waiting: Array<Effect.Effect<void>> = []
-  private running = false
-  private readonly work: Effect.Latch
-
-  constructor(
-    private readonly context: LaneContext,
-    private readonly members: LaneMembers,
-    latch: Effect.Latch
-  ) {
-    this.work = latch
-  }
-
-  /** The frames of one authenticated notification. */
-  receive(from: string, frames: ReadonlyArray<Envelope.ReceivedFrame>, epoch: string): void {
-    this.members.heard(from, epoch)
-    for (const frame of frames) this.frame(from, frame)
-  }
-
-  private frame(from: string, received: Envelope.ReceivedFrame): void {
-    const { tag, json } = received
-    if (tag === Frame.Tag.HELLO || tag === Frame.Tag.CHALLENGE) {
-      // The lane authenticates each notification; a handshake frame on it means nothing.
-      this.handshakeFrames++
-      return
-    }
-    // An empty payload travels as `null`: only a heartbeat may have one.
-    const decoded =
-      json === null && tag === Frame.Tag.HEARTBEAT
-        ? Either.right(Frame.heartbeat())
-        : Frame.decodeJson(tag, json)
-    if (Either.isLeft(decoded)) {
-      this.invalidFrames++
-      if (this.context.events.listening()) {
-        this.context.events.emit({ _tag: "InvalidFrame", from, tag, detail: decoded.left.detail })
-      }
-      return
-    }
-    const frame = decoded.right
-    if (frame._tag === "Unknown") {
-      this.unknownFrames++
-      return
-    }
-    // Liveness was recorded for the notification; a heartbeat has nothing else to do.
-    if (frame._tag === "Heartbeat") return
-    this.apply(from, frame)
-  }
-
-  private apply(from: string, frame: Frame.Frame): void {
-    const apply = this.context.apply
-    if (this.running || this.waiting.length > 0) {
-      if (this.waiting.length >= MAX_PENDING_APPLIES) {
-        this.overloaded++
-        return
-      }
-      this.waiting.push(Effect.suspend(() => apply(from, frame) ?? Effect.void))
-      this.work.unsafeOpen()
-      return
-    }
-    const applying = apply(from, frame)
-    if (applying !== undefined) {
-      this.waiting.push(applying)
-      this.work.unsafeOpen()
-    }
-  }
-
-  /** Completes once frames wait to be applied. */
-  get ready(): Effect.Effect<void> {
-    return this.work.await
-  }
-
-  /** Runs what waits, in order; frames arriving meanwhile queue behind it. */
-  readonly drain: Effect.Effect<void> = Effect.suspend(() => {
-    this.work.unsafeClose()
-    const batch = this.waiting.splice(0, this.waiting.length)
-    if (batch.length === 0) return Effect.void
-    this.running = true
-    return Effect.forEach(batch, (effect) => effect, { discard: true }).pipe(
-      Effect.ensuring(
-        Effect.sync(() => {
-          this.running = false
-          if (this.waiting.length > 0) this.work.unsafeOpen()
-        })
-      )
-    )
-  })
-}
-
-// ---------------------------------------------------------------------------------------------
-// the lane
-// ---------------------------------------------------------------------------------------------
-
-/** What a connection failure most likely means, for the start-up error. */
-const likelyCause = (reason: PgConnection.PgLaneErrorReason): string => {
-  switch (reason) {
-    case "Connect":
-      return "the server cannot be reached or refused the login: check QUEEN_MESH_PG_URL (host, port, user, password, sslmode) and the network between this node and the database"
-    case "ReadOnly":
-      return "the server is read-only (a standby or a read replica): point the lane at the primary"
-    case "Deaf":
-    case "NotListening":
-      return "notifications do not come back: a pooler in transaction mode (PgBouncer, RDS Proxy) between the node and the database, or a server that rewrites the channel; connect the lane directly or through session pooling"
-    case "Listen":
-      return "LISTEN was refused: the role may lack the right to connect, or the server does not allow LISTEN"
-    default:
-      return "the connection failed while starting; the lane keeps retrying"
-  }
-}
-
-const sumOf = (record: Readonly<Record<string, number>>): number => {
-  let n = 0
-  for (const value of Object.values(record)) n += value
-  return n
-}
-
-/** A lane that could not be made at all: down for good, saying why. Unreachable with checked options. */
-const brokenLane = (channel: string, detail: string): LaneShape => ({
-  kind: "pg",
-  offer: () => false,
-  status: Effect.succeed("down"),
-  statusChanges: Stream.make<[LaneStatus]>("down"),
-  members: Effect.succeed([]),
-  stats: Effect.succeed({
-    kind: "pg",
-    status: "down",
-    last_error: detail,
-    channel,
-    epoch: "",
-    notifications_sent: 0,
-    notifications_received: 0,
-    bytes_sent: 0,
-    bytes_received: 0,
-    frames_sent: 0,
-    frames_received: 0,
-    refused: {},
-    dropped: 0,
-    buffered: 0,
-    reconnects: 0,
-    queue_usage: null,
-    members_alive: 0,
-    members: []
-  })
-})
-
-/** Builds the lane for one mesh, in the mesh's scope. */
-const makeLane = (
-  driver: typeof PgConnection,
-  options: Resolved,
-  catchUps: PubSub.PubSub<CatchUp>,
-  context: LaneContext
-): Effect.Effect<LaneShape, never, Scope.Scope> =>
-  Effect.gen(function* () {
-    const config = context.config
-    const channel = options.channel ?? channelFor(config.clusterLabel)
-    const keyring = Keyring.fromSecrets(config.secret, config.acceptedSecrets)
-    const heartbeatInterval = options.heartbeatInterval ?? config.heartbeatInterval
-    const deadThreshold = options.deadThreshold ?? config.deadThreshold
-    const clock = yield* Effect.clock
-    const runtime = yield* Effect.runtime<never>()
-    const run = Runtime.runFork(runtime)
-    const members = new LaneMembers(
-      context,
-      clock,
-      Duration.toMillis(deadThreshold),
-      Duration.toMillis(options.forgetAfter),
-      options.maxMembers
-    )
-    const receiver = new LaneReceiver(context, members, yield* Effect.makeLatch(false))
-
-    yield* Effect.logInfo("PostgreSQL lane starting").pipe(
-      Effect.annotateLogs({
-        channel,
-        key_id: keyring === "open" ? "(open)" : keyring.primary.id,
-        check_interval_ms: Duration.toMillis(options.checkInterval),
-        heartbeat_ms: Duration.toMillis(heartbeatInterval),
-        dead_threshold_ms: Duration.toMillis(deadThreshold)
-      })
-    )
-    if (keyring === "open") {
-      yield* Effect.logWarning(
-        "PostgreSQL lane in open mode: no secret, so any client of the database can NOTIFY hints onto the lane"
-      )
-    }
-
-    let lastStatus: LaneStatus = "starting"
-    let downSince = 0
-    let sentSinceTick = false
-    let connection: PgConnection.PgLaneShape | undefined
-    const heartbeat = Frame.encode(Frame.heartbeat(config.serverId))
-    // Not while frames wait: the notification that carries them says we are alive just as well, and a
-    // heartbeat behind a large batch would only find the buffer full.
-    const beat = () => {
-      if (connection !== undefined && connection.pending() === 0 && connection.offer(heartbeat)) {
-        sentSinceTick = true
-      }
-    }
-
-    const made = yield* Effect.either(
-      driver.make(
-        {
-          url: options.url,
-          channel,
-          serverId: config.serverId,
-          keyring,
-          checkInterval: options.checkInterval,
-          probeTimeout: options.probeTimeout,
-          connectTimeout: options.connectTimeout,
-          maxBufferedFrames: options.maxBufferedFrames,
-          maxBufferedBytes: options.maxBufferedBytes,
-          maxBufferedAge: options.maxBufferedAge,
-          ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect })
-        },
-        {
-          onFrames: (from, frames, epoch) => receiver.receive(from, frames, epoch),
-          onRefused: (reason) => {
-            if (context.events.listening("LaneRefused")) context.events.emit({ _tag: "LaneRefused", reason })
-          },
-          onStateChange: (state) => {
-            if (state.status === lastStatus) return
-            if (state.status === "down" && lastStatus === "up") downSince = clock.unsafeCurrentTimeMillis()
-            lastStatus = state.status
-            context.events.emit({
-              _tag: "LaneStatus",
-              status: state.status,
-              detail: state.error === undefined ? null : state.error.message
-            })
-            members.status(state.status)
-            // Tell the others at once that we are here (again).
-            if (state.status === "up") beat()
-          },
-          onCatchUp: () => {
-            const since = downSince
-            run(
-              Effect.gen(function* () {
-                const reconnects = connection === undefined ? 1 : (yield* connection.stats).reconnects
-                const event: CatchUp = { channel, downSince: since, reconnects }
-                yield* Effect.logInfo("PostgreSQL lane back: the host catches up").pipe(
-                  Effect.annotateLogs({ down_since: new Date(event.downSince).toISOString() })
-                )
-                yield* PubSub.publish(catchUps, event)
-                if (options.onCatchUp !== undefined) yield* options.onCatchUp(event)
-              }).pipe(
-                Effect.catchAllCause((cause) =>
-                  Effect.logError("the host's PostgreSQL catch-up failed", cause)
-                ),
-                Effect.annotateLogs({ module: "Postgres", channel })
-              )
-            )
-          }
-        }
-      )
-    )
-    if (Either.isLeft(made)) {
-      yield* Effect.logError(`PostgreSQL lane cannot start: ${made.left.message}`)
-      return brokenLane(channel, made.left.message)
-    }
-    const pg = made.right
-    connection = pg
-
-    // The first attempt's outcome: a lane that does not come up says why, once, as an error.
-    yield* pg.started.pipe(
-      Effect.catchAll((error) =>
-        Effect.logError(`PostgreSQL lane did not come up: ${error.message}`).pipe(
-          Effect.annotateLogs({ reason: error.reason, likely_cause: likelyCause(error.reason) })
-        )
-      ),
-      Effect.forkScoped
-    )
-    const annotations = { module: "Postgres", channel }
-    yield* loop("Postgres.apply", receiver.drain, {
-      before: receiver.ready,
-      annotations
-    })
-    // A quiet lane still says it is alive; any notification sent within the period already did.
-    yield* loop(
-      "Postgres.heartbeat",
-      Effect.sync(() => {
-        if (!sentSinceTick && lastStatus === "up") beat()
-        sentSinceTick = false
-      }),
-      { sleep: heartbeatInterval, annotations }
-    )
-    // Often enough that a member turns dead close to the threshold, never busier than 50 times a second.
-    const sweepEvery = Duration.clamp(Duration.unsafeDivide(heartbeatInterval, 2), {
-      minimum: Duration.millis(20),
-      maximum: Duration.seconds(1)
-    })
-    yield* loop("Postgres.members", members.sweep, { sleep: sweepEvery, annotations })
-
-    const status = Effect.map(pg.state, (state) => state.status)
-    const lane: LaneShape = {
-      kind: "pg",
-      offer: (bytes) => {
-        sentSinceTick = true
-        return pg.offer(bytes)
-      },
-      status,
-      statusChanges: pg.changes.pipe(
-        Stream.map((state) => state.status),
-        Stream.changes
-      ),
-      members: members.list,
-      stats: Effect.zipWith(pg.stats, members.list, (s, list): MeshStats.LaneStats => {
-        const refused: Record<string, number> = { ...s.refused }
-        refused.invalid_frame = receiver.invalidFrames
-        refused.handshake_frame = receiver.handshakeFrames
-        refused.unknown_frame = receiver.unknownFrames
-        refused.overloaded = receiver.overloaded
-        return {
-          kind: "pg",
-          status: s.status,
-          last_error: s.lastError ?? null,
-          channel,
-          epoch: s.epoch,
-          notifications_sent: s.notificationsSent,
-          notifications_received: s.notificationsReceived,
-          bytes_sent: s.bytesSent,
-          bytes_received: s.bytesReceived,
-          frames_sent: s.framesSent,
-          frames_received: s.framesReceived,
-          refused,
-          dropped: sumOf(s.dropped),
-          buffered: s.bufferedFrames,
-          reconnects: s.reconnects,
-          queue_usage: s.queueUsage ?? null,
-          members_alive: members.alive,
-          members: list.map((member) => ({
-            server_id: member.serverId,
-            alive: member.alive,
-            last_seen_ms_ago: member.lastSeenMsAgo,
-            epoch: member.epoch,
-            found_by: "lane"
-          }))
-        }
-      })
-    }
-    return lane
-  }).pipe(Effect.annotateLogs({ module: "Postgres" }))
-
-// ---------------------------------------------------------------------------------------------
 // the host's side
 // ---------------------------------------------------------------------------------------------
 
@@ -859,17 +365,30 @@ const loadDriver: Effect.Effect<typeof PgConnection, PostgresError> = Effect.try
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: PostgresOptions): Layer.Layer<LaneFactory | PostgresLane, PostgresError> =>
+export const layer = (options: PostgresOptions): Layer.Layer<Lane.Lane | PostgresLane, PostgresError> =>
   Layer.scopedContext(
     Effect.gen(function* () {
       const resolved = yield* resolve(options)
       const driver = yield* loadDriver
       const catchUps = yield* Effect.acquireRelease(PubSub.sliding<CatchUp>(64), PubSub.shutdown)
-      const factory: LaneFactoryShape = {
+      const catchUp = (event: CatchUp) =>
+        Effect.zipRight(
+          PubSub.publish(catchUps, event),
+          resolved.onCatchUp === undefined ? Effect.void : resolved.onCatchUp(event)
+        ).pipe(
+          Effect.catchAllCause((cause) => Effect.logError("the host's PostgreSQL catch-up failed", cause))
+        )
+      const factory: Lane.LaneShape = {
         kind: "pg",
-        make: (context) => makeLane(driver, resolved, catchUps, context)
+        make: (context) =>
+          PgLane.make(
+            driver,
+            { ...resolved, channel: resolved.channel ?? channelFor(context.config.clusterLabel) },
+            catchUp,
+            context
+          )
       }
-      return Context.make(LaneFactory, factory).pipe(
+      return Context.make(Lane.Lane, factory).pipe(
         Context.add(PostgresLane, { catchUps: Stream.fromPubSub(catchUps) })
       )
     })
@@ -916,7 +435,7 @@ export const config: Config.Config<{
  */
 export const layerConfig = (
   options: Omit<PostgresOptions, "url" | "channel"> = {}
-): Layer.Layer<LaneFactory | PostgresLane, PostgresError | ConfigError.ConfigError> =>
+): Layer.Layer<Lane.Lane | PostgresLane, PostgresError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(
     Effect.map(config, (settings) =>
       layer({
@@ -924,5 +443,46 @@ export const layerConfig = (
         url: settings.url,
         ...(Option.isSome(settings.channel) ? { channel: settings.channel.value } : {})
       })
+    )
+  )
+
+/**
+ * {@link layerConfig} when `QUEEN_MESH_PG_URL` is set and not empty, and no lane otherwise: for a host
+ * whose replicas run with the lane or without it by configuration alone. Without a lane, `PostgresLane`
+ * is still provided and its `catchUps` never emit.
+ *
+ * @example
+ * ```ts
+ * import { ConfigProvider, Effect, Layer } from "effect"
+ * import { Mesh, MeshConfig } from "queen-mesh"
+ * import * as Postgres from "queen-mesh/Postgres"
+ *
+ * // QUEEN_MESH_PG_URL is not set: the mesh runs without a lane (and, with no peers, is inactive).
+ * const MeshLive = Mesh.layerTcp().pipe(
+ *   Layer.provideMerge(Postgres.layerConfigIfSet()),
+ *   Layer.provide(MeshConfig.layer({ serverId: "queen-a" })),
+ *   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+ * )
+ *
+ * const program = Effect.gen(function* () {
+ *   const mesh = yield* Mesh.Mesh
+ *   const stats = yield* mesh.stats
+ *   console.log(stats.enabled) // false
+ * })
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(MeshLive), Effect.scoped))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfigIfSet = (
+  options: Omit<PostgresOptions, "url" | "channel"> = {}
+): Layer.Layer<PostgresLane, PostgresError | ConfigError.ConfigError> =>
+  Layer.unwrapEffect(
+    Effect.map(Config.option(Config.string("QUEEN_MESH_PG_URL")), (url) =>
+      Option.isSome(url) && url.value.trim() !== ""
+        ? layerConfig(options)
+        : Layer.succeed(PostgresLane, { catchUps: Stream.never })
     )
   )

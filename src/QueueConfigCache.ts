@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option } from "effect"
-import type { QueueRef } from "./Frame.js"
+import type { QueueRef, QueueRefInput } from "./Frame.js"
 import * as Names from "./internal/wire/names.js"
 
 /**
@@ -58,9 +58,10 @@ export interface QueueSettings {
  * @category models
  */
 export interface MemoryQueueConfigCacheShape extends QueueConfigCacheShape {
-  readonly get: (ref: QueueRef) => Effect.Effect<Option.Option<QueueSettings>>
+  /** The settings cached for `ref`; its tenant as the mesh's inputs take one (absent: the default tenant). */
+  readonly get: (ref: QueueRefInput) => Effect.Effect<Option.Option<QueueSettings>>
   /** Caches `settings` for `ref`, evicting the oldest entries past a bound; refused for an over-long name. */
-  readonly set: (ref: QueueRef, settings: QueueSettings) => Effect.Effect<void>
+  readonly set: (ref: QueueRefInput, settings: QueueSettings) => Effect.Effect<void>
   readonly size: Effect.Effect<number>
   /** How many entries were evicted for a bound, plus sets refused for an over-long name. */
   readonly dropped: Effect.Effect<number>
@@ -141,7 +142,7 @@ export const makeMemory = (options: MemoryQueueConfigCacheOptions = {}) =>
     let dropped = 0
 
     /** The tenant `ref` names, absent as the default; `undefined` when a name is over-long. */
-    const tenantOf = (ref: QueueRef): string | undefined => {
+    const tenantOf = (ref: QueueRefInput): string | undefined => {
       if (!Names.fitsName(ref.queue)) return undefined
       const tenant = Names.tenantInput(ref.tenant)
       if (tenant === undefined) return undefined

@@ -13,7 +13,11 @@ import * as Net from "node:net"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import { Duration, Effect, Layer, Option, type Scope } from "effect"
-import { connectionOf, destroy } from "./internal/links/socket.js"
+import {
+  connectionOf,
+  destroy,
+  KEEPALIVE_MS as SOCKET_KEEPALIVE_MS
+} from "./internal/transport/nodeSocket.js"
 import * as MeshConfig from "./MeshConfig.js"
 import { type TlsConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
@@ -38,7 +42,7 @@ export interface TcpOptions {
  * @since 0.1.0
  * @category constants
  */
-export const KEEPALIVE_MS = 10_000
+export const KEEPALIVE_MS = SOCKET_KEEPALIVE_MS
 
 /**
  * @example

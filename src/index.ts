@@ -43,6 +43,11 @@
  * @since 0.1.0
  * @category modules
  */
+export * as ClusterView from "./ClusterView.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Discovery from "./Discovery.js"
 /**
  * @since 0.1.0
@@ -64,6 +69,11 @@ export * as HotList from "./HotList.js"
  * @category modules
  */
 export * as HttpRoutes from "./HttpRoutes.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Lane from "./Lane.js"
 /**
  * @since 0.1.0
  * @category modules

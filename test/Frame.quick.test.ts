@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc, Option, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as Codec from "../src/internal/wire/codec.js"
+import * as Frames from "../src/internal/wire/frames.js"
 import * as Quick from "../src/internal/wire/payloadChecks.js"
 import { assertEqual } from "./fixtures/equality.js"
 
@@ -31,7 +33,7 @@ const payloadLike = fc.oneof(
  * connection) go through their Schemas alone. A row added to the table must be placed here.
  */
 const quick: {
-  readonly [K in keyof typeof Frame.frames]: ((json: unknown) => Frame.Frame | undefined) | null
+  readonly [K in keyof typeof Frames.frames]: ((json: unknown) => Frame.Frame | undefined) | null
 } = {
   MessageAvailable: Quick.messageAvailable,
   MessageAvailableBatch: Quick.messageAvailableBatch,
@@ -45,7 +47,7 @@ const quick: {
   EphAdmin: Quick.ephAdmin,
   Challenge: null
 }
-const checked = Object.entries(Frame.frames).flatMap(([name, row]) => {
+const checked = Object.entries(Frames.frames).flatMap(([name, row]) => {
   const check = quick[name as keyof typeof quick]
   if (check === null) return []
   const schema = Schema.decodeUnknownEither(row.schema as Schema.Schema<Frame.Frame, unknown>)
@@ -92,7 +94,7 @@ describe("Frame quick decoders", () => {
       { _tag: "PopMaintenanceModeSet", enabled: false }
     ]
     for (const frame of frames) {
-      const json: unknown = JSON.parse(JSON.stringify(Frame.payloadOf(frame) ?? {}))
+      const json: unknown = JSON.parse(JSON.stringify(Codec.payloadOf(frame) ?? {}))
       assertEqual(quick[frame._tag]!(json), frame)
     }
   })
@@ -106,7 +108,7 @@ describe("Frame quick decoders", () => {
     ],
     ([queue, partition, tenant]) => {
       const item = Frame.queueItem({ queue: queue === "" ? "q" : queue, partition, tenant })
-      const direct = Frame.encodeMessageAvailable(item)
+      const direct = Codec.encodeMessageAvailable(item)
       const viaFrame = Frame.encode({ _tag: "MessageAvailable", ...item })
       assert.isTrue(Buffer.from(viaFrame).equals(direct))
     }

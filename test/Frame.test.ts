@@ -5,6 +5,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc, Option, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
+import * as Codec from "../src/internal/wire/codec.js"
+import * as Frames from "../src/internal/wire/frames.js"
+import * as Names from "../src/internal/wire/names.js"
+import * as Payloads from "../src/internal/wire/payloads.js"
 import { FrameDecodeError, FrameTooLargeError } from "../src/MeshError.js"
 import * as Arb from "./fixtures/arbitraries.js"
 import { assertEqual, plain } from "./fixtures/equality.js"
@@ -29,7 +33,7 @@ const assertDecodeError = (
   return result.left
 }
 
-/** The JSON text of an encoded frame, after checking its prefix and tag byte. */
+/** The JSON text of an encoded frame, after checking its prefix and tag byte (read by hand, as below). */
 const jsonOf = (bytes: Uint8Array, tag: number): string => {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   assert.strictEqual(view.getUint32(0), bytes.length - 4)
@@ -60,27 +64,27 @@ const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A) => {
 const viaSchema = (frame: Frame.Frame): { readonly encoded: unknown; readonly decoded: unknown } => {
   switch (frame._tag) {
     case "MessageAvailable":
-      return roundTrip(Frame.MessageAvailable, frame)
+      return roundTrip(Payloads.MessageAvailable, frame)
     case "MessageAvailableBatch":
-      return roundTrip(Frame.MessageAvailableBatch, frame)
+      return roundTrip(Payloads.MessageAvailableBatch, frame)
     case "Heartbeat":
-      return roundTrip(Frame.Heartbeat, frame)
+      return roundTrip(Payloads.Heartbeat, frame)
     case "Hello":
-      return roundTrip(Frame.Hello, frame)
+      return roundTrip(Payloads.Hello, frame)
     case "HotlistDirtyBatch":
-      return roundTrip(Frame.HotlistDirtyBatch, frame)
+      return roundTrip(Payloads.HotlistDirtyBatch, frame)
     case "QueueConfigSet":
-      return roundTrip(Frame.QueueConfigSet, frame)
+      return roundTrip(Payloads.QueueConfigSet, frame)
     case "QueueConfigDelete":
-      return roundTrip(Frame.QueueConfigDelete, frame)
+      return roundTrip(Payloads.QueueConfigDelete, frame)
     case "MaintenanceModeSet":
-      return roundTrip(Frame.MaintenanceModeSet, frame)
+      return roundTrip(Payloads.MaintenanceModeSet, frame)
     case "PopMaintenanceModeSet":
-      return roundTrip(Frame.PopMaintenanceModeSet, frame)
+      return roundTrip(Payloads.PopMaintenanceModeSet, frame)
     case "EphAdmin":
-      return roundTrip(Frame.EphAdmin, frame)
+      return roundTrip(Payloads.EphAdmin, frame)
     case "Challenge":
-      return roundTrip(Frame.Challenge, frame)
+      return roundTrip(Payloads.Challenge, frame)
   }
 }
 
@@ -119,6 +123,8 @@ describe("Frame", () => {
     })
   })
 
+  // The bytes spelled out by hand, not through `Frame.frameBytes` or test/fixtures/frames.ts: these
+  // tests are what shows the one frame builder lays frames out as the spec's "Framing" says.
   describe("encode layout", () => {
     it("writes u32 BE length (tag byte + payload bytes), the tag byte, then the JSON", () => {
       const bytes = Frame.encode({
@@ -223,7 +229,7 @@ describe("Frame", () => {
       ([frame]) => {
         const bytes = Frame.encode(frame)
         assertEqual(Frame.encodeEither(frame), Either.right(bytes))
-        const payload = Frame.payloadOf(frame)
+        const payload = Codec.payloadOf(frame)
         assert.strictEqual(
           jsonOf(bytes, expectedTag[frame._tag]),
           payload === undefined ? "" : JSON.stringify(payload)
@@ -373,8 +379,8 @@ describe("Frame", () => {
         "[]"
       ]
       for (const json of refused) assertDecodeError(decodeJson(20, json), 20)
-      assert.isTrue(Either.isLeft(Frame.validEphAdmin({ op: "reset", tenant: "acme", queue: "tmp" })))
-      assert.isTrue(Either.isRight(Frame.validEphAdmin({ op: "reset", tenant: TENANT, queue: "tmp" })))
+      assert.isTrue(Either.isLeft(Frames.validEphAdmin({ op: "reset", tenant: "acme", queue: "tmp" })))
+      assert.isTrue(Either.isRight(Frames.validEphAdmin({ op: "reset", tenant: TENANT, queue: "tmp" })))
     })
 
     it("a hot-list item's group: present and non-empty scopes it; absent, empty or not a string does not", () => {
@@ -415,33 +421,33 @@ describe("Frame", () => {
           partition: name,
           tenant: Option.none()
         })
-        assert.isTrue(Either.isRight(Frame.validItem({ queue: name, partition: name })))
+        assert.isTrue(Either.isRight(Frames.validItem({ queue: name, partition: name })))
         const over = unit.repeat(Frame.MAX_NAME_CHARS + 1)
         assertDecodeError(decodeJson(1, JSON.stringify({ queue: over, partition: "p" })), 1)
         assertDecodeError(decodeJson(1, JSON.stringify({ queue: "q", partition: over })), 1)
-        assert.isTrue(Either.isLeft(Frame.validItem({ queue: over, partition: "p" })))
-        assert.isTrue(Either.isLeft(Frame.validHotItem({ queue: "q", partition: "p", group: over })))
+        assert.isTrue(Either.isLeft(Frames.validItem({ queue: over, partition: "p" })))
+        assert.isTrue(Either.isLeft(Frames.validHotItem({ queue: "q", partition: "p", group: over })))
       }
       assert.strictEqual(Buffer.byteLength("😀".repeat(Frame.MAX_NAME_CHARS)), Frame.MAX_NAME_BYTES)
       // The biggest single-item frame fits its cap: every name at 255 characters, each escaped to 12 bytes.
       const worst = "\ud83d\ude00".repeat(Frame.MAX_NAME_CHARS)
       const json = `{"queue":"${worst}","partition":"${worst}","tenant":"${worst}"}`
-      assert.isAtMost(1 + json.length, Frame.SMALL_FRAME_LENGTH)
+      assert.isAtMost(1 + json.length, Payloads.SMALL_FRAME_LENGTH)
       assert.strictEqual(Either.isRight(decodeJson(1, json)), true)
     })
 
     it("tenants: uuid refuses a name at the API, any accepts it; a UUID in any case is one tenant", () => {
       const named = { queue: "q", partition: "p", tenant: "acme" }
-      const refused = Frame.validItem(named, "uuid")
+      const refused = Frames.validItem(named, "uuid")
       if (Either.isRight(refused)) return assert.fail("expected a refusal")
       assert.include(refused.left, '"acme" is not a UUID')
-      assert.isTrue(Either.isRight(Frame.validItem(named, "any")))
-      assert.isTrue(Either.isLeft(Frame.validRef({ queue: "q", tenant: "acme" }, "uuid")))
+      assert.isTrue(Either.isRight(Frames.validItem(named, "any")))
+      assert.isTrue(Either.isLeft(Frames.validRef({ queue: "q", tenant: "acme" }, "uuid")))
       assertEqual(
-        Frame.validItem({ queue: "q", partition: "p", tenant: TENANT.toUpperCase() }, "uuid"),
+        Frames.validItem({ queue: "q", partition: "p", tenant: TENANT.toUpperCase() }, "uuid"),
         Either.right(Frame.queueItem({ queue: "q", partition: "p", tenant: TENANT }))
       )
-      assert.isTrue(Either.isRight(Frame.validItem({ queue: "q", partition: "p" }, "uuid")))
+      assert.isTrue(Either.isRight(Frames.validItem({ queue: "q", partition: "p" }, "uuid")))
     })
 
     it("HELLO v2 fields: strings are kept, anything else is absent, and they are written back as given", () => {
@@ -562,12 +568,12 @@ describe("Frame", () => {
         const json = "[".repeat(depth) + "]".repeat(depth)
         for (const tag of Object.values(Frame.Tag)) {
           const error = assertDecodeError(decodeJson(tag, json), tag)
-          assert.isAtMost(error.detail.length, Frame.MAX_DETAIL_LENGTH + 32)
+          assert.isAtMost(error.detail.length, Names.MAX_DETAIL_LENGTH + 32)
         }
       }
       const wide = JSON.stringify({ queue: 1, partition: "x".repeat(100_000) })
       const error = assertDecodeError(decodeJson(1, wide), 1)
-      assert.isAtMost(error.message.length, Frame.MAX_DETAIL_LENGTH + 64)
+      assert.isAtMost(error.message.length, Names.MAX_DETAIL_LENGTH + 64)
     })
 
     it("ignores unknown extra JSON fields", () => {
@@ -692,7 +698,7 @@ describe("Frame", () => {
           assert.strictEqual(frame._tag, kind)
           const { decoded, encoded } = viaSchema(frame)
           assertEqual(decoded, frame)
-          const payload = Frame.payloadOf(frame)
+          const payload = Codec.payloadOf(frame)
           if (payload === undefined) {
             // Only a heartbeat without server id has an empty payload; its Schema form is `{}`.
             assertEqual(frame, Frame.heartbeat())
@@ -734,7 +740,7 @@ describe("Frame", () => {
       if (Either.isRight(result)) assert.fail("expected FrameTooLargeError")
       assert.instanceOf(result.left, FrameTooLargeError)
       assert.isAbove(result.left.length, Frame.MAX_FRAME_LENGTH)
-      assert.strictEqual(result.left.length, 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(frame))))
+      assert.strictEqual(result.left.length, 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(frame))))
       assert.throws(() => Frame.encode(frame), FrameTooLargeError)
     })
 
@@ -770,7 +776,7 @@ describe("Frame", () => {
         key_id: Option.none(),
         v2: Option.none()
       })
-      const overhead = 1 + Buffer.byteLength(JSON.stringify(Frame.payloadOf(hello(0))))
+      const overhead = 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(hello(0))))
       const exact = Either.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))
       assert.strictEqual(exact.length, 4 + Frame.MAX_FRAME_LENGTH)
       assert.strictEqual(new DataView(exact.buffer, exact.byteOffset).getUint32(0), Frame.MAX_FRAME_LENGTH)

@@ -55,6 +55,32 @@ describe("QueueConfigCache (memory)", () => {
       })
   )
 
+  it.effect("get and set take a tenant as the mesh's inputs do: a string, an Option, or none", () =>
+    Effect.gen(function* () {
+      const cache = yield* QueueConfigCache.makeMemory()
+      yield* cache.set({ queue: "q", tenant: UPPER_UUID }, settings)
+      yield* cache.set({ queue: "q" }, { leaseTimeSeconds: 5, encrypted: false })
+      assert.deepStrictEqual(
+        yield* cache.get(Frame.queueRef({ queue: "q", tenant: UPPER_UUID.toLowerCase() })),
+        Option.some(settings)
+      )
+      assert.deepStrictEqual(
+        yield* cache.get({ queue: "q", tenant: Option.some(UPPER_UUID) }),
+        Option.some(settings)
+      )
+      for (const none of [undefined, null, "", Option.none()]) {
+        assert.deepStrictEqual(
+          yield* cache.get({ queue: "q", tenant: none }),
+          Option.some({ leaseTimeSeconds: 5, encrypted: false })
+        )
+      }
+      assert.deepStrictEqual(
+        yield* cache.get({ queue: "q", tenant: DEFAULT_TENANT }),
+        Option.some({ leaseTimeSeconds: 5, encrypted: false })
+      )
+    })
+  )
+
   it.effect("a UUID tenant is the same tenant in any case", () =>
     Effect.gen(function* () {
       const cache = yield* QueueConfigCache.makeMemory()

@@ -48,6 +48,26 @@ describe("LocalWaker", () => {
     })
   )
 
+  it.scoped("a target takes its tenant as the mesh's inputs do: a string, an Option, or none", () =>
+    Effect.gen(function* () {
+      const waker = yield* LocalWaker.make()
+      const upper = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
+      const byString = yield* Effect.fork(
+        waker.awaitWake({ queue: "q", tenant: upper }, { maxWait: "10 seconds" })
+      )
+      const byDefault = yield* Effect.fork(waker.awaitWake({ queue: "q" }, { maxWait: "10 seconds" }))
+      yield* settle
+      yield* waker.wake(Frame.queueItem({ queue: "q", partition: "p1", tenant: upper.toLowerCase() }))
+      assert.strictEqual(yield* Fiber.join(byString), "woken")
+      yield* waker.wake(Frame.queueItem({ queue: "q", partition: "p2", tenant: DEFAULT_TENANT }))
+      assert.strictEqual(yield* Fiber.join(byDefault), "woken")
+      assert.deepStrictEqual(yield* waker.takePartitionHints({ queue: "q", tenant: Option.some(upper) }), [
+        "p1"
+      ])
+      assert.deepStrictEqual(yield* waker.takePartitionHints({ queue: "q", tenant: null }), ["p2"])
+    })
+  )
+
   it.scoped("with tenancy off an absent tenant names the default tenant", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ tenancy: false, defaultTenant: "main" })

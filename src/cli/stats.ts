@@ -14,6 +14,7 @@
 import { FetchHttpClient, HttpClient } from "@effect/platform"
 import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
 import * as HttpRoutes from "../HttpRoutes.js"
+import type * as Membership from "../Membership.js"
 import * as MeshStats from "../MeshStats.js"
 import { escapeControl, safeJson } from "./escape.js"
 import {
@@ -249,21 +250,19 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
 
 type Peer = typeof PeerBody.Type
 
+/** A counter's column heading: its one name, as the stats body has it, in capitals. */
+const columnOf = (counter: keyof Membership.LinkCounters): string => counter.replace(/_/g, " ").toUpperCase()
+
 /**
- * Optional per-peer columns: shown when any peer has the field.
+ * Optional per-peer columns, one per link counter (`Membership.LinkCounters`): shown when any peer has
+ * the field.
  *
  * @since 0.1.0
  * @category rendering
  */
-export const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | undefined]> = [
-  ["QUEUED", (peer) => peer.queued],
-  ["HANDED", (peer) => peer.handed],
-  ["WRITTEN", (peer) => peer.written],
-  ["DROPPED FULL", (peer) => peer.dropped_full],
-  ["DROPPED DOWN", (peer) => peer.dropped_down],
-  ["DISCARDED", (peer) => peer.discarded],
-  ["RECONNECTS", (peer) => peer.reconnects]
-]
+export const PEER_COLUMNS: ReadonlyArray<readonly [string, (peer: Peer) => number | undefined]> = (
+  ["queued", "handed", "written", "dropped_full", "dropped_down", "discarded", "reconnects"] as const
+).map((counter) => [columnOf(counter), (peer: Peer) => peer[counter]] as const)
 
 /**
  * The counters in rows of related ones, by label; absent ones are left out.

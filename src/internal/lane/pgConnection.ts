@@ -28,6 +28,7 @@
  *
  * @internal
  */
+
 import { randomBytes } from "node:crypto"
 import {
   Cause,
@@ -47,10 +48,11 @@ import {
   SubscriptionRef
 } from "effect"
 import pg from "pg"
-import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../../Frame.js"
 import { loop } from "../loop.js"
 import * as Names from "../wire/names.js"
+import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import * as Envelope from "./pgEnvelope.js"
+import * as Refusals from "./refusals.js"
 
 // ---------------------------------------------------------------------------------------------
 // errors, options, state, stats
@@ -133,7 +135,7 @@ export interface PgLaneState {
 }
 
 /** The refusals counted as such; our own notifications are counted apart. */
-export type PgLaneRefusal = Exclude<Envelope.RefusalReason, "own">
+export type PgLaneRefusal = Refusals.EnvelopeRefusal
 
 /**
  * Counters since `make`. Frames: offered = sent + every `dropped` + buffered (a split batch counts once).
@@ -454,17 +456,7 @@ const resolve = (options: PgLaneOptions): Either.Either<Resolved, PgLaneError> =
   })
 }
 
-const emptyRefused = (): Record<PgLaneRefusal, number> => ({
-  malformed: 0,
-  unknown_key: 0,
-  bad_mac: 0,
-  unauthenticated: 0,
-  own_server_id: 0,
-  old_epoch: 0,
-  replayed: 0,
-  wrong_backend: 0,
-  stale: 0
-})
+const emptyRefused = (): Record<PgLaneRefusal, number> => Refusals.zeroes(Refusals.EnvelopeRefusal.literals)
 
 /** How often, at most, refused notifications are logged at warning (with the counts since the last). */
 const REFUSAL_WARNING_INTERVAL_MS = 60_000

@@ -39,11 +39,15 @@
  *
  * @internal
  */
+
 import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto"
 import { Either } from "effect"
-import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH, Tag } from "../../Frame.js"
 import type { Auth, Keyring } from "../keyring.js"
+import { readLength } from "../wire/codec.js"
+import { Tag } from "../wire/frames.js"
 import * as Names from "../wire/names.js"
+import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
+import { EnvelopeRefusal } from "./refusals.js"
 
 // ---------------------------------------------------------------------------------------------
 // constants
@@ -249,7 +253,7 @@ const entryOf = (frame: Uint8Array): Entry | undefined => {
   if (frame.length <= LENGTH_PREFIX_BYTES || frame.length > LENGTH_PREFIX_BYTES + MAX_FRAME_LENGTH) {
     return undefined
   }
-  const length = ((frame[0]! << 24) | (frame[1]! << 16) | (frame[2]! << 8) | frame[3]!) >>> 0
+  const length = readLength(frame, 0)
   if (length !== frame.length - LENGTH_PREFIX_BYTES) return undefined
   const tag = frame[LENGTH_PREFIX_BYTES]!
   if (frame.length === LENGTH_PREFIX_BYTES + 1) return { tag, text: "null", value: undefined }
@@ -472,20 +476,9 @@ export const seal = (
  * - `wrong_backend`: sent from another backend than the one it names: a recording sent again;
  * - `stale`: sealed before this connection began to LISTEN, so not a live delivery.
  */
-export const refusalReasons = [
-  "malformed",
-  "unknown_key",
-  "bad_mac",
-  "unauthenticated",
-  "own_server_id",
-  "old_epoch",
-  "replayed",
-  "wrong_backend",
-  "stale",
-  "own"
-] as const
+export const refusalReasons: ReadonlyArray<RefusalReason> = [...EnvelopeRefusal.literals, "own"]
 
-export type RefusalReason = (typeof refusalReasons)[number]
+export type RefusalReason = EnvelopeRefusal | "own"
 
 /** One frame of an accepted notification: its tag and parsed payload (`null` for an empty one). */
 export interface ReceivedFrame {

@@ -17,12 +17,16 @@
  *
  * @internal
  */
+
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
 import { Effect, Either, Option, Redacted } from "effect"
-import * as Frame from "../../Frame.js"
+import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError } from "../../MeshError.js"
 import * as Keyring from "../keyring.js"
+import * as Codec from "../wire/codec.js"
+import * as Frames from "../wire/frames.js"
 import * as Names from "../wire/names.js"
+import * as Payloads from "../wire/payloads.js"
 
 /**
  * Lowercase hex HMAC-SHA256 of the nonce's hex string, keyed by the secret.
@@ -57,7 +61,7 @@ export const helloWithNonce = (
   secret: Redacted.Redacted<string> | string,
   nonce: string,
   advert: Advert = NO_ADVERT
-): Frame.Hello => {
+): Payloads.Hello => {
   const key = secretOf(secret)
   return {
     _tag: "Hello",
@@ -76,7 +80,7 @@ export const makeHello = (
   serverId: string,
   secret: Redacted.Redacted<string> | string,
   advert: Advert = NO_ADVERT
-): Effect.Effect<Frame.Hello> =>
+): Effect.Effect<Payloads.Hello> =>
   Effect.map(makeNonce, (nonce) => helloWithNonce(serverId, secret, nonce, advert))
 
 const HEX_MAC = /^[0-9a-f]{64}$/
@@ -129,24 +133,27 @@ export const HELLO_V2_HKDF = { salt: "queen-mesh hello v2", info: "mac", length:
  * match (they catch misrouted and cross-cluster connections); the configuration refuses `required`
  * without a secret.
  */
-export type HandshakeMode = "legacy" | "permissive" | "required"
+export type HandshakeMode = AuthMode
 
 /** A fresh challenge for one accepted connection. */
-export const makeChallenge = (serverId: string, label: string): Effect.Effect<Frame.Challenge> =>
+export const makeChallenge = (serverId: string, label: string): Effect.Effect<Payloads.Challenge> =>
   Effect.map(makeNonce, (nonce) => ({ _tag: "Challenge", server_id: serverId, nonce, label }))
 
 /**
  * The first frame a v2 dialer read: its challenge, or why not (any other tag, or a payload its Schema
  * refuses). Total on any input.
  */
-export const readChallenge = (tag: number, payload: Uint8Array): Either.Either<Frame.Challenge, string> => {
-  if (tag !== Frame.Tag.CHALLENGE) return Either.left("not a challenge")
-  if (payload.length > Frame.MAX_CHALLENGE_PAYLOAD_BYTES) {
+export const readChallenge = (
+  tag: number,
+  payload: Uint8Array
+): Either.Either<Payloads.Challenge, string> => {
+  if (tag !== Frames.Tag.CHALLENGE) return Either.left("not a challenge")
+  if (payload.length > Payloads.MAX_CHALLENGE_PAYLOAD_BYTES) {
     return Either.left(
-      `challenge payload of ${payload.length} bytes exceeds ${Frame.MAX_CHALLENGE_PAYLOAD_BYTES}`
+      `challenge payload of ${payload.length} bytes exceeds ${Payloads.MAX_CHALLENGE_PAYLOAD_BYTES}`
     )
   }
-  return Either.match(Frame.decodePayload(tag, payload), {
+  return Either.match(Codec.decodePayload(tag, payload), {
     onLeft: (error) => Either.left(`invalid challenge: ${error.detail}`),
     onRight: (frame) => (frame._tag === "Challenge" ? Either.right(frame) : Either.left("not a challenge"))
   })
@@ -223,10 +230,10 @@ const textEqual = (a: string, b: string): boolean => {
 export const helloV2 = (
   serverId: string,
   secret: Redacted.Redacted<string> | string,
-  challenge: Frame.Challenge,
+  challenge: Payloads.Challenge,
   label: string = challenge.label,
   advert: Advert = NO_ADVERT
-): Effect.Effect<Frame.Hello> =>
+): Effect.Effect<Payloads.Hello> =>
   Effect.map(makeNonce, (nonce) => {
     const key = secretOf(secret)
     const v2Mac =
@@ -262,7 +269,7 @@ export interface JudgeOptions {
   /** Keys accepted besides the primary (a rotation under way). */
   readonly accepted?: ReadonlyArray<Redacted.Redacted<string> | string> | undefined
   readonly mode: HandshakeMode
-  readonly challenge: Option.Option<Frame.Challenge>
+  readonly challenge: Option.Option<Payloads.Challenge>
   readonly selfId: string
   readonly label: string
   readonly identity?: string | undefined
@@ -295,7 +302,10 @@ export const ephemeralCapable = (advert: Advert): boolean => {
   return digits !== null && digits[1]!.replace(/^0+/, "").length <= 16
 }
 
-const v2Problem = (hello: Frame.Hello, v2: Frame.Hello["v2"] extends Option.Option<infer A> ? A : never) =>
+const v2Problem = (
+  hello: Payloads.Hello,
+  v2: Payloads.Hello["v2"] extends Option.Option<infer A> ? A : never
+) =>
   Names.idProblem("server_id", hello.server_id) ??
   Names.nonceProblem("nonce", hello.nonce) ??
   Names.textProblem("qm2_receiver", v2.receiver, Names.MAX_SERVER_ID_BYTES) ??
@@ -323,7 +333,7 @@ const v2Problem = (hello: Frame.Hello, v2: Frame.Hello["v2"] extends Option.Opti
  * hold is refused as `UnknownKey`.
  */
 export const verifyHello = (
-  hello: Frame.Hello,
+  hello: Payloads.Hello,
   options: JudgeOptions
 ): Either.Either<VerifiedHello, HandshakeError> => {
   const verdict = verifyFields(hello, options)
@@ -352,7 +362,7 @@ const legacyKey = (
 }
 
 const verifyFields = (
-  hello: Frame.Hello,
+  hello: Payloads.Hello,
   options: JudgeOptions
 ): Either.Either<VerifiedHello, HandshakeError> => {
   const accepted = (version: 1 | 2, key: Keyring.Key | undefined) =>
@@ -433,7 +443,7 @@ export const judge = (
   payload: Uint8Array,
   options: JudgeOptions
 ): Either.Either<VerifiedHello, HandshakeError> => {
-  if (tag !== Frame.Tag.HELLO) return refuse("NotHello")
+  if (tag !== Frames.Tag.HELLO) return refuse("NotHello")
   let json: unknown
   try {
     json = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("utf8"))
@@ -446,7 +456,7 @@ export const judge = (
     for (const [field, value] of Object.entries(json)) if (!V2_FIELDS.includes(field)) legacy[field] = value
     json = legacy
   }
-  const decoded = Frame.decodeJson(tag, json)
+  const decoded = Codec.decodeJson(tag, json)
   if (Either.isLeft(decoded)) return refuse("InvalidHello", decoded.left.detail)
   const hello = decoded.right
   if (hello._tag !== "Hello") return refuse("InvalidHello")

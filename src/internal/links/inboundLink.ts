@@ -16,15 +16,18 @@
  *
  * @internal
  */
+
 import { type Clock, Data, Deferred, Duration, Effect, Either, FiberId, Option } from "effect"
-import * as Frame from "../../Frame.js"
 import type { FramingError, HandshakeError, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection } from "../../Transport.js"
 import type { DispatchShape } from "../mesh/dispatch.js"
 import { parseItems, scan, yieldToEventLoop } from "../wire/batchScan.js"
+import * as Codec from "../wire/codec.js"
 import { FrameDecoder } from "../wire/frameDecoder.js"
+import * as Frames from "../wire/frames.js"
 import * as PayloadChecks from "../wire/payloadChecks.js"
+import type * as Payloads from "../wire/payloads.js"
 import { printable } from "../wire/peerText.js"
 import * as Handshake from "./handshake.js"
 import { type ListenerState, refusal } from "./listenerState.js"
@@ -91,7 +94,7 @@ export class InboundLink {
     private readonly deps: InboundDeps,
     private readonly connection: Connection,
     private readonly remote: string,
-    private readonly challenge: Option.Option<Frame.Challenge>
+    private readonly challenge: Option.Option<Payloads.Challenge>
   ) {
     this.decoder = new FrameDecoder({ maxFrameLength: deps.helloMaxBytes })
     this.hello = Deferred.unsafeMake<string>(FiberId.none)
@@ -245,14 +248,14 @@ export class InboundLink {
     if (payload.length >= LARGE_FRAME) this.large = true
     if (
       payload.length >= SLICED_BATCH &&
-      (tag === Frame.Tag.MESSAGE_AVAILABLE_BATCH || tag === Frame.Tag.HOTLIST_DIRTY_BATCH)
+      (tag === Frames.Tag.MESSAGE_AVAILABLE_BATCH || tag === Frames.Tag.HOTLIST_DIRTY_BATCH)
     ) {
       // Decoded now (the payload is a view of the chunk), checked and applied in slices later.
       const text = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("utf8")
       this.later.push(this.slicedBatch(from, tag, text))
       return
     }
-    const decoded = Frame.decodePayload(tag, payload)
+    const decoded = Codec.decodePayload(tag, payload)
     if (Either.isLeft(decoded)) {
       state.frameInvalid()
       this.note(tag, decoded.left.detail)
@@ -296,7 +299,7 @@ export class InboundLink {
     this.peer = peer
     this.deps.state.authenticated(this.remote, verdict.right.version)
     this.decoder.authenticated({
-      maxLengthOf: Frame.maxLengthOf,
+      maxLengthOf: Frames.maxLengthOf,
       onOversized: (oversizedTag, length) => {
         this.deps.state.frameRead()
         this.deps.state.frameOversized()
@@ -315,7 +318,7 @@ export class InboundLink {
 
   /** The nonce of a HELLO the handshake refused only for carrying our own id. */
   private ownNonce(payload: Uint8Array): boolean {
-    const decoded = Frame.decodePayload(Frame.Tag.HELLO, payload)
+    const decoded = Codec.decodePayload(Frames.Tag.HELLO, payload)
     return (
       Either.isRight(decoded) &&
       decoded.right._tag === "Hello" &&
@@ -354,8 +357,8 @@ export class InboundLink {
       deps.state.frameDispatched(0)
       for (let start = 0; start < result.count; start += ITEM_SLICE) {
         const raw = parseItems(text, result.ranges, start, Math.min(result.count, start + ITEM_SLICE))
-        const frame: Frame.Frame =
-          tag === Frame.Tag.HOTLIST_DIRTY_BATCH
+        const frame: Frames.Frame =
+          tag === Frames.Tag.HOTLIST_DIRTY_BATCH
             ? { _tag: "HotlistDirtyBatch", items: valid(raw, PayloadChecks.hotItem) }
             : { _tag: "MessageAvailableBatch", items: valid(raw, PayloadChecks.item) }
         const applying = deps.dispatch.apply(from, frame)
@@ -371,7 +374,7 @@ export const challengeFor = (
   mode: Handshake.HandshakeMode,
   serverId: string,
   label: string
-): Effect.Effect<Option.Option<Frame.Challenge>> =>
+): Effect.Effect<Option.Option<Payloads.Challenge>> =>
   mode === "legacy"
     ? Effect.succeed(Option.none())
     : Effect.map(Handshake.makeChallenge(serverId, label), Option.some)

@@ -10,14 +10,15 @@
  *
  * @internal
  */
+
 import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
-import * as Frame from "../../Frame.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { TransportError } from "../../MeshError.js"
 import { MeshEvents } from "../../MeshEvent.js"
 import { type Connection, Transport } from "../../Transport.js"
-import { Topology } from "../membership/topology.js"
+import * as Topology from "../membership/topology.js"
 import { Dispatch } from "../mesh/dispatch.js"
+import * as Codec from "../wire/codec.js"
 import { challengeFor, type InboundDeps, InboundLink } from "./inboundLink.js"
 import { type ListenerCounts, ListenerState } from "./listenerState.js"
 import { Liveness } from "./liveness.js"
@@ -36,14 +37,7 @@ export class Listener extends Context.Tag("queen-mesh/internal/Listener")<Listen
 export const make: Effect.Effect<
   ListenerShape,
   TransportError,
-  | Scope.Scope
-  | MeshConfig.MeshConfig
-  | Transport
-  | Liveness
-  | Dispatch
-  | MeshEvents
-  | SelfDialsService
-  | Topology
+  Scope.Scope | MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
 > = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
   const transport = yield* Transport
@@ -91,13 +85,13 @@ export const make: Effect.Effect<
       link = new InboundLink(deps, connection, remote, challenge)
       // The only bytes a listener ever writes on an inbound link.
       if (Option.isSome(challenge)) {
-        const written = yield* Effect.either(connection.write(Frame.encode(challenge.value)))
+        const written = yield* Effect.either(connection.write(Codec.encode(challenge.value)))
         if (Either.isLeft(written)) return
       }
       yield* link.run
     }).pipe(Effect.scoped, Effect.withSpan("queen-mesh.inbound"), Effect.annotateLogs({ module: "Listener" }))
 
-  const port = (yield* Topology).tcp
+  const port = (yield* Topology.decide).tcp
     ? Option.some(yield* transport.listen({ host: config.bindHost, port: config.port }, accept))
     : Option.none<number>()
   return { port, counts: Effect.sync(() => state.counts()) }
@@ -107,5 +101,5 @@ export const make: Effect.Effect<
 export const layer: Layer.Layer<
   Listener,
   TransportError,
-  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService | Topology
+  MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
 > = Layer.scoped(Listener, make)

@@ -7,9 +7,10 @@
  * @internal
  */
 import { Clock, Effect } from "effect"
+import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError, handshakeReasonList } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
-import type * as MeshStats from "../../MeshStats.js"
+import type { InboundStats } from "../../MeshStats.js"
 import { applyHistogram } from "../metrics/metricNames.js"
 import { TagCounts } from "../metrics/tagCounts.js"
 import { printable } from "../wire/peerText.js"
@@ -22,8 +23,20 @@ const HANDSHAKE_WARNING_INTERVAL_MS = 10_000
  * any id) they share one row. */
 const SENDER_ROWS = 64
 
+/** What the receive side counted, for the stats body: every frame read after a HELLO and every refusal. */
+export interface Counters {
+  readonly framesRead: number
+  readonly framesDispatched: number
+  readonly framesInvalid: number
+  readonly framesUnknown: number
+  readonly framesOversized: number
+  readonly itemsInvalid: number
+  readonly rejections: Readonly<Record<HandshakeError.Reason, number>>
+  readonly inbound: InboundStats
+}
+
 /** What the listener counts for the stats body, and frames read per sender for the metrics. */
-export interface ListenerCounts extends MeshStats.Counters {
+export interface ListenerCounts extends Counters {
   /** Frames read by sender (its server id; at most 64 senders, the rest under `_other`) and tag. */
   readonly readByPeer: ReadonlyArray<
     readonly [peer: string, byTag: ReadonlyArray<readonly [tag: number, frames: number]>]
@@ -58,7 +71,7 @@ export class ListenerState {
     private readonly events: MeshEventsShape,
     /** Connections refused below the mesh, counted by the transport (failed TLS handshakes). */
     private readonly transportRefusals: () => number,
-    private readonly mode: "legacy" | "permissive" | "required"
+    private readonly mode: AuthMode
   ) {
     const zero = {} as Record<HandshakeError.Reason, number>
     for (const reason of handshakeReasonList) zero[reason] = 0

@@ -10,12 +10,14 @@
  * Any failure marks the link down and retries on the reconnect `Schedule` (default 250 ms doubling,
  * capped at 5 s, started afresh after a session that was established: up for a heartbeat interval past
  * the listener's auth-failure delay, so a peer refusing our HELLO is not redialled in a tight loop). A
- * peer that keeps failing is logged at warning on the first failure and on every change of reason,
- * then at most once a minute; a peer never reached yet only at info for its first dead threshold. An
- * entry our own listener recognises as this node is never dialled again.
+ * peer that keeps failing (refusing, closing on our HELLO, or having its links closed by the liveness
+ * check) is logged at warning on the first failure and on every change of reason, then at most once a
+ * minute; a peer never reached yet only at info for its first dead threshold. An entry our own
+ * listener recognises as this node is never dialled again.
  *
  * @internal
  */
+
 import {
   Cause,
   Clock,
@@ -28,11 +30,13 @@ import {
   type Redacted,
   Schedule
 } from "effect"
-import * as Frame from "../../Frame.js"
 import { LinkDown, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection, TransportShape } from "../../Transport.js"
+import * as Codec from "../wire/codec.js"
 import { FrameDecoder } from "../wire/frameDecoder.js"
+import * as Frames from "../wire/frames.js"
+import type * as Payloads from "../wire/payloads.js"
 import * as Handshake from "./handshake.js"
 import type { PeerLink } from "./peerLink.js"
 import type { SelfDials } from "./selfDials.js"
@@ -121,7 +125,7 @@ export class OutboundLink {
   ) {
     this.establishedMillis =
       Duration.toMillis(options.heartbeatInterval) + Duration.toMillis(options.authFailureDelay)
-    this.heartbeat = Frame.encode(Frame.heartbeat(options.serverId))
+    this.heartbeat = Codec.encode(Frames.heartbeat(options.serverId))
   }
 
   /**
@@ -188,7 +192,7 @@ export class OutboundLink {
         this.options.events.emit({ _tag: "SelfRecognized", peer: link.name })
       })
       yield* Effect.addFinalizer(() => Effect.sync(forgetNonce))
-      yield* Effect.catchAll(connection.write(Frame.encode(hello)), down)
+      yield* Effect.catchAll(connection.write(Codec.encode(hello)), down)
       upSince = yield* Clock.currentTimeMillis
       link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
       this.options.events.emit({
@@ -230,13 +234,9 @@ export class OutboundLink {
         const writing = link.writeStartedAt
         if (reason === undefined && writing !== undefined && now - writing >= deadMs) reason = "write stalled"
         if (reason === undefined) return Effect.void
+        // Said by `failed`, at the rate of any failure that repeats.
         link.closedBy(reason)
-        return Effect.zipRight(
-          Effect.logWarning("mesh link closed by its liveness check; dialling again").pipe(
-            Effect.annotateLogs({ reason, dead_threshold_ms: deadMs })
-          ),
-          Effect.fail(reason)
-        )
+        return Effect.fail(reason)
       })
       // A heartbeat every interval, busy or not, as upstream sends them.
       const heartbeats = Effect.forever(
@@ -267,9 +267,9 @@ export class OutboundLink {
 
   /** The HELLO to write: legacy, or the answer to the listener's challenge. */
   private hello(
-    challenge: Deferred.Deferred<Either.Either<Frame.Challenge, string>>,
+    challenge: Deferred.Deferred<Either.Either<Payloads.Challenge, string>>,
     down: (cause: LinkDown["cause"]) => Effect.Effect<never, LinkDown>
-  ): Effect.Effect<Frame.Hello, LinkDown> {
+  ): Effect.Effect<Payloads.Hello, LinkDown> {
     const options = this.options
     const link = this.link
     if (options.auth === "legacy")
@@ -306,17 +306,22 @@ export class OutboundLink {
       const reason = describeFailure(down.cause)
       this.link.failed(reason)
       if (down.connected) this.reached = true
-      if (down.established) {
+      // A link the liveness check closed was up, but its peer is a black hole, and stays one on the
+      // next link: a failure that repeats, not a link lost once.
+      const byCheck = down.cause === "peer silent" || down.cause === "write stalled"
+      if (down.established && !byCheck) {
         this.lastReason = undefined
         this.failuresSinceWarning = 0
         return yield* Effect.logWarning("mesh link down").pipe(Effect.annotateLogs({ reason }))
       }
       // A peer that keeps failing the same way is warned about on the first failure and on every change
-      // of reason, then at most once a minute, whether it refuses the connection or closes on our HELLO
-      // (the listener says nothing more when it refuses one).
-      const message = down.connected
-        ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
-        : "mesh peer unreachable"
+      // of reason, then at most once a minute, whether it refuses the connection, closes on our HELLO
+      // (the listener says nothing more when it refuses one) or has its links closed by the check.
+      const message = byCheck
+        ? "mesh link closed by its liveness check; dialling again"
+        : down.connected
+          ? "mesh link closed right after the handshake: the peer refused our HELLO (does it share the secret?) or went away"
+          : "mesh peer unreachable"
       const key = `${down.connected}:${reason}`
       this.failuresSinceWarning++
       const now = yield* Clock.currentTimeMillis
@@ -326,8 +331,13 @@ export class OutboundLink {
         )
       }
       if (key !== this.lastReason || now - this.lastWarningAt >= FAILURE_WARNING_INTERVAL_MS) {
+        const failures = this.failuresSinceWarning
         yield* Effect.logWarning(message).pipe(
-          Effect.annotateLogs({ reason, failures: this.failuresSinceWarning })
+          Effect.annotateLogs(
+            byCheck
+              ? { reason, failures, dead_threshold_ms: Duration.toMillis(this.options.deadThreshold) }
+              : { reason, failures }
+          )
         )
         this.lastReason = key
         this.lastWarningAt = now
@@ -343,10 +353,10 @@ export class OutboundLink {
  */
 const readChallenge = (connection: Connection) =>
   Effect.gen(function* () {
-    const challenge = yield* Deferred.make<Either.Either<Frame.Challenge, string>>()
-    const first = new FrameDecoder({ maxFrameLength: Frame.frames.Challenge.maxLength })
+    const challenge = yield* Deferred.make<Either.Either<Payloads.Challenge, string>>()
+    const first = new FrameDecoder({ maxFrameLength: Frames.frames.Challenge.maxLength })
     let waiting = true
-    const settle = (verdict: Either.Either<Frame.Challenge, string>) => {
+    const settle = (verdict: Either.Either<Payloads.Challenge, string>) => {
       if (!waiting) return
       waiting = false
       Deferred.unsafeDone(challenge, Effect.succeed(verdict))

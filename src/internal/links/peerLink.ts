@@ -7,7 +7,8 @@
  * measured here, about 4-5x cheaper per offer on the broadcast hot path. It is bounded in frames and
  * in bytes. On an idle link a frame skips the queue and is written at once (`direct`).
  *
- * Accounting, per link: handed = written + dropped_full + dropped_down + discarded + queued.
+ * Accounting, per link, under the counters' one names (`Membership.LinkCounters`): handed = written +
+ * dropped_full + dropped_down + discarded + queued.
  * `dropped_down`: handed while the link was down (never queued: it would be stale by the reconnect).
  * `discarded`: queued (or being written) when the link broke, thrown away then (a stale hint is worse
  * than none).
@@ -37,13 +38,21 @@ export interface PeerLinkState extends Membership.Link {
   readonly droppedByTag: ReadonlyArray<readonly [tag: number, frames: number]>
 }
 
+/** The counters a link keeps itself; `queued` and `queued_bytes` are read off the queue. */
+type OwnCounters = Omit<Membership.LinkCounters, "queued" | "queued_bytes">
+
 export class PeerLink {
-  private handed = 0
-  private written = 0
-  private droppedFull = 0
-  private droppedDown = 0
-  private discarded = 0
-  private reconnects = 0
+  /** Every frame handed to it, by where it went, under the names the stats and metrics use. */
+  private readonly counts: { -readonly [K in keyof OwnCounters]: number } = {
+    handed: 0,
+    written: 0,
+    dropped_full: 0,
+    dropped_down: 0,
+    discarded: 0,
+    reconnects: 0,
+    silent_closes: 0,
+    stalled_closes: 0
+  }
   /** Frames written, by tag byte. */
   private readonly writtenByTag = new TagCounts()
   /** Frames dropped (full, down or discarded), by tag byte. */
@@ -67,9 +76,6 @@ export class PeerLink {
   /** The writer holds frames it took and is writing them. */
   private writing = false
 
-  /** Links closed by the outbound liveness check: the peer silent inbound, or writes not draining. */
-  private silentCloses = 0
-  private stalledCloses = 0
   /** When the writer took the frames it is writing now (`undefined` while it writes nothing). */
   private writingSince: number | undefined = undefined
 
@@ -105,20 +111,11 @@ export class PeerLink {
       connected: this.isConnected,
       self: this.self,
       foundBy: this.foundBy,
-      silentCloses: this.silentCloses,
-      stalledCloses: this.stalledCloses,
       learnedId: Option.fromNullable(this.learnedId),
       resolvedIp: Option.fromNullable(this.resolvedIp),
       lastResolvedIp: Option.fromNullable(this.lastResolvedIp),
-      queued: this.queued,
-      queuedBytes: this.bytes + this.inFlightBytes,
-      handed: this.handed,
-      written: this.written,
-      droppedFull: this.droppedFull,
-      droppedDown: this.droppedDown,
-      discarded: this.discarded,
-      reconnects: this.reconnects,
       lastError: Option.fromNullable(this.lastError),
+      counters: { ...this.counts, queued: this.queued, queued_bytes: this.bytes + this.inFlightBytes },
       writtenByTag: this.writtenByTag.entries(),
       droppedByTag: this.droppedByTag.entries()
     }
@@ -128,15 +125,15 @@ export class PeerLink {
   offer(bytes: Uint8Array): boolean {
     // Not a link at all: nothing is handed to it, so nothing is counted as dropped either.
     if (this.self) return false
-    this.handed++
+    this.counts.handed++
     if (!this.connected) {
-      this.droppedDown++
+      this.counts.dropped_down++
       this.droppedByTag.add(bytes[4]!)
       return false
     }
     const direct = this.direct
     if (direct !== undefined && !this.writing && this.items.length === 0 && direct(bytes)) {
-      this.written++
+      this.counts.written++
       this.writtenByTag.add(bytes[4]!)
       if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
       return true
@@ -146,7 +143,7 @@ export class PeerLink {
       this.items.length + this.inFlight.length >= this.capacity ||
       this.bytes + this.inFlightBytes + bytes.length > this.capacityBytes
     ) {
-      this.droppedFull++
+      this.counts.dropped_full++
       this.droppedByTag.add(bytes[4]!)
       return false
     }
@@ -198,8 +195,8 @@ export class PeerLink {
 
   /** The outbound liveness check closed the link, for this reason. */
   closedBy(reason: "peer silent" | "write stalled"): void {
-    if (reason === "peer silent") this.silentCloses++
-    else this.stalledCloses++
+    if (reason === "peer silent") this.counts.silent_closes++
+    else this.counts.stalled_closes++
   }
 
   /** Our own listener recognised this entry's HELLO: the entry names this node. */
@@ -214,7 +211,7 @@ export class PeerLink {
 
   /** The link is down: what is still queued is discarded and counted. */
   down(): void {
-    if (this.connected && !this.self) this.reconnects++
+    if (this.connected && !this.self) this.counts.reconnects++
     this.connected = false
     this.resolvedIp = undefined
     this.direct = undefined
@@ -222,7 +219,7 @@ export class PeerLink {
     this.writingSince = undefined
     for (const frame of this.items) this.droppedByTag.add(frame[4]!)
     for (const frame of this.inFlight) this.droppedByTag.add(frame[4]!)
-    this.discarded += this.items.length + this.inFlight.length
+    this.counts.discarded += this.items.length + this.inFlight.length
     this.items = []
     this.inFlight = []
     this.inFlightBytes = 0
@@ -246,7 +243,7 @@ export class PeerLink {
     this.writingSince = undefined
     this.inFlight = []
     this.inFlightBytes = 0
-    this.written += frames.length
+    this.counts.written += frames.length
     for (const frame of frames) this.writtenByTag.add(frame[4]!)
     this.observeWrite(frames.length)
     this.writing = false

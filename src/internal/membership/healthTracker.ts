@@ -1,18 +1,25 @@
 /**
- * Keeps the node's health (`MeshHealth`) current: recomputed from the membership, the lane's status and
- * discovery's record on every membership change (events of those kinds only, coalesced: a burst is one
- * recomputation) and once when the start-up window closes (at the dead threshold, or the first time
- * the node is clustered), published when it changes, with a
+ * The node's health (`MeshHealth`), owned and kept current here: recomputed from the membership, the
+ * lane's status and discovery's record on every membership change (events of those kinds only,
+ * coalesced: a burst is one recomputation) and once when the start-up window closes (at the dead
+ * threshold, or the first time the node is clustered), published when it changes, with a
  * `HealthChanged` event and a log line (a change for the worse a warning, one for the better info, the
- * verdict at start neither).
+ * verdict at start neither). The value is the host's shared `MeshHealth` when it provides one (so the
+ * shipped waker reads the same), else the tracker's own; a mesh that does not run is `solo` for good.
  *
  * @internal
  */
-import { Duration, Effect, type Scope, SubscriptionRef } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope, type Stream, SubscriptionRef } from "effect"
 import type * as Membership from "../../Membership.js"
-import { type MeshEventsShape, membershipTags } from "../../MeshEvent.js"
+import * as MeshConfig from "../../MeshConfig.js"
+import { MeshEvents, type MeshEventsShape, membershipTags } from "../../MeshEvent.js"
 import * as MeshHealth from "../../MeshHealth.js"
+import { RunningLane } from "../lane/running.js"
+import { Listener } from "../links/listener.js"
+import type { Liveness } from "../links/liveness.js"
+import { Peers } from "../links/peers.js"
 import { loop } from "../loop.js"
+import * as MembershipModel from "./membership.js"
 
 /** How bad a status is, for the direction of a change. */
 const RANK: Readonly<Record<MeshHealth.Status, number>> = {
@@ -92,3 +99,46 @@ export const track = (options: {
       { before: changed.await }
     )
   })
+
+/** The node's health, as the mesh's API, its stats and its metrics read it. */
+export interface HealthTrackerShape {
+  readonly health: Effect.Effect<MeshHealth.Health>
+  /** The health now, then every change. */
+  readonly changes: Stream.Stream<MeshHealth.Health>
+}
+
+export class HealthTracker extends Context.Tag("queen-mesh/internal/HealthTracker")<
+  HealthTracker,
+  HealthTrackerShape
+>() {}
+
+/** The tracker of a running mesh, for the life of the layer's scope. */
+export const layer: Layer.Layer<
+  HealthTracker,
+  never,
+  MeshConfig.MeshConfig | Peers | Liveness | RunningLane | Listener | MeshEvents
+> = Layer.scoped(
+  HealthTracker,
+  Effect.gen(function* () {
+    const config = yield* MeshConfig.MeshConfig
+    const ref = yield* MeshHealth.shared
+    const lane = Option.getOrUndefined(yield* RunningLane)
+    const peers = yield* Peers
+    const active = Option.isSome((yield* Listener).port) || lane !== undefined
+    if (active) {
+      yield* track({
+        health: ref,
+        members: yield* MembershipModel.current,
+        lane: lane === undefined ? Effect.succeed("none") : lane.status,
+        discovery: Effect.map(peers.discovery, (d) =>
+          Option.isNone(d) ? "none" : d.value.found ? "found" : "nothing_found"
+        ),
+        startupWindow: config.deadThreshold,
+        events: yield* MeshEvents
+      })
+    } else {
+      yield* SubscriptionRef.set(ref, MeshHealth.inactive(config.enabled))
+    }
+    return { health: SubscriptionRef.get(ref), changes: ref.changes }
+  })
+)

@@ -6,11 +6,12 @@
  *
  * @internal
  */
-import { Option } from "effect"
+import { Effect, Option } from "effect"
 import type * as Membership from "../../Membership.js"
-import type { LaneMember } from "../lane/carrier.js"
-import type { ServerState } from "../links/liveness.js"
+import { type LaneMember, RunningLane } from "../lane/running.js"
+import { Liveness, type ServerState } from "../links/liveness.js"
 import type { PeerLinkState } from "../links/peerLink.js"
+import { Peers } from "../links/peers.js"
 
 const heardOf = (server: ServerState): Membership.Heard => ({
   alive: server.alive,
@@ -87,3 +88,19 @@ export const membersOf = (
   }
   return members
 }
+
+/** The members now, from the running peers, inbound liveness and the lane: an effect to run each time. */
+export const current: Effect.Effect<
+  Effect.Effect<ReadonlyArray<Membership.Member>>,
+  never,
+  Peers | Liveness | RunningLane
+> = Effect.gen(function* () {
+  const peers = yield* Peers
+  const liveness = yield* Liveness
+  const lane = Option.getOrUndefined(yield* RunningLane)
+  const onLane: Effect.Effect<ReadonlyArray<LaneMember>> =
+    lane === undefined ? Effect.succeed([]) : lane.members
+  return Effect.zipWith(Effect.zip(peers.links, liveness.servers), onLane, ([links, servers], laneMembers) =>
+    membersOf(links, servers, laneMembers)
+  )
+})

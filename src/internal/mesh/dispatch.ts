@@ -14,17 +14,18 @@
  *
  * @internal
  */
+
 import { Context, Effect, Layer, Option, SubscriptionRef } from "effect"
 import * as EphemeralAdmin from "../../EphemeralAdmin.js"
-import type * as Frame from "../../Frame.js"
 import * as HotList from "../../HotList.js"
 import * as MaintenanceFlags from "../../MaintenanceFlags.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { type MeshEvent, MeshEvents } from "../../MeshEvent.js"
 import * as QueueConfigCache from "../../QueueConfigCache.js"
 import * as Waker from "../../Waker.js"
+import type * as Frames from "../wire/frames.js"
 import * as Names from "../wire/names.js"
-import { EphCounts } from "./ephCounts.js"
+import { EphAdminAccount } from "./ephAdminAccount.js"
 
 /**
  * What the listener hands every received frame to.
@@ -34,7 +35,9 @@ export interface DispatchShape {
    * Applies one frame received from the peer `from`: at once, returning `undefined`, or by returning
    * the effect that applies it.
    */
-  readonly apply: (from: string, frame: Frame.Frame) => Effect.Effect<void> | undefined
+  readonly apply: (from: string, frame: Frames.Frame) => Effect.Effect<void> | undefined
+  /** The `EPH_ADMIN` verbs received here, and those the mesh's API sent. */
+  readonly ephAdmin: EphAdminAccount
 }
 
 /**
@@ -53,7 +56,6 @@ export type Requirements =
   | MaintenanceFlags.MaintenanceFlags
   | MeshEvents
   | MeshConfig.MeshConfig
-  | EphCounts
 
 /** `item` with a tenant that is not a UUID read as absent; the same object when nothing changes. */
 const uuidOnly = <A extends { readonly tenant: Option.Option<string> }>(item: A): A =>
@@ -73,7 +75,7 @@ const uuidOnlyAll = <A extends { readonly tenant: Option.Option<string> }>(
  */
 export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.gen(function* () {
   const config = yield* MeshConfig.MeshConfig
-  const counts = yield* EphCounts
+  const ephAdmin = new EphAdminAccount()
   const admin = Option.getOrElse(
     yield* Effect.serviceOption(EphemeralAdmin.EphemeralAdmin),
     () => EphemeralAdmin.noop
@@ -89,11 +91,11 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
 
   const apply =
     config.tenants === "uuid"
-      ? (from: string, frame: Frame.Frame) => applyAs(from, uuidFrame(frame))
-      : (from: string, frame: Frame.Frame) => applyAs(from, frame)
+      ? (from: string, frame: Frames.Frame) => applyAs(from, uuidFrame(frame))
+      : (from: string, frame: Frames.Frame) => applyAs(from, frame)
 
   /** The frame as upstream reads it: every tenant that is not a UUID absent. */
-  const uuidFrame = (frame: Frame.Frame): Frame.Frame => {
+  const uuidFrame = (frame: Frames.Frame): Frames.Frame => {
     switch (frame._tag) {
       case "MessageAvailable":
       case "QueueConfigSet":
@@ -112,7 +114,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
     }
   }
 
-  const applyAs = (from: string, frame: Frame.Frame): Effect.Effect<void> | undefined => {
+  const applyAs = (from: string, frame: Frames.Frame): Effect.Effect<void> | undefined => {
     switch (frame._tag) {
       case "MessageAvailable": {
         if (wakeNow === undefined) {
@@ -170,7 +172,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
         )
       case "EphAdmin": {
-        counts.received[frame.op]++
+        ephAdmin.received(frame.op)
         const command = { op: frame.op, tenant: frame.tenant, queue: frame.queue }
         return Effect.zipRight(admin.apply(command, from), publish({ _tag: "EphAdmin", from, ...command }))
       }
@@ -180,7 +182,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
         return undefined
     }
   }
-  return { apply }
+  return { apply, ephAdmin }
 })
 
 /**

@@ -7,14 +7,15 @@
  * @internal
  */
 import { type Effect, Option } from "effect"
-import * as Frame from "../../Frame.js"
-import { handshakeReasonList } from "../../MeshError.js"
+import type * as Lane from "../../Lane.js"
+import type * as Membership from "../../Membership.js"
+import { handshakeReasonList, handshakeReasons } from "../../MeshError.js"
 import * as MeshHealth from "../../MeshHealth.js"
-import type { LaneStats } from "../../MeshStats.js"
 import type { ListenerShape } from "../links/listener.js"
 import type { LivenessShape } from "../links/liveness.js"
 import type { PeersShape } from "../links/peers.js"
-import { type EphCountsShape, ops } from "../mesh/ephCounts.js"
+import { type EphAdminAccount, ops } from "../mesh/ephAdminAccount.js"
+import * as Frames from "../wire/frames.js"
 import { names } from "./metricNames.js"
 import { only, type Row, row } from "./tableSync.js"
 
@@ -31,8 +32,11 @@ export interface NodeCounters {
   readonly discovery: Effect.Effect.Success<PeersShape["discovery"]>
   /** The PostgreSQL lane's stats, when the node has a lane. */
   readonly lane: Option.Option<LaneStats>
-  readonly eph: EphCountsShape
+  /** `EPH_ADMIN` verbs sent and received, per operation. */
+  readonly eph: ReturnType<EphAdminAccount["snapshot"]>
 }
+
+type LaneStats = Effect.Effect.Success<Lane.Running["stats"]>
 
 /** How peer entries were found, as the membership metrics count them. */
 const FOUND_BY = ["config", "dns", "discovery"] as const
@@ -40,6 +44,17 @@ const FOUND_BY = ["config", "dns", "discovery"] as const
 /** `[label values, value]` for each of a record's keys. */
 const byKey = <K extends string>(keys: ReadonlyArray<K>, values: Readonly<Record<K, number>>) =>
   keys.map((key) => [[key], values[key]] as const)
+
+/**
+ * Per-link counters as one metric's series: a sample per link and counter, labelled with the peer and
+ * the counter's one name (as the stats body and the CLI have it), so `peers[].dropped_full` is
+ * `queen_mesh_drops_total{cause="dropped_full"}`.
+ */
+const linkCounters = (counters: ReadonlyArray<keyof Membership.LinkCounters>) =>
+  function* (c: NodeCounters): Iterable<readonly [readonly [string, string], number]> {
+    for (const link of c.links)
+      for (const counter of counters) yield [[link.name, counter], link.counters[counter]]
+  }
 
 /** The one sample of a label-less lane row: none without a lane, or while `value` reads `null`. */
 const laneOnly = (c: NodeCounters, value: (lane: LaneStats) => number | null) => {
@@ -68,7 +83,7 @@ export const table: ReadonlyArray<Row<NodeCounters>> = [
     labels: ["peer", "tag"],
     read: function* (c) {
       for (const link of c.links)
-        for (const [tag, frames] of link.writtenByTag) yield [[link.name, Frame.nameOf(tag)], frames]
+        for (const [tag, frames] of link.writtenByTag) yield [[link.name, Frames.nameOf(tag)], frames]
     }
   }),
   row({
@@ -78,7 +93,7 @@ export const table: ReadonlyArray<Row<NodeCounters>> = [
     labels: ["peer", "tag"],
     read: function* (c) {
       for (const link of c.links)
-        for (const [tag, frames] of link.droppedByTag) yield [[link.name, Frame.nameOf(tag)], frames]
+        for (const [tag, frames] of link.droppedByTag) yield [[link.name, Frames.nameOf(tag)], frames]
     }
   }),
   row({
@@ -86,39 +101,28 @@ export const table: ReadonlyArray<Row<NodeCounters>> = [
     kind: "counter",
     help: "dropped frames by cause",
     labels: ["peer", "cause"],
-    read: function* (c) {
-      for (const link of c.links) {
-        yield [[link.name, "queue_full"], link.droppedFull]
-        yield [[link.name, "link_down"], link.droppedDown]
-        yield [[link.name, "discarded_on_reconnect"], link.discarded]
-      }
-    }
+    read: linkCounters(["dropped_full", "dropped_down", "discarded"])
   }),
   row({
     name: names.reconnects,
     kind: "counter",
     help: "links that were up and went down",
     labels: ["peer"],
-    read: (c) => c.links.map((link) => [[link.name], link.reconnects] as const)
+    read: (c) => c.links.map((link) => [[link.name], link.counters.reconnects] as const)
   }),
   row({
     name: names.livenessCloses,
     kind: "counter",
     help: "links closed by the outbound liveness check, by reason",
     labels: ["peer", "reason"],
-    read: function* (c) {
-      for (const link of c.links) {
-        yield [[link.name, "peer_silent"], link.silentCloses]
-        yield [[link.name, "write_stalled"], link.stalledCloses]
-      }
-    }
+    read: linkCounters(["silent_closes", "stalled_closes"])
   }),
   row({
     name: names.queueDepth,
     kind: "gauge",
     help: "frames waiting in a peer's send queue",
     labels: ["peer"],
-    read: (c) => c.links.map((link) => [[link.name], link.queued] as const)
+    read: (c) => c.links.map((link) => [[link.name], link.counters.queued] as const)
   }),
   row({
     name: names.framesReceived,
@@ -127,7 +131,7 @@ export const table: ReadonlyArray<Row<NodeCounters>> = [
     labels: ["peer", "tag"],
     read: function* (c) {
       for (const [peer, byTag] of c.listener.readByPeer)
-        for (const [tag, frames] of byTag) yield [[peer, Frame.nameOf(tag)], frames]
+        for (const [tag, frames] of byTag) yield [[peer, Frames.nameOf(tag)], frames]
     }
   }),
   row({
@@ -153,7 +157,11 @@ export const table: ReadonlyArray<Row<NodeCounters>> = [
     kind: "counter",
     help: "refused inbound connections by reason",
     labels: ["reason"],
-    read: (c) => byKey(handshakeReasonList, c.listener.rejections)
+    // Each reason under its one name, the stats body's `rejections` key.
+    read: (c) =>
+      handshakeReasonList.map(
+        (reason) => [[handshakeReasons[reason].stat], c.listener.rejections[reason]] as const
+      )
   }),
   row({
     name: names.handshakeFailures,

@@ -7,16 +7,15 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, Option, type Scope, SubscriptionRef } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import * as MeshConfig from "../../MeshConfig.js"
-import { Lane } from "../lane/carrier.js"
+import { RunningLane } from "../lane/running.js"
 import { Listener } from "../links/listener.js"
 import { Liveness } from "../links/liveness.js"
 import { Peers } from "../links/peers.js"
 import { loop } from "../loop.js"
-import { HealthRef } from "../membership/healthRef.js"
-import { Topology } from "../membership/topology.js"
-import { EphCounts } from "../mesh/ephCounts.js"
+import { HealthTracker } from "../membership/healthTracker.js"
+import { Dispatch } from "../mesh/dispatch.js"
 import * as MetricNames from "./metricNames.js"
 import { type NodeCounters, table } from "./metricTable.js"
 import { TableSync } from "./tableSync.js"
@@ -24,7 +23,7 @@ import { TableSync } from "./tableSync.js"
 /**
  * A node's Effect metrics, kept in sync with its counters.
  */
-export interface MeshMetricsShape {
+export interface MetricsSyncShape {
   /** Brings every metric of this node up to date with its counters. */
   readonly sync: Effect.Effect<void>
 }
@@ -32,9 +31,9 @@ export interface MeshMetricsShape {
 /**
  * The metrics of a running mesh.
  */
-export class MeshMetrics extends Context.Tag("queen-mesh/internal/MeshMetrics")<
-  MeshMetrics,
-  MeshMetricsShape
+export class MetricsSync extends Context.Tag("queen-mesh/internal/MetricsSync")<
+  MetricsSync,
+  MetricsSyncShape
 >() {}
 
 /**
@@ -44,40 +43,39 @@ export class MeshMetrics extends Context.Tag("queen-mesh/internal/MeshMetrics")<
 export const make = (
   options: { readonly interval?: Duration.DurationInput } = {}
 ): Effect.Effect<
-  MeshMetricsShape,
+  MetricsSyncShape,
   never,
-  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
+  Scope.Scope | MeshConfig.MeshConfig | Peers | Listener | Liveness | Dispatch | RunningLane | HealthTracker
 > =>
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
     const peers = yield* Peers
     const listener = yield* Listener
     const liveness = yield* Liveness
-    const eph = yield* EphCounts
-    const lane = yield* Lane
-    const topology = yield* Topology
-    const health = yield* HealthRef
+    const dispatch = yield* Dispatch
+    const lane = yield* RunningLane
+    const health = yield* HealthTracker
     const metrics = new TableSync(config.serverId, table)
 
     const counters: Effect.Effect<NodeCounters> = Effect.all({
       links: peers.links,
       listener: listener.counts,
       servers: liveness.servers,
-      health: SubscriptionRef.get(health),
+      health: health.health,
       membership: peers.membershipCounts,
       discovery: peers.discovery,
       lane: Option.match(lane, {
         onNone: () => Effect.succeedNone,
         onSome: (one) => Effect.asSome(one.stats)
       }),
-      eph: Effect.succeed(eph)
+      eph: Effect.sync(() => dispatch.ephAdmin.snapshot())
     })
     const sync = Effect.suspend(() => {
       MetricNames.flushHistograms()
       return Effect.map(counters, (now) => metrics.apply(now))
     })
 
-    if (topology.tcp || Option.isSome(lane)) {
+    if (Option.isSome(listener.port) || Option.isSome(lane)) {
       yield* sync
       yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
     }
@@ -90,7 +88,7 @@ export const make = (
 export const layer = (
   options: { readonly interval?: Duration.DurationInput } = {}
 ): Layer.Layer<
-  MeshMetrics,
+  MetricsSync,
   never,
-  MeshConfig.MeshConfig | Peers | Listener | Liveness | EphCounts | Lane | Topology | HealthRef
-> => Layer.scoped(MeshMetrics, make(options))
+  MeshConfig.MeshConfig | Peers | Listener | Liveness | Dispatch | RunningLane | HealthTracker
+> => Layer.scoped(MetricsSync, make(options))

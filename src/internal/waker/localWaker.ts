@@ -19,8 +19,8 @@
  */
 import { type Clock, Context, Duration, Effect, type Option, type Scope } from "effect"
 import * as EntryPoints from "../synchronousEntryPoints.js"
-import type { QueueItem } from "../wire/frameModel.js"
 import * as Names from "../wire/names.js"
+import type { QueueItem } from "../wire/payloads.js"
 import { DeadlineReaper } from "./deadlineReaper.js"
 import { DegradedWait } from "./degradedWait.js"
 import { HintStore } from "./hintStore.js"
@@ -30,11 +30,12 @@ import { Tenants } from "./tenants.js"
 export type { WakeOutcome } from "./parkedPops.js"
 
 /**
- * What a parked pop is waiting on.
+ * What a parked pop is waiting on: a queue and its tenant, given as the mesh's inputs take one (a
+ * string, an `Option`, or none: `undefined`, `null` or `""` name the default tenant).
  */
 export interface WaitTarget {
   readonly queue: string
-  readonly tenant: Option.Option<string>
+  readonly tenant?: Option.Option<string> | string | null | undefined
 }
 
 /**

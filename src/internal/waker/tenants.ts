@@ -52,8 +52,11 @@ export class Tenants {
     return Option.isSome(tenant) && tenant.value !== "" ? this.known(tenant.value) : this.defaultTenant
   }
 
-  /** The tenant a host call for `queue` and `tenant` names; `undefined` when either name is refused. */
-  ofTarget(queue: string, tenant: Option.Option<string>): string | undefined {
+  /**
+   * The tenant a host call for `queue` and `tenant` names (a string, an `Option` or none: `undefined`,
+   * `null` or `""` name the default tenant); `undefined` when either name is refused.
+   */
+  ofTarget(queue: string, tenant: Option.Option<string> | string | null | undefined): string | undefined {
     if (!Names.fitsName(queue)) return undefined
     const read = Names.tenantInput(tenant)
     if (read === undefined) return undefined

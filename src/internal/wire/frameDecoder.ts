@@ -14,8 +14,10 @@
  *
  * @internal
  */
-import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../../Frame.js"
+
 import { FramingError } from "../../MeshError.js"
+import { readLength } from "./codec.js"
+import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "./payloads.js"
 
 /**
  * Receives each complete frame: its tag byte and its payload bytes. The payload may be a view into the
@@ -113,7 +115,7 @@ export class FrameDecoder {
       let length: number
       let tag: number
       if (this.headerFilled === 0 && end - offset >= LENGTH_PREFIX_BYTES) {
-        length = readU32(chunk, offset)
+        length = readLength(chunk, offset)
         // A bad length is refused as soon as its four bytes are in, before the tag.
         const early = this.checkLength(length)
         if (early !== undefined) return early
@@ -128,13 +130,13 @@ export class FrameDecoder {
         while (this.headerFilled < HEADER_BYTES && offset < end) {
           this.header[this.headerFilled++] = chunk[offset++]!
           if (this.headerFilled === LENGTH_PREFIX_BYTES) {
-            const early = this.checkLength(readU32(this.header, 0))
+            const early = this.checkLength(readLength(this.header, 0))
             if (early !== undefined) return early
           }
         }
         if (this.headerFilled < HEADER_BYTES) return undefined
         this.headerFilled = 0
-        length = readU32(this.header, 0)
+        length = readLength(this.header, 0)
         tag = this.header[LENGTH_PREFIX_BYTES]!
       }
       const payloadLength = length - 1
@@ -184,6 +186,3 @@ export class FrameDecoder {
     return this.failure
   }
 }
-
-const readU32 = (bytes: Uint8Array, at: number): number =>
-  ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0

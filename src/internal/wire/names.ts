@@ -8,7 +8,7 @@
  *
  * @internal
  */
-import { Option } from "effect"
+import { Option, Schema } from "effect"
 
 /**
  * The longest queue name, partition, tenant or consumer group accepted, in characters (code points):
@@ -198,3 +198,15 @@ export const group = (u: unknown): Option.Option<string> =>
 /** The tenant rule of upstream: a UUID (lowercased), anything else absent. */
 export const uuidTenant = (tenant: Option.Option<string>): Option.Option<string> =>
   Option.isSome(tenant) && !isUuid(tenant.value) ? NONE : tenant
+
+/**
+ * Which tenants a caller may name: `any` string, or (`uuid`, upstream's rule) a UUID only, since upstream
+ * reads any other tenant as absent and wakes every tenant holding the queue name.
+ */
+export const TenantRule = Schema.Literal("uuid", "any")
+
+export type TenantRule = typeof TenantRule.Type
+
+/** `a, b or c`: a literal list as an error message names its choices. */
+export const alternatives = (words: ReadonlyArray<string>): string =>
+  words.length <= 1 ? (words[0] ?? "") : `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`

@@ -1,19 +1,18 @@
 /**
- * The receive hot path's payload checks, one per frame of the table in `Frame.ts` that is read
- * often (the handshake's frames, read once per connection, go through their Schemas alone), and the
- * hand-written payload encoders of the send path.
+ * The receive hot path's payload checks, one per frame of the table (`frames`) that is read often (the
+ * handshake's frames, read once per connection, go through their Schemas alone).
  *
  * Why hand-written: measured here, the leanest Schema decode of a `MESSAGE_AVAILABLE` costs about 40x
  * these checks, which made Schema validation most of the receive path's CPU. Each check accepts
  * exactly what its Schema accepts and builds the same value, or returns `undefined` to let the Schema
  * decide (and word the error). `test/Frame.quick.test.ts` proves the agreement on arbitrary input;
- * keep it when changing either side. The naming rules come from `rules.ts`, as the Schemas' do.
+ * keep it when changing either side. The naming rules come from `names`, as the Schemas' do.
  *
  * @internal
  */
 import { Option } from "effect"
-import type * as Frame from "./frameModel.js"
 import * as Rules from "./names.js"
+import * as Frame from "./payloads.js"
 
 const NONE: Option.Option<string> = Option.none()
 
@@ -148,7 +147,7 @@ export const maintenanceModeSet = (u: unknown): Frame.MaintenanceModeSet | undef
 export const ephAdmin = (u: unknown): Frame.EphAdmin | undefined => {
   if (!isRecord(u)) return undefined
   const op = u.op
-  if (op !== "reset" && op !== "delete" && op !== "config_set") return undefined
+  if (!Frame.isEphOp(op)) return undefined
   const queue = Rules.queueName(u.queue)
   const tenant = u.tenant
   if (queue === undefined || typeof tenant !== "string" || !Rules.isUuid(tenant)) return undefined
@@ -159,43 +158,3 @@ export const popMaintenanceModeSet = (u: unknown): Frame.PopMaintenanceModeSet |
   const flag = enabled(u)
   return flag === undefined ? undefined : { _tag: "PopMaintenanceModeSet", enabled: flag }
 }
-
-// ---------------------------------------------------------------------------------------------
-// encoding
-// ---------------------------------------------------------------------------------------------
-
-interface WireItem {
-  queue: string
-  partition: string
-  tenant?: string
-}
-
-/** An item as JSON: the tenant key only when there is a tenant (an absent one fans out). */
-export const wireItem = (one: Frame.QueueItem): WireItem =>
-  Option.isSome(one.tenant)
-    ? { queue: one.queue, partition: one.partition, tenant: one.tenant.value }
-    : { queue: one.queue, partition: one.partition }
-
-/**
- * The JSON payload of `MESSAGE_AVAILABLE` straight from a checked item, written out key by key: the
- * same text as `JSON.stringify(wireItem(one))`, without building the object (the push hot path).
- */
-export const messageAvailableJson = (one: Frame.QueueItem): string =>
-  `{"queue":${JSON.stringify(one.queue)},"partition":${JSON.stringify(one.partition)}${
-    Option.isSome(one.tenant) ? `,"tenant":${JSON.stringify(one.tenant.value)}}` : "}"
-  }`
-
-export const wireItems = (frame: { readonly items: ReadonlyArray<Frame.QueueItem> }): object => ({
-  items: frame.items.map(wireItem)
-})
-
-/** A hot-list item as JSON: `group` only when the mark is scoped, as upstream writes it. */
-export const wireHotItem = (one: Frame.HotItem): WireItem & { group?: string } =>
-  Option.isSome(one.group) ? { ...wireItem(one), group: one.group.value } : wireItem(one)
-
-export const wireHotItems = (frame: { readonly items: ReadonlyArray<Frame.HotItem> }): object => ({
-  items: frame.items.map(wireHotItem)
-})
-
-export const wireRef = (one: Frame.QueueRef): { queue: string; tenant?: string } =>
-  Option.isSome(one.tenant) ? { queue: one.queue, tenant: one.tenant.value } : { queue: one.queue }

@@ -5,7 +5,9 @@
 import { createHmac, hkdfSync } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
+import { frameBytes as frame } from "../../../src/Frame.js"
 import * as Envelope from "../../../src/internal/lane/pgEnvelope.js"
+import { rawFrame } from "../../fixtures/frames.js"
 
 const CHANNEL = "queen_mesh"
 const A = Envelope.key("secret-a")
@@ -20,16 +22,6 @@ const SENDER_PID = 4242
 const RECEIVER_PID = 77
 /** A notification from the test sender's backend, on a connection listening since long ago. */
 const RECEIPT: Envelope.Receipt = { processId: SENDER_PID, ownPid: RECEIVER_PID, listenedAt: 0 }
-
-/** `u32 BE length | u8 tag | payload`, the payload given as text (empty for none). */
-const frame = (tag: number, payload: string): Uint8Array => {
-  const body = Buffer.from(payload, "utf8")
-  const out = Buffer.alloc(5 + body.length)
-  out.writeUInt32BE(1 + body.length, 0)
-  out[4] = tag
-  body.copy(out, 5)
-  return out
-}
 
 const payloadOf = (bytes: Uint8Array): unknown =>
   bytes.length === 5 ? null : JSON.parse(Buffer.from(bytes.subarray(5)).toString("utf8"))
@@ -285,12 +277,10 @@ describe("pgEnvelope", () => {
     })
 
     it("what cannot go out is reported, never thrown: bad prefixes, non-JSON, oversized frames and items", () => {
-      const wrongLength = frame(1, "{}")
-      wrongLength[3] = 9
       const frames = [
-        wrongLength,
-        frame(1, "{not json"),
-        Uint8Array.of(0, 0, 0, 2, 1, 0xff),
+        rawFrame(1, "{}", { length: 9 }),
+        rawFrame(1, "{not json"),
+        rawFrame(1, Uint8Array.of(0xff)),
         new Uint8Array(3),
         frame(10, JSON.stringify({ queue: "x".repeat(3000) })),
         frame(2, JSON.stringify({ items: [{ queue: "ok" }, { queue: "y".repeat(3000) }, { queue: "ok2" }] })),

@@ -7,6 +7,8 @@ import { Effect, Either, FastCheck as fc, Option, Redacted } from "effect"
 import * as Frame from "../../../src/Frame.js"
 import * as Keyring from "../../../src/internal/keyring.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
+import * as Codec from "../../../src/internal/wire/codec.js"
+import * as Payloads from "../../../src/internal/wire/payloads.js"
 import { HandshakeError } from "../../../src/MeshError.js"
 import * as Arb from "../../fixtures/arbitraries.js"
 import { assertEqual } from "../../fixtures/equality.js"
@@ -309,10 +311,7 @@ describe("Handshake v2", () => {
     it("encodeChallengeFrame writes the mesh framing: u32 BE length, tag 60, JSON", () => {
       const frame = Frame.encode(challengeOf())
       const json = `{"server_id":"${LISTENER}","nonce":"${LISTENER_NONCE}","label":"${LABEL}"}`
-      assert.strictEqual(new DataView(frame.buffer, frame.byteOffset).getUint32(0, false), 1 + json.length)
-      assert.strictEqual(frame[4], 60)
-      assert.strictEqual(new TextDecoder().decode(frame.subarray(5)), json)
-      assert.strictEqual(frame.length, 5 + json.length)
+      assertEqual(frame, Frame.frameBytes(60, json))
     })
 
     it("encodeChallengeFrame omits an empty label, which decodes back to an empty label", () => {
@@ -354,7 +353,7 @@ describe("Handshake v2", () => {
       refused(json({ server_id: "\ud800", nonce: LISTENER_NONCE }))
       refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE, label: 7 }))
       refused(json({ server_id: LISTENER, nonce: LISTENER_NONCE, label: "é".repeat(129) }))
-      assert.include(refused(new Uint8Array(Frame.MAX_CHALLENGE_PAYLOAD_BYTES + 1)), "exceeds")
+      assert.include(refused(new Uint8Array(Payloads.MAX_CHALLENGE_PAYLOAD_BYTES + 1)), "exceeds")
       assert.include(refused(json({ server_id: "😀".repeat(500), nonce: "x" })), "longer than 256 bytes")
       assert.include(refused(json({ server_id: LISTENER, nonce: ["x".repeat(1000)] })), "chars)")
     })
@@ -377,9 +376,9 @@ describe("Handshake v2", () => {
         fc.pre(wellFormed(serverId) && wellFormed(label))
         const challenge = challengeOf(nonce, serverId, label)
         const frame = Frame.encode(challenge)
-        assert.strictEqual(frame[4], Frame.Tag.CHALLENGE)
-        assert.strictEqual(new DataView(frame.buffer, frame.byteOffset).getUint32(0, false), frame.length - 4)
-        assertEqual(decodeChallenge(frame.subarray(5)), Either.right(challenge))
+        const payload = frame.subarray(5)
+        assertEqual(frame, Frame.frameBytes(Frame.Tag.CHALLENGE, new TextDecoder().decode(payload)))
+        assertEqual(decodeChallenge(payload), Either.right(challenge))
       }
     )
 
@@ -443,7 +442,7 @@ describe("Handshake v2", () => {
     it.effect("helloV2Payload puts the legacy fields first, then the qm2_ fields", () =>
       Effect.gen(function* () {
         const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
-        const payload: Record<string, unknown> = { ...Frame.payloadOf(hello) }
+        const payload: Record<string, unknown> = { ...Codec.payloadOf(hello) }
         assert.deepStrictEqual(Object.keys(payload), [
           "server_id",
           "nonce",
@@ -458,7 +457,7 @@ describe("Handshake v2", () => {
         assert.strictEqual(payload.qm2_challenge, LISTENER_NONCE)
         assert.strictEqual(payload.qm2_receiver, LISTENER)
         assert.strictEqual(payload.qm2_label, LABEL)
-        assert.deepStrictEqual(Object.keys({ ...Frame.payloadOf(legacyHello()) }), [
+        assert.deepStrictEqual(Object.keys({ ...Codec.payloadOf(legacyHello()) }), [
           "server_id",
           "nonce",
           "mac"
@@ -469,7 +468,7 @@ describe("Handshake v2", () => {
     it.effect("readHelloV2Fields reads back what helloV2Payload writes, through JSON", () =>
       Effect.gen(function* () {
         const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
-        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Frame.payloadOf(hello)))
+        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Codec.payloadOf(hello)))
         const read = readV2(json)
         assert.isDefined(read)
         assertEqual(read, hello.v2)
@@ -653,7 +652,7 @@ describe("Handshake v2", () => {
       Effect.gen(function* () {
         const hello = yield* Handshake.helloV2(DIALER, SECRET, challengeOf())
         assertEqual(Handshake.verify(hello, SECRET), Either.right(DIALER))
-        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Frame.payloadOf(hello)))
+        const json: Record<string, unknown> = JSON.parse(JSON.stringify(Codec.payloadOf(hello)))
         const legacyView = {
           server_id: String(json.server_id),
           nonce: String(json.nonce),

@@ -8,17 +8,11 @@ import { Duration, Effect, Option, Redacted, TestClock } from "effect"
 import * as Frame from "../../../src/Frame.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
 import * as MeshTest from "../../../src/MeshTest.js"
+import { header } from "../../fixtures/frames.js"
 import { active } from "../../fixtures/memory.js"
 
 const hello = (serverId: string, secret = "s3cr3t") =>
   Frame.encode(Handshake.helloWithNonce(serverId, Redacted.make(secret), "00112233445566778899aabbccddeeff"))
-
-const header = (length: number, tag: number) => {
-  const out = Buffer.alloc(5)
-  out.writeUInt32BE(length, 0)
-  out[4] = tag
-  return out
-}
 
 const setup = (config: Parameters<typeof MeshTest.config>[0]["config"] = {}) =>
   Effect.gen(function* () {

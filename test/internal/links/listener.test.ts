@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, Redacted, TestClock } from "effect"
 import * as Frame from "../../../src/Frame.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
+import { header, rawFrame } from "../../fixtures/frames.js"
 import { active, memoryNetwork, memoryNode, settle, settleUntil } from "../../fixtures/memory.js"
 
 const hello = (serverId: string, secret: string) =>
@@ -9,15 +10,6 @@ const hello = (serverId: string, secret: string) =>
 
 const wake = (queue: string) =>
   Frame.encode({ _tag: "MessageAvailable", ...Frame.queueItem({ queue, partition: "p" }) })
-
-const rawFrame = (tag: number, json: string) => {
-  const payload = Buffer.from(json)
-  const out = Buffer.alloc(5 + payload.length)
-  out.writeUInt32BE(1 + payload.length, 0)
-  out[4] = tag
-  payload.copy(out, 5)
-  return out
-}
 
 /** A mesh node on port 7100 whose only peer is an address nobody listens on, plus a raw client. */
 const setup = Effect.gen(function* () {
@@ -96,9 +88,9 @@ describe("Listener", () => {
       yield* connection.write(
         Buffer.concat([
           hello("peer", "s3cr3t"),
-          rawFrame(Frame.Tag.MESSAGE_AVAILABLE, '{"queue":"","partition":"p"}'),
+          Frame.frameBytes(Frame.Tag.MESSAGE_AVAILABLE, '{"queue":"","partition":"p"}'),
           rawFrame(Frame.Tag.MESSAGE_AVAILABLE, "not json"),
-          rawFrame(99, '{"future":true}'),
+          Frame.frameBytes(99, '{"future":true}'),
           Frame.encode({ _tag: "MaintenanceModeSet", enabled: true })
         ])
       )
@@ -120,9 +112,7 @@ describe("Listener", () => {
       const good = yield* transport.dial("127.0.0.1", 7100)
       yield* good.write(hello("good", "s3cr3t"))
       const bad = yield* transport.dial("127.0.0.1", 7100)
-      const oversized = Buffer.alloc(4)
-      oversized.writeUInt32BE(16 * 1024 * 1024 + 1, 0)
-      yield* bad.write(Buffer.concat([hello("bad", "s3cr3t"), oversized]))
+      yield* bad.write(Buffer.concat([hello("bad", "s3cr3t"), header(16 * 1024 * 1024 + 1)]))
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 1))
       yield* good.write(Frame.encode({ _tag: "PopMaintenanceModeSet", enabled: true }))
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).pop_maintenance_mode))
@@ -163,9 +153,7 @@ describe("Listener", () => {
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const big = yield* transport.dial("127.0.0.1", 7100)
-      const header = Buffer.alloc(4)
-      header.writeUInt32BE(1024 * 1024, 0)
-      yield* big.write(header)
+      yield* big.write(header(1024 * 1024))
       const http = yield* transport.dial("127.0.0.1", 7100)
       yield* http.write(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
       yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).handshake_failures === 2))

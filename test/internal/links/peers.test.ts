@@ -8,7 +8,6 @@ import * as Frame from "../../../src/Frame.js"
 import * as Liveness from "../../../src/internal/links/liveness.js"
 import * as Peers from "../../../src/internal/links/peers.js"
 import * as SelfDials from "../../../src/internal/links/selfDials.js"
-import * as Topology from "../../../src/internal/membership/topology.js"
 import * as MemoryTransport from "../../../src/MemoryTransport.js"
 import * as MeshConfig from "../../../src/MeshConfig.js"
 import * as MeshEvent from "../../../src/MeshEvent.js"
@@ -23,12 +22,9 @@ describe("Peers", () => {
         const config = MeshTest.config({ serverId: "a", peers: ["b", "b", "c"] })
         const peers = yield* Peers.make({ reconnectSchedule: Schedule.spaced("100 millis") }).pipe(
           Effect.provide(
-            Layer.mergeAll(
-              MemoryTransport.layer(network),
-              Topology.layer,
-              Liveness.layer(),
-              SelfDials.layer
-            ).pipe(Layer.provideMerge(Layer.merge(MeshConfig.layer(config), MeshEvent.layer)))
+            Layer.mergeAll(MemoryTransport.layer(network), Liveness.layer(), SelfDials.layer).pipe(
+              Layer.provideMerge(Layer.merge(MeshConfig.layer(config), MeshEvent.layer))
+            )
           )
         )
         assert.strictEqual(peers.size, 2)
@@ -48,12 +44,16 @@ describe("Peers", () => {
         const bytes = Frame.encode({ _tag: "MaintenanceModeSet", enabled: true })
         assert.strictEqual(peers.broadcast(bytes), 0)
         const links = yield* peers.links
-        for (const link of links) {
+        for (const { counters } of links) {
           assert.strictEqual(
-            link.handed,
-            link.written + link.droppedFull + link.droppedDown + link.discarded + link.queued
+            counters.handed,
+            counters.written +
+              counters.dropped_full +
+              counters.dropped_down +
+              counters.discarded +
+              counters.queued
           )
-          assert.strictEqual(link.droppedDown, 1)
+          assert.strictEqual(counters.dropped_down, 1)
         }
       })
   )

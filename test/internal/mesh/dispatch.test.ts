@@ -8,7 +8,6 @@ import * as EphemeralAdmin from "../../../src/EphemeralAdmin.js"
 import * as Frame from "../../../src/Frame.js"
 import * as HotList from "../../../src/HotList.js"
 import * as Dispatch from "../../../src/internal/mesh/dispatch.js"
-import * as EphCounts from "../../../src/internal/mesh/ephCounts.js"
 import * as LocalWaker from "../../../src/LocalWaker.js"
 import * as MaintenanceFlags from "../../../src/MaintenanceFlags.js"
 import * as MeshConfig from "../../../src/MeshConfig.js"
@@ -19,9 +18,8 @@ import * as Waker from "../../../src/Waker.js"
 const item = Frame.queueItem({ queue: "q", partition: "p", tenant: "t" })
 const TENANT = "7f9c24e8-3b12-4fef-91e0-66ca3c8b3a4f"
 
-/** The runtime's own services the dispatch reads: its configuration and the `EPH_ADMIN` counts. */
-const runtime = (tenants: MeshConfig.TenantRule) =>
-  Layer.merge(MeshConfig.layer({ serverId: "self", tenants }), EphCounts.layer)
+/** The runtime's own service the dispatch reads: its configuration. */
+const runtime = (tenants: MeshConfig.TenantRule) => MeshConfig.layer({ serverId: "self", tenants })
 
 /** The dispatch over `hosts` (a waker, and anything beside it) and the other shipped host services. */
 const dispatchContext = <A>(tenants: MeshConfig.TenantRule, hosts: Layer.Layer<A>) =>
@@ -75,7 +73,10 @@ describe("Dispatch", () => {
       assert.isTrue(yield* SubscriptionRef.get(flags.popMaintenance))
       // No EphemeralAdmin provided: published and counted, applied to nothing.
       yield* apply("peer", { _tag: "EphAdmin", op: "reset", tenant: TENANT, queue: "tmp" }) ?? Effect.void
-      assert.strictEqual((yield* Effect.provide(EphCounts.EphCounts, context)).received.reset, 1)
+      assert.strictEqual(
+        (yield* Effect.provide(Dispatch.Dispatch, context)).ephAdmin.snapshot().received.reset,
+        1
+      )
       assert.deepStrictEqual(seen, [
         "Wake",
         "HotlistDirty",
@@ -127,7 +128,7 @@ describe("Dispatch", () => {
         `queen-b delete ${TENANT} tmp`,
         `queen-b config_set ${TENANT} tmp`
       ])
-      const counts = yield* Effect.provide(EphCounts.EphCounts, context)
+      const counts = (yield* Effect.provide(Dispatch.Dispatch, context)).ephAdmin.snapshot()
       assert.deepStrictEqual(counts.received, { reset: 1, delete: 1, config_set: 1 })
     })
   )

@@ -4,9 +4,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
+import * as LaneRefusals from "../../../src/internal/lane/refusals.js"
+import type { PeerLinkState } from "../../../src/internal/links/peerLink.js"
 import * as MetricNames from "../../../src/internal/metrics/metricNames.js"
 import { type NodeCounters, table } from "../../../src/internal/metrics/metricTable.js"
-import { handshakeReasonList } from "../../../src/MeshError.js"
+import { handshakeReasonList, handshakeReasons } from "../../../src/MeshError.js"
 import * as MeshHealth from "../../../src/MeshHealth.js"
 import type { LaneStats } from "../../../src/MeshStats.js"
 
@@ -48,6 +50,11 @@ const quiet: NodeCounters = {
   eph: { sent: { reset: 0, delete: 0, config_set: 0 }, received: { reset: 0, delete: 0, config_set: 0 } }
 }
 
+const noRefusals = Object.fromEntries(LaneRefusals.reasons.map((reason) => [reason, 0])) as Record<
+  LaneRefusals.Refusal,
+  number
+>
+
 const lane: LaneStats = {
   kind: "pg",
   status: "up",
@@ -60,7 +67,7 @@ const lane: LaneStats = {
   bytes_received: 50,
   frames_sent: 4,
   frames_received: 5,
-  refused: { bad_mac: 2 },
+  refused: { ...noRefusals, bad_mac: 2 },
   dropped: 1,
   buffered: 0,
   reconnects: 3,
@@ -69,10 +76,39 @@ const lane: LaneStats = {
   members: []
 }
 
+/** A peer's link, its counters zero but for `counts`; reconnects 6 and queued 7 to tell them apart. */
+const link = (name: string, counts: Partial<PeerLinkState["counters"]>): PeerLinkState => ({
+  connected: true,
+  resolvedIp: Option.none(),
+  lastResolvedIp: Option.none(),
+  lastError: Option.none(),
+  counters: {
+    queued: 7,
+    queued_bytes: 0,
+    handed: 0,
+    written: 0,
+    dropped_full: 0,
+    dropped_down: 0,
+    discarded: 0,
+    reconnects: 6,
+    silent_closes: 0,
+    stalled_closes: 0,
+    ...counts
+  },
+  host: "a",
+  port: 1,
+  name,
+  self: false,
+  foundBy: "config",
+  learnedId: Option.none(),
+  writtenByTag: [],
+  droppedByTag: []
+})
+
 const samples = (name: string, counters: NodeCounters) => {
   const found = table.find((one) => one.name === name)
   assert.isDefined(found, name)
-  return [...found.read(counters)].map(([labels, value]) => [[...labels], value])
+  return [...found.read(counters)].map(([labels, value]): [Array<string>, number] => [[...labels], value])
 }
 
 describe("the metric table", () => {
@@ -104,7 +140,10 @@ describe("the metric table", () => {
     const withLane = { ...quiet, lane: Option.some(lane) }
     assert.deepStrictEqual(samples(MetricNames.names.laneQueueUsage, withLane), [])
     assert.deepStrictEqual(samples(MetricNames.names.laneUp, withLane), [[[], 1]])
-    assert.deepStrictEqual(samples(MetricNames.names.laneRefused, withLane), [[["bad_mac"], 2]])
+    assert.deepStrictEqual(
+      samples(MetricNames.names.laneRefused, withLane),
+      LaneRefusals.reasons.map((reason) => [[reason], reason === "bad_mac" ? 2 : 0])
+    )
     assert.deepStrictEqual(samples(MetricNames.names.laneNotifications, withLane), [
       [["sent"], 4],
       [["received"], 5]
@@ -144,5 +183,35 @@ describe("the metric table", () => {
       [["ok"], 6],
       [["failed"], 4]
     ])
+  })
+
+  it("link counters and refusals under their one name, the stats body's", () => {
+    const counters: NodeCounters = {
+      ...quiet,
+      links: [
+        link("a:1", { dropped_full: 1, dropped_down: 2, discarded: 3, silent_closes: 4, stalled_closes: 5 })
+      ],
+      listener: { ...quiet.listener, rejections: { ...rejections, BadMac: 2 } }
+    }
+    assert.deepStrictEqual(samples(MetricNames.names.drops, counters), [
+      [["a:1", "dropped_full"], 1],
+      [["a:1", "dropped_down"], 2],
+      [["a:1", "discarded"], 3]
+    ])
+    assert.deepStrictEqual(samples(MetricNames.names.livenessCloses, counters), [
+      [["a:1", "silent_closes"], 4],
+      [["a:1", "stalled_closes"], 5]
+    ])
+    assert.deepStrictEqual(samples(MetricNames.names.reconnects, counters), [[["a:1"], 6]])
+    assert.deepStrictEqual(samples(MetricNames.names.queueDepth, counters), [[["a:1"], 7]])
+    const refused = samples(MetricNames.names.rejections, counters)
+    assert.deepStrictEqual(
+      refused.map(([labels]) => labels[0]),
+      handshakeReasonList.map((reason) => handshakeReasons[reason].stat)
+    )
+    assert.deepStrictEqual(
+      refused.filter(([, value]) => value > 0),
+      [[["bad_mac"], 2]]
+    )
   })
 })

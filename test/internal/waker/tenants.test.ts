@@ -42,6 +42,16 @@ describe("Tenants", () => {
     assert.isUndefined(tenants.ofTarget("q", Option.some(long)))
   })
 
+  it("a host target's tenant may be a string, an Option or none, read by the same rule", () => {
+    const tenants = new Tenants({})
+    for (const none of [undefined, null, "", Option.none(), Option.some("")]) {
+      assert.strictEqual(tenants.ofTarget("q", none), Names.DEFAULT_TENANT)
+    }
+    assert.strictEqual(tenants.ofTarget("q", UUID), UUID.toLowerCase())
+    assert.strictEqual(tenants.ofTarget("q", "acme"), "acme")
+    assert.isUndefined(tenants.ofTarget("q", long))
+  })
+
   it("remembers a bounded number of tenants and still answers past the bound", () => {
     const tenants = new Tenants({})
     for (let i = 0; i < 1_000; i++) assert.strictEqual(tenants.ofWake(Option.some(`t${i}`)), `t${i}`)

@@ -1,0 +1,170 @@
+/**
+ * The broker's HTTP API on `@effect/platform`, with the mesh's own routes (`/readyz`, `/healthz`,
+ * `/metrics`, the stats routes) mounted beside it from `HttpRoutes.router`. Every input goes through a
+ * Schema; every failure becomes a JSON answer with a status.
+ *
+ * | route                              | does                                                          |
+ * | ---------------------------------- | ------------------------------------------------------------- |
+ * | `POST /queues/:queue/messages`     | push one (`{partition?, payload}`) or a batch (`{messages}`)  |
+ * | `GET /queues/:queue/messages`      | pop: `?batch=1..1000&wait=<ms>` long-polls for up to `wait`   |
+ * | `POST /queues/:queue/ack`          | `{lease, ids}`: the popped messages are done                  |
+ * | `GET`, `PUT /queues/:queue/config`  | `{leaseTimeSeconds, encrypted}`                               |
+ * | `GET`, `PUT /maintenance`          | `{enabled}`: pushes refused on every replica                  |
+ * | `PUT /maintenance/pop`             | `{enabled}`: pops answer empty on every replica               |
+ * | `GET /broker/stats`                | this replica's counters                                       |
+ *
+ * Every queue route takes `?tenant=<uuid>` (default: upstream Queen's default tenant).
+ */
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Duration, Effect, Metric, Schema } from "effect"
+import { HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
+import { BrokerConfig } from "./BrokerConfig.js"
+import { metrics, Queues } from "./Queues.js"
+
+/** Upstream Queen's default tenant, which its peers send for it. */
+export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
+
+/** Queue and partition names: what fits a URL and the mesh's 255-character limit. */
+const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,255}$/))
+
+const Tenant = Schema.optionalWith(Schema.UUID, { default: () => DEFAULT_TENANT })
+
+const QueuePath = Schema.Struct({ queue: Name })
+const TenantQuery = Schema.Struct({ tenant: Tenant })
+const PopQuery = Schema.Struct({
+  tenant: Tenant,
+  batch: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)), {
+    default: () => 1
+  }),
+  wait: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()), {
+    default: () => 0
+  })
+})
+
+export const Message = Schema.Struct({
+  partition: Schema.optionalWith(Name, { default: () => "Default" }),
+  // Any JSON value, but one: a missing key would decode as `undefined`.
+  payload: Schema.Unknown.pipe(
+    Schema.filter((payload) => payload !== undefined, { message: () => "payload is required" })
+  )
+})
+export const PushBody = Schema.Union(
+  Schema.Struct({ messages: Schema.Array(Message).pipe(Schema.minItems(1), Schema.maxItems(1000)) }),
+  Message
+)
+export const AckBody = Schema.Struct({
+  lease: Schema.UUID,
+  ids: Schema.Array(Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/))).pipe(Schema.maxItems(1000))
+})
+export const ConfigBody = Schema.Struct({
+  leaseTimeSeconds: Schema.Number.pipe(Schema.int(), Schema.between(1, 3600)),
+  encrypted: Schema.optionalWith(Schema.Boolean, { default: () => false })
+})
+export const SwitchBody = Schema.Struct({ enabled: Schema.Boolean })
+
+const json = (body: unknown, status = 200) => HttpServerResponse.unsafeJson(body, { status })
+
+/** The queue and tenant a queue route names; tenants are UUIDs, kept lowercase as the mesh keeps them. */
+const queueOf = Effect.all({
+  queue: Effect.map(HttpRouter.schemaPathParams(QueuePath), (path) => path.queue),
+  tenant: Effect.map(HttpServerRequest.schemaSearchParams(TenantQuery), (query) => query.tenant.toLowerCase())
+})
+
+const push = Effect.gen(function* () {
+  const queues = yield* Queues
+  const { queue, tenant } = yield* queueOf
+  const body = yield* HttpServerRequest.schemaBodyJson(PushBody)
+  const messages = "messages" in body ? body.messages : [body]
+  const ids = yield* queues.push(tenant, queue, messages)
+  return json({ ids }, 201)
+})
+
+const pop = Effect.gen(function* () {
+  const queues = yield* Queues
+  const config = yield* BrokerConfig
+  const { queue } = yield* HttpRouter.schemaPathParams(QueuePath)
+  const query = yield* HttpServerRequest.schemaSearchParams(PopQuery)
+  const wait = Duration.min(Duration.millis(query.wait), config.maxWait)
+  const result = yield* queues.pop(query.tenant.toLowerCase(), queue, { batch: query.batch, wait })
+  return json(result)
+})
+
+const ack = Effect.gen(function* () {
+  const queues = yield* Queues
+  const { queue, tenant } = yield* queueOf
+  const body = yield* HttpServerRequest.schemaBodyJson(AckBody)
+  return json({ acked: yield* queues.ack(tenant, queue, body.lease.toLowerCase(), body.ids) })
+})
+
+const configure = Effect.gen(function* () {
+  const queues = yield* Queues
+  const { queue, tenant } = yield* queueOf
+  const settings = yield* HttpServerRequest.schemaBodyJson(ConfigBody)
+  yield* queues.configure(tenant, queue, settings)
+  return json({ queue, tenant, ...settings })
+})
+
+const settings = Effect.gen(function* () {
+  const queues = yield* Queues
+  const { queue, tenant } = yield* queueOf
+  return json({ queue, tenant, ...(yield* queues.settings(tenant, queue)) })
+})
+
+const maintenance = Effect.flatMap(Queues, (queues) => Effect.map(queues.maintenance, (flags) => json(flags)))
+
+const flip = (set: (queues: typeof Queues.Service, enabled: boolean) => Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    const queues = yield* Queues
+    const { enabled } = yield* HttpServerRequest.schemaBodyJson(SwitchBody)
+    yield* set(queues, enabled)
+    return json(yield* queues.maintenance)
+  })
+
+const stats = Effect.gen(function* () {
+  const mesh = yield* Mesh.Mesh
+  const waker = yield* LocalWaker.LocalWaker
+  const count = (counter: typeof metrics.pushed) => Effect.map(Metric.value(counter), (state) => state.count)
+  const waits = yield* Metric.value(metrics.waits)
+  return json({
+    server_id: mesh.serverId,
+    pushed: yield* count(metrics.pushed),
+    popped: yield* count(metrics.popped),
+    acked: yield* count(metrics.acked),
+    released: yield* count(metrics.released),
+    claims: yield* count(metrics.claims),
+    parked: yield* waker.parked,
+    waits: Object.fromEntries(waits.occurrences)
+  })
+})
+
+/** The broker's routes and the mesh's, on one router. */
+export const router = HttpRouter.empty.pipe(
+  HttpRouter.post("/queues/:queue/messages", push),
+  HttpRouter.get("/queues/:queue/messages", pop),
+  HttpRouter.post("/queues/:queue/ack", ack),
+  HttpRouter.get("/queues/:queue/config", settings),
+  HttpRouter.put("/queues/:queue/config", configure),
+  HttpRouter.get("/maintenance", maintenance),
+  HttpRouter.put(
+    "/maintenance",
+    flip((queues, enabled) => queues.setMaintenance(enabled))
+  ),
+  HttpRouter.put(
+    "/maintenance/pop",
+    flip((queues, enabled) => queues.setPopMaintenance(enabled))
+  ),
+  HttpRouter.get("/broker/stats", stats),
+  HttpRouter.concat(HttpRoutes.router)
+)
+
+/** The router with every failure answered: bad input 400, maintenance and the database 503, else 404. */
+export const app = router.pipe(
+  Effect.catchTags({
+    ParseError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
+    RequestError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
+    MaintenanceError: () => Effect.succeed(json({ error: "maintenance" }, 503)),
+    SqlError: (error) =>
+      Effect.as(Effect.logWarning("database failure", error), json({ error: "database_unavailable" }, 503)),
+    RouteNotFound: () => HttpRoutes.notFound
+  })
+)

@@ -1,0 +1,84 @@
+/**
+ * The broker, composed: which layer provides what, from the bottom up.
+ *
+ * 1. `BrokerConfig.layer`: the broker's settings, from the current `ConfigProvider`.
+ * 2. `MeshLive`: `Mesh.layerConfig` reads the mesh's own settings the same way and provides `Mesh`
+ *    with the shipped host services under their own tags: `LocalWaker` (where pops park),
+ *    `QueueConfigCache.MemoryQueueConfigCache` and `MaintenanceFlags`, the same instances the mesh
+ *    applies received frames to. `Postgres.layerConfigIfSet` adds the PostgreSQL lane when
+ *    `QUEEN_MESH_PG_URL` is set: the same hints over the database's LISTEN/NOTIFY, with or without
+ *    mesh peers.
+ * 3. `PgClient.layer`: the queues' connection pool (`@effect/sql-pg`), then `Store` (the tables and
+ *    statements) and `Queues` (push, pop, ack, configuration, maintenance; the lease sweep).
+ * 4. The HTTP server (`NodeHttpServer`) serving `Api.app`, which mounts `HttpRoutes.router`.
+ * 5. `Drain`, built last so that its finalizer runs first (see {@link Drain}).
+ */
+import * as Http from "node:http"
+import { HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Console, Effect, Layer, Option } from "effect"
+import { LocalWaker, Mesh } from "queen-mesh"
+import * as Postgres from "queen-mesh/Postgres"
+import * as Api from "./Api.js"
+import { BrokerConfig, layer as BrokerConfigLive } from "./BrokerConfig.js"
+import * as Queues from "./Queues.js"
+import * as Store from "./Store.js"
+
+/**
+ * The mesh and the shipped host services. While the mesh is degraded or isolated the waker caps every
+ * wait at the short re-poll interval: the pops' own re-poll then finds what the mesh cannot announce.
+ */
+const MeshLive = Layer.unwrapEffect(
+  Effect.map(BrokerConfig, (config) =>
+    Mesh.layerConfig({ waker: { degradedMaxWait: config.repollDegraded } })
+  )
+).pipe(Layer.provide(Postgres.layerConfigIfSet()))
+
+const DatabaseLive = Layer.unwrapEffect(
+  Effect.map(BrokerConfig, (config) =>
+    PgClient.layer({ url: config.databaseUrl, maxConnections: config.maxConnections })
+  )
+)
+
+const ServicesLive = Queues.layer.pipe(
+  Layer.provideMerge(Store.layer),
+  Layer.provideMerge(Layer.merge(MeshLive, DatabaseLive)),
+  Layer.provideMerge(BrokerConfigLive)
+)
+
+const ServerLive = Layer.unwrapEffect(
+  Effect.map(BrokerConfig, (config) =>
+    NodeHttpServer.layer(() => Http.createServer(), { host: config.host, port: config.port })
+  )
+)
+
+/**
+ * The shutdown order. Layers are released in the reverse of the order they were built, so this one,
+ * built after the server, goes first: the waker is shut, every parked long-poll answers at once (empty;
+ * its client polls again, elsewhere if it likes) and any pop arriving later answers at once too. Then
+ * the server closes, which waits for the requests in flight (quick now), then `Queues` stops its sweep,
+ * the mesh closes its links (the peers see this node go quiet), and the pool closes last.
+ *
+ * It also prints the ready line, once the server is listening: `{"listening":{"http":…,"mesh":…}}`.
+ */
+const Drain = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const waker = yield* LocalWaker.LocalWaker
+    const mesh = yield* Mesh.Mesh
+    const server = yield* HttpServer.HttpServer
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(waker.shutdown, (released) =>
+        Effect.logInfo(`draining: ${released} parked pops answered`)
+      )
+    )
+    const http = server.address._tag === "TcpAddress" ? server.address.port : null
+    yield* Console.log(JSON.stringify({ listening: { http, mesh: Option.getOrNull(mesh.port) } }))
+  })
+)
+
+export const layer = Drain.pipe(
+  Layer.provide(HttpServer.serve(Api.app)),
+  Layer.provideMerge(ServerLive),
+  Layer.provideMerge(ServicesLive)
+)

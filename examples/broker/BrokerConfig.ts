@@ -1,0 +1,85 @@
+/**
+ * The broker's own settings, read through Effect's `Config` from the current `ConfigProvider` (the
+ * environment unless the host provides another), as the mesh's are. The mesh reads its own variables
+ * (`QUEEN_SERVER_ID`, `QUEEN_MESH_PEERS`, `QUEEN_MESH_PORT`, `QUEEN_SYNC_SECRET`, `QUEEN_MESH_PG_URL`,
+ * ...); these are the broker's.
+ */
+import { Config, type ConfigError, Context, Duration, Layer, type Redacted } from "effect"
+
+export interface BrokerConfigShape {
+  /** The HTTP API's address; port 0 asks for an ephemeral port. */
+  readonly host: string
+  readonly port: number
+  /** The database that holds the queues. */
+  readonly databaseUrl: Redacted.Redacted<string>
+  /** Connections in the pool. */
+  readonly maxConnections: number
+  /**
+   * How often a parked pop re-reads PostgreSQL on its own (its backoff), while the mesh is trusted to
+   * wake it: the fallback for a lost hint, so it can be long.
+   */
+  readonly repoll: Duration.Duration
+  /** The same while the mesh is degraded or isolated: the re-poll is then what finds remote pushes. */
+  readonly repollDegraded: Duration.Duration
+  /** The longest a client may ask a pop to wait. */
+  readonly maxWait: Duration.Duration
+  /** How often expired leases are handed back (and the pops parked on their queues woken). */
+  readonly leaseSweep: Duration.Duration
+  /** The lease of a queue without a configuration of its own. */
+  readonly defaultLeaseSeconds: number
+}
+
+export class BrokerConfig extends Context.Tag("broker/BrokerConfig")<BrokerConfig, BrokerConfigShape>() {}
+
+const millis = (name: string, fallback: number, description: string) =>
+  Config.integer(name).pipe(
+    Config.validate({
+      message: `${name} must be a positive number of milliseconds`,
+      validation: (n) => n > 0
+    }),
+    Config.withDefault(fallback),
+    Config.map(Duration.millis),
+    Config.withDescription(description)
+  )
+
+export const config: Config.Config<BrokerConfigShape> = Config.all({
+  host: Config.string("BROKER_HOST").pipe(
+    Config.withDefault("127.0.0.1"),
+    Config.withDescription("address of the HTTP API")
+  ),
+  port: Config.integer("BROKER_PORT").pipe(
+    Config.validate({ message: "BROKER_PORT must be 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+    Config.withDefault(8080),
+    Config.withDescription("port of the HTTP API; 0 for an ephemeral one")
+  ),
+  databaseUrl: Config.redacted("BROKER_DATABASE_URL").pipe(
+    Config.withDescription("connection string of the queues' PostgreSQL")
+  ),
+  maxConnections: Config.integer("BROKER_DATABASE_CONNECTIONS").pipe(
+    Config.validate({ message: "BROKER_DATABASE_CONNECTIONS must be 1 or more", validation: (n) => n >= 1 }),
+    Config.withDefault(10),
+    Config.withDescription("connections in the pool")
+  ),
+  repoll: millis(
+    "BROKER_POP_REPOLL_MS",
+    10_000,
+    "a parked pop's own re-poll interval while the mesh is trusted"
+  ),
+  repollDegraded: millis(
+    "BROKER_POP_REPOLL_DEGRADED_MS",
+    200,
+    "a parked pop's re-poll interval while the mesh is degraded or isolated"
+  ),
+  maxWait: millis("BROKER_POP_MAX_WAIT_MS", 60_000, "the longest wait a pop may ask for"),
+  leaseSweep: millis("BROKER_LEASE_SWEEP_MS", 1_000, "how often expired leases are handed back"),
+  defaultLeaseSeconds: Config.integer("BROKER_LEASE_SECONDS").pipe(
+    Config.validate({
+      message: "BROKER_LEASE_SECONDS must be 1 to 3600",
+      validation: (n) => n >= 1 && n <= 3600
+    }),
+    Config.withDefault(30),
+    Config.withDescription("the lease of a queue with no configuration of its own")
+  )
+})
+
+export const layer: Layer.Layer<BrokerConfig, ConfigError.ConfigError> = Layer.effect(BrokerConfig, config)

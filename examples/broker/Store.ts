@@ -1,0 +1,206 @@
+/**
+ * The queues, in PostgreSQL: the one source of truth. A message is a row; a pop claims rows with
+ * `FOR UPDATE SKIP LOCKED` and leases them (so concurrent pops on any replica never claim the same
+ * row), and an ack deletes them. A lease that runs out makes its rows claimable again: a consumer that
+ * died loses nothing. Every statement here is a single statement, so each is its own transaction and
+ * has committed when its effect succeeds: that is the moment the mesh may be told.
+ */
+import { randomUUID } from "node:crypto"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+
+/** A message as pushed. */
+export interface Outgoing {
+  readonly partition: string
+  readonly payload: unknown
+}
+
+/** A claimed message, as a pop returns it. */
+export const Claimed = Schema.Struct({
+  id: Schema.String,
+  partition: Schema.String,
+  payload: Schema.Unknown,
+  deliveries: Schema.Number
+})
+export type Claimed = typeof Claimed.Type
+
+/** A queue's settings, as the mesh's queue-config cache keeps them. */
+export const QueueSettings = Schema.Struct({
+  leaseTimeSeconds: Schema.Number,
+  encrypted: Schema.Boolean
+})
+export type QueueSettings = typeof QueueSettings.Type
+
+/** A partition whose lease ran out: its queue has claimable messages again. */
+export const Expired = Schema.Struct({
+  tenant: Schema.String,
+  queue: Schema.String,
+  partition: Schema.String
+})
+export type Expired = typeof Expired.Type
+
+export interface StoreShape {
+  /** Inserts the messages, all or none; their ids in order. Committed when it succeeds. */
+  readonly push: (
+    tenant: string,
+    queue: string,
+    messages: ReadonlyArray<Outgoing>
+  ) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
+  /** Claims up to `batch` visible messages under a new lease of `leaseSeconds`. */
+  readonly claim: (
+    tenant: string,
+    queue: string,
+    batch: number,
+    leaseSeconds: number
+  ) => Effect.Effect<{ readonly lease: string; readonly messages: ReadonlyArray<Claimed> }, SqlError.SqlError>
+  /** Deletes the messages of `ids` still held under `lease`; how many. */
+  readonly ack: (
+    tenant: string,
+    queue: string,
+    lease: string,
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<number, SqlError.SqlError>
+  readonly queueSettings: (
+    tenant: string,
+    queue: string
+  ) => Effect.Effect<Option.Option<QueueSettings>, SqlError.SqlError>
+  readonly configure: (
+    tenant: string,
+    queue: string,
+    settings: QueueSettings
+  ) => Effect.Effect<void, SqlError.SqlError>
+  /** Hands back leases that ran out: one row per partition, for the caller to announce. */
+  readonly releaseExpired: (limit: number) => Effect.Effect<ReadonlyArray<Expired>, SqlError.SqlError>
+}
+
+export class Store extends Context.Tag("broker/Store")<Store, StoreShape>() {}
+
+/** The rows a statement returned, checked: what comes back from the database is data from outside. */
+const decodeRows =
+  <A, I>(schema: Schema.Schema<A, I>) =>
+  (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> =>
+    Effect.orDie(Schema.decodeUnknown(Schema.Array(schema))(rows))
+
+const IdRow = Schema.Struct({ id: Schema.String })
+
+/**
+ * The tables, created once however many replicas start together: the advisory lock makes the others
+ * wait for the first instead of racing it to the catalog.
+ */
+const migrate = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.withTransaction(
+    Effect.gen(function* () {
+      yield* sql`SELECT pg_advisory_xact_lock(hashtext('broker_schema'))`
+      yield* sql`CREATE TABLE IF NOT EXISTS broker_messages (
+        id bigserial PRIMARY KEY,
+        tenant text NOT NULL,
+        queue text NOT NULL,
+        partition text NOT NULL,
+        payload jsonb NOT NULL,
+        visible_at timestamptz NOT NULL DEFAULT now(),
+        lease uuid,
+        deliveries integer NOT NULL DEFAULT 0
+      )`
+      yield* sql`CREATE INDEX IF NOT EXISTS broker_messages_queue ON broker_messages (tenant, queue, id)`
+      yield* sql`CREATE INDEX IF NOT EXISTS broker_messages_leased
+        ON broker_messages (visible_at) WHERE lease IS NOT NULL`
+      yield* sql`CREATE TABLE IF NOT EXISTS broker_queues (
+        tenant text NOT NULL,
+        queue text NOT NULL,
+        lease_time_seconds integer NOT NULL,
+        encrypted boolean NOT NULL,
+        PRIMARY KEY (tenant, queue)
+      )`
+    })
+  )
+})
+
+export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(
+  function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* migrate
+
+    const push: StoreShape["push"] = (tenant, queue, messages) =>
+      sql`INSERT INTO broker_messages ${sql.insert(
+        messages.map((message) => ({
+          tenant,
+          queue,
+          partition: message.partition,
+          payload: JSON.stringify(message.payload)
+        }))
+      )} RETURNING id`.pipe(
+        Effect.flatMap(decodeRows(IdRow)),
+        Effect.map((rows) => rows.map((row) => row.id))
+      )
+
+    const claim: StoreShape["claim"] = (tenant, queue, batch, leaseSeconds) => {
+      const lease = randomUUID()
+      return sql`UPDATE broker_messages AS m
+      SET lease = ${lease},
+          visible_at = now() + make_interval(secs => ${leaseSeconds}),
+          deliveries = m.deliveries + 1
+      WHERE m.id IN (
+        SELECT id FROM broker_messages
+        WHERE tenant = ${tenant} AND queue = ${queue} AND visible_at <= now()
+        ORDER BY id
+        LIMIT ${batch}
+        FOR UPDATE SKIP LOCKED
+      )
+      RETURNING m.id, m.partition, m.payload, m.deliveries`.pipe(
+        Effect.flatMap(decodeRows(Claimed)),
+        // RETURNING follows no order; the queue's does.
+        Effect.map((messages) => ({
+          lease,
+          messages: [...messages].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
+        }))
+      )
+    }
+
+    const ack: StoreShape["ack"] = (tenant, queue, lease, ids) =>
+      ids.length === 0
+        ? Effect.succeed(0)
+        : sql`DELETE FROM broker_messages
+          WHERE tenant = ${tenant} AND queue = ${queue} AND lease = ${lease} AND id = ANY(${ids}::bigint[])
+          RETURNING id`.pipe(Effect.map((rows) => rows.length))
+
+    const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
+    const queueSettings: StoreShape["queueSettings"] = (tenant, queue) =>
+      sql`SELECT lease_time_seconds, encrypted FROM broker_queues
+        WHERE tenant = ${tenant} AND queue = ${queue}`.pipe(
+        Effect.flatMap(decodeRows(SettingsRow)),
+        Effect.map((rows) =>
+          Option.map(Option.fromNullable(rows[0]), (row) => ({
+            leaseTimeSeconds: row.lease_time_seconds,
+            encrypted: row.encrypted
+          }))
+        )
+      )
+
+    const configure: StoreShape["configure"] = (tenant, queue, settings) =>
+      sql`INSERT INTO broker_queues (tenant, queue, lease_time_seconds, encrypted)
+        VALUES (${tenant}, ${queue}, ${settings.leaseTimeSeconds}, ${settings.encrypted})
+        ON CONFLICT (tenant, queue) DO UPDATE
+        SET lease_time_seconds = EXCLUDED.lease_time_seconds, encrypted = EXCLUDED.encrypted`.pipe(
+        Effect.asVoid
+      )
+
+    const releaseExpired: StoreShape["releaseExpired"] = (limit) =>
+      sql`WITH released AS (
+        UPDATE broker_messages SET lease = NULL
+        WHERE id IN (
+          SELECT id FROM broker_messages
+          WHERE lease IS NOT NULL AND visible_at <= now()
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        )
+        RETURNING tenant, queue, partition
+      )
+      SELECT DISTINCT tenant, queue, partition FROM released`.pipe(Effect.flatMap(decodeRows(Expired)))
+
+    return { push, claim, ack, queueSettings, configure, releaseExpired }
+  }
+)
+
+/** The store over the `SqlClient` in context; the tables are created when it is built. */
+export const layer: Layer.Layer<Store, SqlError.SqlError, SqlClient.SqlClient> = Layer.effect(Store, make)

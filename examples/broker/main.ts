@@ -1,0 +1,10 @@
+/**
+ * The broker's entry point: `node main.js`, configured by its environment (`BROKER_*` and the mesh's
+ * `QUEEN_*`; see docs/broker.md). SIGINT and SIGTERM interrupt it, and the layers then close in the
+ * order `Broker.ts` describes.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Layer } from "effect"
+import * as Broker from "./Broker.js"
+
+Layer.launch(Broker.layer).pipe(NodeRuntime.runMain)

@@ -1,0 +1,35 @@
+/**
+ * The lane of a running mesh: built in the runtime's scope from the host's `Lane` (a factory), when one
+ * is provided and sync is on; none otherwise.
+ *
+ * @internal
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import * as Lane from "../../Lane.js"
+import * as MeshConfig from "../../MeshConfig.js"
+import { MeshEvents } from "../../MeshEvent.js"
+import { Dispatch } from "../mesh/dispatch.js"
+
+export type LaneShape = Lane.Running
+export type LaneMember = Lane.Member
+export type LaneStatus = Lane.Status
+
+/** The running lane of this mesh, if a factory was provided. */
+export class RunningLane extends Context.Tag("queen-mesh/internal/RunningLane")<
+  RunningLane,
+  Option.Option<Lane.Running>
+>() {}
+
+/** Builds the provided lane, if any, in the runtime's scope. */
+export const layer: Layer.Layer<RunningLane, never, Dispatch | MeshEvents | MeshConfig.MeshConfig> =
+  Layer.scoped(
+    RunningLane,
+    Effect.gen(function* () {
+      const factory = yield* Effect.serviceOption(Lane.Lane)
+      const config = yield* MeshConfig.MeshConfig
+      if (Option.isNone(factory) || !config.enabled) return Option.none<Lane.Running>()
+      const dispatch = yield* Dispatch
+      const events = yield* MeshEvents
+      return Option.some(yield* factory.value.make({ apply: dispatch.apply, events, config }))
+    })
+  )

@@ -1,0 +1,142 @@
+/**
+ * The listening side of TLS-PSK links: a `node:tls` server that accepts only an identity it can key
+ * (`PskKeys.offered`), hands every finished handshake to the mesh as a `Connection` carrying that
+ * identity, and counts every failed one through `onFailure`. Closing its scope stops accepting first,
+ * then ends the connections and the handshakes still in flight.
+ *
+ * @internal
+ */
+import type * as Net from "node:net"
+import * as Tls from "node:tls"
+import { Cause, Effect, FiberSet, Runtime, type Scope } from "effect"
+import { TransportError } from "../../MeshError.js"
+import type { Connection, ListenOptions } from "../../Transport.js"
+import { connectionOf, destroy, KEEPALIVE_MS } from "./nodeSocket.js"
+import { CIPHERS, type PskKeys } from "./tlsPsk.js"
+
+const noop = () => {}
+
+const errorCode = (error: Error): string => {
+  const code: unknown = Reflect.get(error, "code")
+  return typeof code === "string" ? code : error.message
+}
+
+const remoteOf = (socket: Net.Socket): string =>
+  socket.remoteAddress === undefined ? "unknown" : `${socket.remoteAddress}:${socket.remotePort ?? "?"}`
+
+/** What the listener needs besides the address and the handler. */
+export interface TlsListenerOptions {
+  readonly keys: PskKeys
+  readonly handshakeTimeoutMs: number
+  /** Called for every accepted socket whose handshake fails, with the reason and the remote. */
+  readonly onFailure: (reason: string, remote: string) => void
+}
+
+/** Binds a TLS-PSK listener in the current scope; the port bound. */
+export const listen = (
+  options: TlsListenerOptions,
+  listenOptions: ListenOptions,
+  onConnection: (connection: Connection) => Effect.Effect<void>
+): Effect.Effect<number, TransportError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const address = `${listenOptions.host}:${listenOptions.port}`
+    const runtime = yield* Effect.runtime<never>()
+    const fibers = yield* FiberSet.make<void, never>()
+    const run = yield* FiberSet.runtime(fibers)<never>()
+    // Every accepted TCP socket until it closes, so the scope can end handshakes still in flight.
+    const sockets = new Set<Net.Socket>()
+    const accepted = new WeakMap<Tls.TLSSocket, string>()
+    const refused = new WeakSet<Tls.TLSSocket>()
+    let closing = false
+
+    const onSecureConnection = (socket: Tls.TLSSocket) => {
+      socket.on("error", noop)
+      if (closing) return void socket.destroy()
+      socket.setNoDelay(true)
+      socket.setKeepAlive(true, KEEPALIVE_MS)
+      const connection = { ...connectionOf(socket, remoteOf(socket)), identity: accepted.get(socket) }
+      run(
+        onConnection(connection).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.void
+              : Effect.logError("mesh TLS connection failed", cause).pipe(
+                  Effect.annotateLogs({ module: "TlsTransport", remote: remoteOf(socket) })
+                )
+          ),
+          Effect.ensuring(destroy(socket))
+        )
+      )
+    }
+    const onClientError = (error: Error, socket: Tls.TLSSocket) => {
+      socket.destroy()
+      if (closing) return
+      options.onFailure(refused.has(socket) ? "InvalidIdentity" : errorCode(error), remoteOf(socket))
+    }
+    const onRawConnection = (raw: Net.Socket) => {
+      raw.on("error", noop)
+      sockets.add(raw)
+      raw.once("close", () => sockets.delete(raw))
+    }
+    const pskCallback = (socket: Tls.TLSSocket, identity: string): Buffer | null => {
+      const offered = options.keys.offered(identity)
+      if (offered._tag === "Refused") {
+        refused.add(socket)
+        return null
+      }
+      accepted.set(socket, offered.serverId)
+      return offered.psk
+    }
+
+    const server = yield* Effect.acquireRelease(
+      Effect.async<Tls.Server, TransportError>((resume) => {
+        const server = Tls.createServer({
+          ciphers: CIPHERS,
+          minVersion: "TLSv1.3",
+          maxVersion: "TLSv1.3",
+          handshakeTimeout: options.handshakeTimeoutMs,
+          pskCallback
+        })
+        server.on("connection", onRawConnection)
+        server.on("secureConnection", onSecureConnection)
+        server.on("tlsClientError", onClientError)
+        const onListenError = (cause: Error) => {
+          server.close()
+          resume(Effect.fail(new TransportError({ reason: "Listen", address, cause })))
+        }
+        server.once("error", onListenError)
+        server.listen({ host: listenOptions.host, port: listenOptions.port }, () => {
+          server.off("error", onListenError)
+          // Later server errors (an accept failure) are logged; they must not crash the process.
+          server.on("error", (cause) => {
+            Runtime.runFork(runtime)(
+              Effect.logWarning("mesh TLS listener error").pipe(
+                Effect.annotateLogs({ module: "TlsTransport", address, reason: cause.message })
+              )
+            )
+          })
+          resume(Effect.succeed(server))
+        })
+        return Effect.sync(() => server.close())
+      }),
+      (server) =>
+        Effect.gen(function* () {
+          // Stop accepting first, then end the connections and the handshakes in flight.
+          closing = true
+          let closed = false
+          let wake: (() => void) | undefined
+          server.close(() => {
+            closed = true
+            wake?.()
+          })
+          yield* FiberSet.clear(fibers)
+          for (const socket of sockets) socket.destroy()
+          yield* Effect.async<void>((resume) => {
+            if (closed) resume(Effect.void)
+            else wake = () => resume(Effect.void)
+          })
+        })
+    )
+    const bound = server.address()
+    return typeof bound === "object" && bound !== null ? bound.port : listenOptions.port
+  })
