@@ -50,8 +50,8 @@ export interface ClusterPlan {
   readonly discovery?: Partial<DiscoveryPlan>
 }
 
-/** Our CLI, or upstream's Rust mesh behind its harness. */
-export type ClusterKind = "mesh" | "upstream"
+/** Our CLI, the lean hand-written CLI baseline (`bench/cliBaseline.ts`), or upstream's Rust mesh. */
+export type ClusterKind = "mesh" | "base" | "upstream"
 
 export interface ClusterOptions {
   /** How nodes are started (`upstream` set for the upstream kind); `onStart` sees every process. */
@@ -133,6 +133,18 @@ const upstreamLinks = async (node: CliNode): Promise<Links> => {
     inbound: body.servers_alive,
     inboundOpen: null
   }
+}
+
+const BaseStats = Schema.parseJson(
+  Schema.Struct({ event: Schema.Literal("stats"), outbound: Schema.Number, inbound: Schema.Number })
+)
+
+/** The CLI baseline's links, from its `{"op":"stats"}` answer (dialled links up, HELLOs accepted). */
+const baseLinks = async (node: CliNode): Promise<Links> => {
+  const line = node.waitFor(isEvent("stats"), 5_000, "stats")
+  node.write(`{"op":"stats"}\n`)
+  const stats = Schema.decodeUnknownSync(BaseStats)(await line)
+  return { outbound: stats.outbound, inbound: stats.inbound, inboundOpen: null }
 }
 
 const fullyLinked = (links: Links, others: number): boolean =>
@@ -585,7 +597,7 @@ const startMembers = async (
 ) => {
   const n = ports.length
   for (let i = 0; i < n; i++) {
-    const id = `${kind === "mesh" ? "cluster" : "ucluster"}-${n}-${i}`
+    const id = `${kind === "mesh" ? "cluster" : kind === "base" ? "bcluster" : "ucluster"}-${n}-${i}`
     nodes.push(
       startNode(
         options.cli,
@@ -602,6 +614,7 @@ const startMembers = async (
       const line = await node.waitFor(isEvent("listening"), 30_000 + n * 2_000, "listening")
       lastListening = Math.max(lastListening, nowNs())
       if (kind === "upstream") return { node, links: () => upstreamLinks(node) }
+      if (kind === "base") return { node, links: () => baseLinks(node) }
       const httpPort = Schema.decodeUnknownSync(Listening)(line).http_port
       return { node, links: () => meshLinks(httpPort) }
     })
@@ -795,7 +808,7 @@ const clusterFigures = (
 
 /** One full mesh of `n` nodes of `kind`: formation, connections, wakes, CPU, idle cost, RSS. */
 const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: ClusterKind, n: number) => {
-  const name = kind === "mesh" ? `cluster of ${n}` : `upstream cluster of ${n}`
+  const name = `${kind === "mesh" ? "" : kind === "base" ? "baseline " : "upstream "}cluster of ${n}`
   const ports = await distinctPorts(options, n)
   const nodes: Array<CliNode> = []
   const loadAtStart = Os.loadavg()[0]!
@@ -834,7 +847,12 @@ export type ClusterRow = Awaited<ReturnType<typeof clusterOnce>>
  */
 export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, upstreamSkipped?: string) => {
   const rows: Array<ClusterRow> = []
-  for (const n of plan.sizes) rows.push(await clusterOnce(options, plan, "mesh", n))
+  const baseRows: Array<ClusterRow> = []
+  // Ours and the baseline's, size by size, so the two are measured on the same machine's state.
+  for (const n of plan.sizes) {
+    rows.push(await clusterOnce(options, plan, "mesh", n))
+    baseRows.push(await clusterOnce(options, plan, "base", n))
+  }
   const upstreamRows: Array<ClusterRow> = []
   if (options.cli.upstream !== undefined) {
     for (const n of plan.sizes) upstreamRows.push(await clusterOnce(options, plan, "upstream", n))
@@ -844,6 +862,7 @@ export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, ups
     sizes: plan.sizes,
     cores: Os.cpus().length,
     rows,
+    baseRows,
     upstream:
       options.cli.upstream !== undefined
         ? { status: "measured" as const, binary: options.cli.upstream, rows: upstreamRows }

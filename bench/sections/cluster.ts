@@ -8,7 +8,7 @@ import { type ClusterPlan, type ClusterResult, type ClusterRow, runCluster } fro
 import type { Driver } from "../driver.js"
 import { fmt, type Row, row } from "../report.js"
 import { section } from "../section.js"
-import { round } from "../stats.js"
+import { ratio, round } from "../stats.js"
 
 interface ClusterSectionPlan {
   readonly cluster: ClusterPlan
@@ -22,7 +22,7 @@ const run = (driver: Driver, plan: ClusterSectionPlan) =>
   )
 
 const clusterRows = (r: ClusterRow): ReadonlyArray<Row> => {
-  const label = `${r.kind === "upstream" ? "upstream Rust cluster" : "cluster"} of ${r.nodes}`
+  const label = `${r.kind === "upstream" ? "upstream Rust cluster" : r.kind === "base" ? "baseline cluster" : "cluster"} of ${r.nodes}`
   const { outboundPerNode: out, inboundAuthenticatedPerNode: inbound } = r.connections
   return [
     row(
@@ -70,9 +70,22 @@ const discoveryRows = (d: ClusterResult["discoveryFirstWake"]): ReadonlyArray<Ro
 }
 
 const rows = (cluster: ClusterResult): ReadonlyArray<Row> => [
-  ...[...cluster.rows, ...(cluster.upstream.status === "measured" ? cluster.upstream.rows : [])].flatMap(
-    clusterRows
-  ),
+  ...[
+    ...cluster.rows,
+    ...cluster.baseRows,
+    ...(cluster.upstream.status === "measured" ? cluster.upstream.rows : [])
+  ].flatMap(clusterRows),
+  ...cluster.rows.flatMap((ours) => {
+    const base = cluster.baseRows.find((b) => b.nodes === ours.nodes)
+    if (base === undefined) return []
+    const r = (a: number, b: number) => fmt(ratio(a, b), 2)
+    return [
+      row(
+        `cluster of ${ours.nodes}: ours / baseline, idle CPU per node; CPU per wake per node`,
+        `${r(ours.idle.cpuMsPerMinutePerNode.mean, base.idle.cpuMsPerMinutePerNode.mean)}; ${r(ours.cpu.usPerWakePerNode, base.cpu.usPerWakePerNode)}`
+      )
+    ]
+  }),
   ...(cluster.upstream.status === "skipped"
     ? [row("upstream Rust cluster rows", "skipped (see notes)")]
     : []),
@@ -94,7 +107,7 @@ const clusterCrowding = (sizes: ReadonlyArray<number>, cores: number): string =>
 }
 
 const note = (cluster: ClusterResult, plan: ClusterPlan): string =>
-  `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
+  `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. Baseline cluster: the same sizes with the lean hand-written CLI baseline (bench/cliBaseline.ts), each size right after ours; its links from its {"op":"stats"} answer on stdin (dialled links connected, HELLOs accepted). ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
 
 export const cluster = section({
   names: ["cluster"],

@@ -388,7 +388,9 @@ const serve = (
         )
     })
 
-    const meshLayer = Mesh.layer.pipe(
+    // Every reader of the metrics here syncs them first (the /metrics route), so no background sync:
+    // an idle node does only its heartbeats.
+    const meshLayer = Mesh.layerWith({ metricsInterval: Duration.infinity }).pipe(
       Layer.provide(Layer.merge(hostServices, TcpTransport.layerConfig())),
       Layer.provide(Layer.succeed(MeshConfig.MeshConfig, meshConfig))
     )

@@ -77,7 +77,9 @@ export const make = (
 
     if (Option.isSome(listener.port) || Option.isSome(lane)) {
       yield* sync
-      yield* loop("MeshMetrics", sync, { sleep: options.interval ?? Duration.seconds(1) })
+      // An infinite interval: no background sync (a host whose every reader syncs first, as the CLI).
+      const interval = Duration.decode(options.interval ?? Duration.seconds(1))
+      if (Duration.isFinite(interval)) yield* loop("MeshMetrics", sync, { sleep: interval })
     }
     return { sync }
   })
