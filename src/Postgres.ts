@@ -226,20 +226,9 @@ export const urlProblem = (url: string): string | undefined => {
   return undefined
 }
 
-interface Resolved {
-  readonly url: string
+/** The options checked: the lane's settings, the channel still to resolve, and the host's hook. */
+interface Resolved extends Omit<PgLane.Settings, "channel"> {
   readonly channel: string | undefined
-  readonly checkInterval: Duration.Duration
-  readonly probeTimeout: Duration.Duration
-  readonly connectTimeout: Duration.Duration
-  readonly reconnect: Schedule.Schedule<unknown, unknown> | undefined
-  readonly heartbeatInterval: Duration.Duration | undefined
-  readonly deadThreshold: Duration.Duration | undefined
-  readonly forgetAfter: Duration.Duration
-  readonly maxMembers: number
-  readonly maxBufferedFrames: number
-  readonly maxBufferedBytes: number
-  readonly maxBufferedAge: Duration.Duration
   readonly onCatchUp: PostgresOptions["onCatchUp"]
 }
 

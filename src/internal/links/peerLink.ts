@@ -41,18 +41,25 @@ export interface PeerLinkState extends Membership.Link {
 /** The counters a link keeps itself; `queued` and `queued_bytes` are read off the queue. */
 type OwnCounters = Omit<Membership.LinkCounters, "queued" | "queued_bytes">
 
+/** A link's counters before anything happened (and a self entry's, which never has a link). */
+export const NO_COUNTERS: Membership.LinkCounters = {
+  handed: 0,
+  written: 0,
+  dropped_full: 0,
+  dropped_down: 0,
+  discarded: 0,
+  queued: 0,
+  queued_bytes: 0,
+  reconnects: 0,
+  silent_closes: 0,
+  stalled_closes: 0
+}
+
+const ownCounters = ({ queued: _q, queued_bytes: _b, ...own }: Membership.LinkCounters): OwnCounters => own
+
 export class PeerLink {
   /** Every frame handed to it, by where it went, under the names the stats and metrics use. */
-  private readonly counts: { -readonly [K in keyof OwnCounters]: number } = {
-    handed: 0,
-    written: 0,
-    dropped_full: 0,
-    dropped_down: 0,
-    discarded: 0,
-    reconnects: 0,
-    silent_closes: 0,
-    stalled_closes: 0
-  }
+  private readonly counts: { -readonly [K in keyof OwnCounters]: number } = ownCounters(NO_COUNTERS)
   /** Frames written, by tag byte. */
   private readonly writtenByTag = new TagCounts()
   /** Frames dropped (full, down or discarded), by tag byte. */

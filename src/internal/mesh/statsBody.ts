@@ -24,6 +24,7 @@ import type * as Keyring from "../keyring.js"
 import type { LaneShape } from "../lane/running.js"
 import type { ListenerShape } from "../links/listener.js"
 import type { Counters } from "../links/listenerState.js"
+import { NO_COUNTERS } from "../links/peerLink.js"
 import type { PeersShape } from "../links/peers.js"
 import type { DispatchShape } from "./dispatch.js"
 
@@ -51,20 +52,6 @@ export interface Parts {
   readonly lane: LaneStats | null
   readonly maintenance: boolean
   readonly popMaintenance: boolean
-}
-
-/** Counters of a member with no link (the entry naming this node): all zero. */
-const NO_COUNTERS: Membership.LinkCounters = {
-  queued: 0,
-  queued_bytes: 0,
-  handed: 0,
-  written: 0,
-  dropped_full: 0,
-  dropped_down: 0,
-  discarded: 0,
-  reconnects: 0,
-  silent_closes: 0,
-  stalled_closes: 0
 }
 
 const peerOf = (member: Membership.Member, address: Membership.Address): PeerStats => {
