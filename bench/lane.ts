@@ -32,6 +32,7 @@ import * as MeshConfig from "../src/MeshConfig.js"
 import * as Postgres from "../src/Postgres.js"
 import { processCpuNs } from "./cli.js"
 import { Child, fromParent, nowNs, toParent } from "./ipc.js"
+import { type Breakdown, bareBreakdown, laneBreakdown, StageRecorder, Stamps } from "./laneStages.js"
 import * as Latency from "./latency.js"
 import { type Distribution, distribution, ratio, round, sleep } from "./stats.js"
 
@@ -57,10 +58,13 @@ export const fullPlan: LanePlan = {
   load: { clients: 4, warmupMs: 2000, measured: 1000 }
 }
 
-type Variant = "lane" | "tcp" | "bare"
+/** `lane-traced`: the lane with its stage tracer installed, beside the untraced `lane` the target reads. */
+type Variant = "lane" | "lane-traced" | "tcp" | "bare"
 
 const SECRET = "bench-lane-s3cr3t"
 const LANE_CHANNEL = "queen_mesh_bench"
+/** The traced pair's own channel: each pair hears only itself. */
+const TRACED_CHANNEL = "queen_mesh_bench_traced"
 const BARE_CHANNEL = "bench_bare"
 /** A pop not woken this long after its push counts as a lost wake. */
 const LOST_AFTER_MS = 5000
@@ -207,6 +211,8 @@ const Numbers = Schema.Array(Schema.Number)
 interface SeriesResult {
   readonly latencyUs: Distribution
   readonly lost: number
+  /** Stage by stage, for the traced lane and the bare round trip. */
+  readonly stages?: Breakdown
 }
 
 /**
@@ -225,7 +231,8 @@ const wakeSeries = async (
   try {
     for (const variant of variants) {
       const [portA, portB] = [await freePort(), await freePort()]
-      const common = { total, url: db.url, secret: SECRET, pollMs: 100, pgPort: 0 }
+      const channel = variant === "lane-traced" ? TRACED_CHANNEL : LANE_CHANNEL
+      const common = { total, url: db.url, secret: SECRET, pollMs: 100, pgPort: 0, channel }
       const b = startChild(`${variant}-b`, { ...common, port: portB, peerPort: portA })
       const a = startChild(`${variant}-a`, { ...common, port: portA, peerPort: portB })
       pairs.push({ variant, a, b, next: 0, kept: [] })
@@ -259,7 +266,25 @@ const wakeSeries = async (
         if (!(us > 0)) throw new Error(`${variant}: wake ${i} came before its push (${us} µs)`)
         latencies.push(us)
       }
-      out.set(variant, { latencyUs: distribution(latencies), lost })
+      const traced = variant === "lane-traced" || variant === "bare"
+      let stages: Breakdown | undefined
+      if (traced) {
+        // A's last acknowledgement came in long before B's stamps went out.
+        a.send({ kind: "stages" })
+        const stampsA = Schema.decodeUnknownSync(Stamps)((await a.take("stages", LONG_WAIT_MS)).data)
+        const stampsB =
+          variant === "bare"
+            ? {}
+            : Schema.decodeUnknownSync(Stamps)((await b.take("stages", LONG_WAIT_MS)).data)
+        const all = { sent, woken, a: stampsA, b: stampsB }
+        const measuredKept = kept.slice(0, measured)
+        stages = variant === "bare" ? bareBreakdown(all, measuredKept) : laneBreakdown(all, measuredKept)
+      }
+      out.set(variant, {
+        latencyUs: distribution(latencies),
+        lost,
+        ...(stages === undefined ? {} : { stages })
+      })
     }
     return out
   } finally {
@@ -398,12 +423,13 @@ export const runLane = async (
   try {
     const n = plan.wake.warmup + plan.wake.measured
     progress(`lane: wake latency, lane / TCP mesh / bare pg_notify x ${n}, blocks of ${plan.wake.block}`)
-    const wake = await wakeSeries(["lane", "tcp", "bare"], db, plan.wake)
+    const wake = await wakeSeries(["lane", "lane-traced", "tcp", "bare"], db, plan.wake)
     progress(`lane: ${plan.flood.hints} hints back to back through the lane`)
     const flood = await runFlood(db, plan.flood)
     progress(`lane: wake latency under ${plan.load.clients} writing connections x ${plan.load.measured}`)
     const loaded = await runLoaded(db, plan)
     const lane = wake.get("lane")!
+    const traced = wake.get("lane-traced")!
     const tcp = wake.get("tcp")!
     const bare = wake.get("bare")!
     return {
@@ -415,8 +441,10 @@ export const runLane = async (
         lane,
         tcp,
         bare,
+        traced,
         ratios: {
           laneOverBareP50: ratio(lane.latencyUs.p50, bare.latencyUs.p50),
+          tracedOverBareP50: ratio(traced.latencyUs.p50, bare.latencyUs.p50),
           laneOverBareP99: ratio(lane.latencyUs.p99, bare.latencyUs.p99),
           laneOverTcpP50: ratio(lane.latencyUs.p50, tcp.latencyUs.p50)
         }
@@ -445,10 +473,10 @@ export type LaneResult = Awaited<ReturnType<typeof runLane>>
 
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
 
-const laneRuntime = (serverId: string, url: string, secret: string) =>
+const laneRuntime = (serverId: string, url: string, secret: string, channel = LANE_CHANNEL) =>
   ManagedRuntime.make(
     Mesh.layerTcp().pipe(
-      Layer.provideMerge(Postgres.layer({ url: Redacted.make(url), channel: LANE_CHANNEL })),
+      Layer.provideMerge(Postgres.layer({ url: Redacted.make(url), channel })),
       Layer.provide(
         MeshConfig.layer({
           serverId,
@@ -484,8 +512,16 @@ const untilLaneHears = async (runtime: LaneRuntime, count: number, what: string)
 const ITEM = { queue: "orders", partition: "p-0" } as const
 const TARGET: LocalWaker.WaitTarget = { queue: "orders", tenant: Option.none() }
 
-/** A: on every `push`, stamp and push; sends its stamps on `times`. */
-const pusher = async (ready: () => Promise<void>, push: () => void, total: number) => {
+/**
+ * A: on every `push`, stamp and push; sends its stamps on `times`. With a recorder, each push begins its
+ * wake's record, and the stage stamps go out on `stages` when the driver asks.
+ */
+const pusher = async (
+  ready: () => Promise<void>,
+  push: () => void,
+  total: number,
+  recorder?: StageRecorder
+) => {
   const inbox = fromParent()
   const stamps: Array<number> = new Array(total).fill(0)
   let pushed = 0
@@ -494,7 +530,9 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
     allPushed = resolve
   })
   inbox.handle("push", (message) => {
-    stamps[message.i ?? pushed] = nowNs()
+    const i = message.i ?? pushed
+    recorder?.begin(i)
+    stamps[i] = nowNs()
     push()
     if (++pushed === total) allPushed()
   })
@@ -502,6 +540,10 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
   toParent({ kind: "ready" })
   await done
   toParent({ kind: "times", data: stamps })
+  if (recorder !== undefined) {
+    await inbox.take("stages", LONG_WAIT_MS * 10)
+    toParent({ kind: "stages", data: recorder.toJSON() })
+  }
   await inbox.take("stop", LONG_WAIT_MS * 10)
 }
 
@@ -515,23 +557,31 @@ const str = (params: Record<string, unknown>, key: string): string => {
   return typeof value === "string" ? value : ""
 }
 
-const laneA = async (params: Record<string, unknown>) => {
-  const runtime = laneRuntime("lane-a", str(params, "url"), SECRET)
+const laneA = (traced: boolean) => async (params: Record<string, unknown>) => {
+  const total = num(params, "total")
+  const recorder = traced ? new StageRecorder(total).install() : undefined
+  const runtime = laneRuntime("lane-a", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
   const mesh = await runtime.runPromise(Mesh.Mesh)
   await pusher(
     () => untilLaneHears(runtime, 1, "lane A"),
     () => mesh.unsafeMessageAvailable(ITEM),
-    num(params, "total")
+    total,
+    recorder
   )
   await runtime.dispose()
 }
 
-const laneB = async (params: Record<string, unknown>) => {
-  const runtime = laneRuntime("lane-b", str(params, "url"), SECRET)
+const laneB = (traced: boolean) => async (params: Record<string, unknown>) => {
+  const total = num(params, "total")
+  const recorder = traced ? new StageRecorder(total).install() : undefined
+  const runtime = laneRuntime("lane-b", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
   const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+  let parked = 0
   await Latency.parker(
     () => untilLaneHears(runtime, 1, "lane B"),
     async () => {
+      const i = parked++
+      recorder?.begin(i)
       let resolve: (at: number) => void = () => {}
       const woken = new Promise<number>((res) => {
         resolve = res
@@ -541,9 +591,13 @@ const laneB = async (params: Record<string, unknown>) => {
           Effect.sync(() => resolve(outcome === "woken" ? nowNs() : 0))
         )
       )
+      // Every stamp of the last wake is in once it is woken (or lost).
+      if (recorder !== undefined && i === total - 1) {
+        void woken.then(() => toParent({ kind: "stages", data: recorder.toJSON() }))
+      }
       return { woken }
     },
-    num(params, "total")
+    total
   )
   await runtime.dispose()
 }
@@ -561,14 +615,22 @@ const BARE_PAYLOAD = `bench.${"x".repeat(230)}`
 
 const bareA = async (params: Record<string, unknown>) => {
   const client = await pgClient(str(params, "url"))
+  const total = num(params, "total")
+  // The lane's stages by hand: the statement handed to pg, and its acknowledgement.
+  const recorder = new StageRecorder(total)
   await pusher(
     async () => {},
     () => {
-      client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD]).catch((error: unknown) => {
-        toParent({ kind: "error", data: `pg_notify failed: ${String(error)}` })
-      })
+      client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD]).then(
+        () => recorder.record("acked"),
+        (error: unknown) => {
+          toParent({ kind: "error", data: `pg_notify failed: ${String(error)}` })
+        }
+      )
+      recorder.record("handed")
     },
-    num(params, "total")
+    total,
+    recorder
   )
   await client.end()
 }
@@ -775,8 +837,10 @@ const load = async (params: Record<string, unknown>) => {
 }
 
 const roles: Record<string, (params: Record<string, unknown>) => Promise<void>> = {
-  "lane-a": laneA,
-  "lane-b": laneB,
+  "lane-a": laneA(false),
+  "lane-b": laneB(false),
+  "lane-traced-a": laneA(true),
+  "lane-traced-b": laneB(true),
   "bare-a": bareA,
   "bare-b": bareB,
   "tcp-a": (params) => Latency.meshSyncPusher(wakeParams(params)),

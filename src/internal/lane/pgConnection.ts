@@ -53,6 +53,7 @@ import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import * as Envelope from "./pgEnvelope.js"
 import * as Refusals from "./refusals.js"
+import { trace } from "./trace.js"
 
 // ---------------------------------------------------------------------------------------------
 // errors, options, state, stats
@@ -531,6 +532,7 @@ class Lane {
   // --- the hot path -------------------------------------------------------------------------
 
   offer(frame: Uint8Array): boolean {
+    trace.tracer?.stamp("offered")
     this.framesOffered++
     if (this.closed) {
       this.dropped.closed++
@@ -555,6 +557,7 @@ class Lane {
 
   /** The client's 'notification' handler: nothing a notification carries may throw out of it. */
   readonly onNotification = (message: pg.Notification): void => {
+    trace.tracer?.stamp("notified")
     try {
       this.receive(message.channel, message.payload, message.processId)
     } catch (cause) {
@@ -590,6 +593,7 @@ class Lane {
     if (Either.isLeft(opened)) {
       const reason = opened.left
       if (reason === "own") {
+        trace.tracer?.stamp("echoed")
         this.own++
         return
       }
@@ -659,6 +663,7 @@ class Lane {
         this.buffer.release(take)
         return
       }
+      trace.tracer?.stamp("tick")
       let sealed: Envelope.Sealed
       try {
         sealed = Envelope.seal(this.sender, frames, this.options.payloadLimit)
@@ -681,9 +686,11 @@ class Lane {
         }
       }
       const carried = frames.length - whole
+      trace.tracer?.stamp("sealed")
       busy = true
       sendPayloads(conn.client, this.options.channel, sealed.payloads).then(
         () => {
+          trace.tracer?.stamp("acked")
           busy = false
           this.buffer.release(take)
           this.framesSent += carried
@@ -922,13 +929,15 @@ const sendPayloads = async (
       bytes += payloads[end]!.length
       end++
     }
-    if (end - at === 1) await client.query("SELECT pg_notify($1, $2)", [channel, payloads[at]])
-    else {
-      await client.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS u(p)", [
-        channel,
-        payloads.slice(at, end)
-      ])
-    }
+    const sent =
+      end - at === 1
+        ? client.query("SELECT pg_notify($1, $2)", [channel, payloads[at]])
+        : client.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS u(p)", [
+            channel,
+            payloads.slice(at, end)
+          ])
+    trace.tracer?.stamp("handed")
+    await sent
     at = end
   }
 }

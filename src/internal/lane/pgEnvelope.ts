@@ -48,6 +48,7 @@ import { Tag } from "../wire/frames.js"
 import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import { EnvelopeRefusal } from "./refusals.js"
+import { trace } from "./trace.js"
 
 // ---------------------------------------------------------------------------------------------
 // constants
@@ -453,6 +454,7 @@ export const seal = (
   limit: number = DEFAULT_PAYLOAD_LIMIT
 ): Sealed => {
   const packed = pack(frames, limit - sender.overhead)
+  trace.tracer?.stamp("packed")
   return {
     payloads: packed.groups.map((group) => sender.envelope(group)),
     frames: packed.frames,
@@ -637,6 +639,7 @@ export const open = (
       }
       verifiedBy = keyId
     }
+    trace.tracer?.stamp("verified")
     const parsed = parseBody(body)
     if (parsed === undefined) return Either.left("malformed")
     // Ours, yet not from our backend: a recording of this boot, or another boot (or process) of our id.
@@ -648,6 +651,7 @@ export const open = (
     if (parsed.pid !== receipt.processId) return Either.left("wrong_backend")
     if (parsed.time < receipt.listenedAt - SEAL_TOLERANCE_MS) return Either.left("stale")
     state.accept(parsed.from, parsed.epoch, parsed.seq)
+    trace.tracer?.stamp("checked")
     return Either.right({
       from: parsed.from,
       epoch: parsed.epoch,
