@@ -474,6 +474,8 @@ class Lane {
   readonly self: Envelope.Self
   /** How our own notifications' bodies begin (see `Envelope.ownPrefix`). */
   readonly ownPrefix: string
+  /** The lone notification's statement up to its payload (see {@link notifyPrefix}). */
+  readonly notify: string
   readonly annotations: Readonly<Record<string, unknown>>
   /**
    * The current connection as `open` needs it: our backend (-1 before the first connection) and the
@@ -526,6 +528,7 @@ class Lane {
     this.sender = new Envelope.Sender(options.serverId, epoch, options.channel, options.auth)
     this.self = { serverId: options.serverId, epoch }
     this.ownPrefix = Envelope.ownPrefix(this.self)
+    this.notify = notifyPrefix(options.channel)
     this.annotations = { module: "PgLane", server_id: options.serverId, channel: options.channel }
   }
 
@@ -688,7 +691,7 @@ class Lane {
       const carried = frames.length - whole
       trace.tracer?.stamp("sealed")
       busy = true
-      sendPayloads(conn.client, this.options.channel, sealed.payloads).then(
+      sendPayloads(conn.client, this.options.channel, this.notify, sealed.payloads).then(
         () => {
           trace.tracer?.stamp("acked")
           busy = false
@@ -910,15 +913,36 @@ class Lane {
 const STATEMENT_NOTIFICATIONS = 64
 const STATEMENT_BYTES = 512 * 1024
 
+const BACKSLASH = /\\/g
+const QUOTE = /'/g
+
 /**
- * Sends payloads in order, in autocommit. Several go as one statement, `pg_notify` over `unnest` of a
- * text array: one round trip and one commit, and PostgreSQL queues a transaction's notifications in the
- * order they were made, which is the array's (a function scan, no reordering). A lone one is
- * `SELECT pg_notify($1, $2)`.
+ * `text` as an escape string constant, `E'...'`: backslashes and quotes doubled, which reads the same
+ * whatever `standard_conforming_strings` says. Payloads are ASCII without NUL (see `pgEnvelope`), so
+ * nothing else needs escaping.
+ */
+export const quoteLiteral = (text: string): string => {
+  let escaped = text
+  if (escaped.includes("\\")) escaped = escaped.replace(BACKSLASH, "\\\\")
+  if (escaped.includes("'")) escaped = escaped.replace(QUOTE, "''")
+  return `E'${escaped}'`
+}
+
+/** How the lone notification of a send begins: `NOTIFY "<channel>", ` (the payload follows). */
+export const notifyPrefix = (channel: string): string => `NOTIFY ${quoteIdent(channel)}, `
+
+/**
+ * Sends payloads in order, in autocommit. A lone one, the wake's case, is `NOTIFY "<channel>",
+ * E'<payload>'` in the simple protocol: one message and no plan, where the parameterised `pg_notify` is
+ * five messages (parse, bind, describe, execute, sync) and a plan, each time (bench/lane.ts measured the
+ * difference on the wake's path). Several go as one statement, `pg_notify` over `unnest` of a text
+ * array: one round trip and one commit, and PostgreSQL queues a transaction's notifications in the
+ * order they were made, which is the array's (a function scan, no reordering).
  */
 const sendPayloads = async (
   client: pg.Client,
   channel: string,
+  notify: string,
   payloads: ReadonlyArray<string>
 ): Promise<void> => {
   let at = 0
@@ -931,7 +955,7 @@ const sendPayloads = async (
     }
     const sent =
       end - at === 1
-        ? client.query("SELECT pg_notify($1, $2)", [channel, payloads[at]])
+        ? client.query(notify + quoteLiteral(payloads[at]!))
         : client.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS u(p)", [
             channel,
             payloads.slice(at, end)
