@@ -1015,10 +1015,20 @@ const connect = (lane: Lane): Effect.Effect<Connection, PgLaneError, Scope.Scope
     )
   })
 
+/**
+ * The lane's session does not wait for its commits to reach the disk. A notification is delivered at
+ * commit, and NOTIFY gives its transaction an id, so with the default every send waited for a WAL
+ * flush before any listener heard it; a hint has nothing to make durable (notifications are never
+ * written to disk, and a crash loses them whatever the setting). Set by a statement rather than in the
+ * startup packet, which a session pooler may refuse.
+ */
+const NO_WAL_FLUSH = "SET synchronous_commit TO off"
+
 /** One connection from connect to loss: fails with why it ended, never succeeds. */
 const session = (lane: Lane): Effect.Effect<never, PgLaneError, Scope.Scope> =>
   Effect.gen(function* () {
     const conn = yield* connect(lane)
+    yield* conn.query(NO_WAL_FLUSH, [], "Listen", "setting synchronous_commit")
     yield* lane.identify(conn)
     lane.listening()
     yield* conn.query(`LISTEN ${quoteIdent(lane.options.channel)}`, [], "Listen", "LISTEN")
