@@ -15,7 +15,7 @@
  * - the database's CPU per hint when hints come one at a time (a push every 2 ms, each its own
  *   notification), the common case of a quiet cluster;
  * - wake latency, lane and bare, while a load process runs writing transactions (`BEGIN; INSERT;
- *   UPDATE; COMMIT`) on several connections of the same database.
+ *   UPDATE; COMMIT`) on several connections of the same server (each wake pair has a database of its own).
  *
  * This file is also the entry point of its child processes (`node lane.js --lane-child <role> <params>`),
  * so the lane's roles need nothing from the shared child entry.
@@ -59,13 +59,19 @@ export const fullPlan: LanePlan = {
 }
 
 /** `lane-traced`: the lane with its stage tracer installed, beside the untraced `lane` the target reads. */
-type Variant = "lane" | "lane-traced" | "tcp" | "bare"
+type Variant = "lane" | "lane-traced" | "tcp" | "bare" | "bare-lean"
 
 const SECRET = "bench-lane-s3cr3t"
 const LANE_CHANNEL = "queen_mesh_bench"
 /** The traced pair's own channel: each pair hears only itself. */
 const TRACED_CHANNEL = "queen_mesh_bench_traced"
 const BARE_CHANNEL = "bench_bare"
+/**
+ * The lean bare pair: the lane's own statement form by hand (`NOTIFY` with a string constant in the
+ * simple protocol, `synchronous_commit` off), the floor of what the lane sends; information beside the
+ * target's bare pair, which is `SELECT pg_notify($1, $2)` as a hand-written client would send it.
+ */
+const LEAN_CHANNEL = "bench_bare_lean"
 /** A pop not woken this long after its push counts as a lost wake. */
 const LOST_AFTER_MS = 5000
 const LONG_WAIT_MS = 120_000
@@ -114,6 +120,13 @@ const freePort = (): Promise<number> =>
 
 interface Database {
   readonly url: string
+  /**
+   * The URL of a database of its own for one variant, made on first use. PostgreSQL signals every
+   * listener of the notifying database at each commit, whatever its channel, so pairs sharing one
+   * database would wake each other's idle backends on every wake (on two cores, that is time taken from
+   * the pair measured); listeners of other databases are left alone.
+   */
+  readonly urlFor: (variant: string) => Promise<string>
   readonly version: string
   /** Time on CPU of the postmaster and every backend, in ns. */
   readonly cpuNs: () => number
@@ -185,8 +198,20 @@ const startDatabase = async (): Promise<Database | string> => {
     return ns
   }
   let stopped = false
+  const made = new Map<string, string>()
+  const urlFor = async (variant: string) => {
+    const name = `bench_${variant.replace(/[^a-z0-9]/g, "_")}`
+    let url_ = made.get(name)
+    if (url_ === undefined) {
+      await query(`CREATE DATABASE ${name}`)
+      url_ = url.replace(/\/postgres$/, `/${name}`)
+      made.set(name, url_)
+    }
+    return url_
+  }
   const db: Database = {
     url,
+    urlFor,
     version,
     cpuNs,
     query,
@@ -232,7 +257,8 @@ const wakeSeries = async (
     for (const variant of variants) {
       const [portA, portB] = [await freePort(), await freePort()]
       const channel = variant === "lane-traced" ? TRACED_CHANNEL : LANE_CHANNEL
-      const common = { total, url: db.url, secret: SECRET, pollMs: 100, pgPort: 0, channel }
+      const url = variant === "tcp" ? db.url : await db.urlFor(variant)
+      const common = { total, url, secret: SECRET, pollMs: 100, pgPort: 0, channel }
       const b = startChild(`${variant}-b`, { ...common, port: portB, peerPort: portA })
       const a = startChild(`${variant}-a`, { ...common, port: portA, peerPort: portB })
       pairs.push({ variant, a, b, next: 0, kept: [] })
@@ -266,19 +292,19 @@ const wakeSeries = async (
         if (!(us > 0)) throw new Error(`${variant}: wake ${i} came before its push (${us} µs)`)
         latencies.push(us)
       }
-      const traced = variant === "lane-traced" || variant === "bare"
+      const bareKind = variant === "bare" || variant === "bare-lean"
+      const traced = variant === "lane-traced" || bareKind
       let stages: Breakdown | undefined
       if (traced) {
         // A's last acknowledgement came in long before B's stamps went out.
         a.send({ kind: "stages" })
         const stampsA = Schema.decodeUnknownSync(Stamps)((await a.take("stages", LONG_WAIT_MS)).data)
-        const stampsB =
-          variant === "bare"
-            ? {}
-            : Schema.decodeUnknownSync(Stamps)((await b.take("stages", LONG_WAIT_MS)).data)
+        const stampsB = bareKind
+          ? {}
+          : Schema.decodeUnknownSync(Stamps)((await b.take("stages", LONG_WAIT_MS)).data)
         const all = { sent, woken, a: stampsA, b: stampsB }
         const measuredKept = kept.slice(0, measured)
-        stages = variant === "bare" ? bareBreakdown(all, measuredKept) : laneBreakdown(all, measuredKept)
+        stages = bareKind ? bareBreakdown(all, measuredKept) : laneBreakdown(all, measuredKept)
       }
       out.set(variant, {
         latencyUs: distribution(latencies),
@@ -376,7 +402,7 @@ const runFlood = async (db: Database, plan: LanePlan["flood"]) => {
 
 const LoadReport = Schema.Struct({ transactions: Schema.Number, errors: Schema.Number, ms: Schema.Number })
 
-/** Lane and bare wakes while writing transactions run on the same database. */
+/** Lane and bare wakes while writing transactions run on the same server. */
 const runLoaded = async (db: Database, plan: LanePlan) => {
   await db.query(
     "CREATE TABLE IF NOT EXISTS bench_load (id bigserial PRIMARY KEY, payload text NOT NULL, at timestamptz NOT NULL DEFAULT now())"
@@ -423,7 +449,7 @@ export const runLane = async (
   try {
     const n = plan.wake.warmup + plan.wake.measured
     progress(`lane: wake latency, lane / TCP mesh / bare pg_notify x ${n}, blocks of ${plan.wake.block}`)
-    const wake = await wakeSeries(["lane", "lane-traced", "tcp", "bare"], db, plan.wake)
+    const wake = await wakeSeries(["lane", "lane-traced", "tcp", "bare", "bare-lean"], db, plan.wake)
     progress(`lane: ${plan.flood.hints} hints back to back through the lane`)
     const flood = await runFlood(db, plan.flood)
     progress(`lane: wake latency under ${plan.load.clients} writing connections x ${plan.load.measured}`)
@@ -432,6 +458,7 @@ export const runLane = async (
     const traced = wake.get("lane-traced")!
     const tcp = wake.get("tcp")!
     const bare = wake.get("bare")!
+    const bareLean = wake.get("bare-lean")!
     return {
       measured: true as const,
       postgres: db.version,
@@ -442,7 +469,9 @@ export const runLane = async (
         tcp,
         bare,
         traced,
+        bareLean,
         ratios: {
+          laneOverBareLeanP50: ratio(lane.latencyUs.p50, bareLean.latencyUs.p50),
           laneOverBareP50: ratio(lane.latencyUs.p50, bare.latencyUs.p50),
           tracedOverBareP50: ratio(traced.latencyUs.p50, bare.latencyUs.p50),
           laneOverBareP99: ratio(lane.latencyUs.p99, bare.latencyUs.p99),
@@ -613,15 +642,22 @@ const pgClient = async (url: string) => {
 /** About the size of the lane's envelope for one wake, so both carry alike. */
 const BARE_PAYLOAD = `bench.${"x".repeat(230)}`
 
-const bareA = async (params: Record<string, unknown>) => {
+/** The lean pair's statement: the payload is plain ASCII without quotes, so it needs no escaping. */
+const LEAN_STATEMENT = `NOTIFY ${LEAN_CHANNEL}, '${BARE_PAYLOAD}'`
+
+const bareA = (lean: boolean) => async (params: Record<string, unknown>) => {
   const client = await pgClient(str(params, "url"))
+  if (lean) await client.query("SET synchronous_commit TO off")
   const total = num(params, "total")
   // The lane's stages by hand: the statement handed to pg, and its acknowledgement.
   const recorder = new StageRecorder(total)
   await pusher(
     async () => {},
     () => {
-      client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD]).then(
+      const sent = lean
+        ? client.query(LEAN_STATEMENT)
+        : client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD])
+      sent.then(
         () => recorder.record("acked"),
         (error: unknown) => {
           toParent({ kind: "error", data: `pg_notify failed: ${String(error)}` })
@@ -635,7 +671,7 @@ const bareA = async (params: Record<string, unknown>) => {
   await client.end()
 }
 
-const bareB = async (params: Record<string, unknown>) => {
+const bareB = (lean: boolean) => async (params: Record<string, unknown>) => {
   const client = await pgClient(str(params, "url"))
   let waiting: ((at: number) => void) | undefined
   client.on("notification", () => {
@@ -644,7 +680,7 @@ const bareB = async (params: Record<string, unknown>) => {
     waiting = undefined
     resolve?.(at)
   })
-  await client.query(`LISTEN ${BARE_CHANNEL}`)
+  await client.query(`LISTEN ${lean ? LEAN_CHANNEL : BARE_CHANNEL}`)
   await Latency.parker(
     async () => {},
     async () => ({
@@ -841,8 +877,10 @@ const roles: Record<string, (params: Record<string, unknown>) => Promise<void>> 
   "lane-b": laneB(false),
   "lane-traced-a": laneA(true),
   "lane-traced-b": laneB(true),
-  "bare-a": bareA,
-  "bare-b": bareB,
+  "bare-a": bareA(false),
+  "bare-b": bareB(false),
+  "bare-lean-a": bareA(true),
+  "bare-lean-b": bareB(true),
   "tcp-a": (params) => Latency.meshSyncPusher(wakeParams(params)),
   "tcp-b": (params) => Latency.meshParker(wakeParams(params)),
   "flood-a": floodA,
