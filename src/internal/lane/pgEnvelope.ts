@@ -40,7 +40,7 @@
  * @internal
  */
 
-import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto"
+import { createHash, type Hash, hkdfSync, timingSafeEqual } from "node:crypto"
 import { Either } from "effect"
 import type { Auth, Keyring } from "../keyring.js"
 import { readLength } from "../wire/codec.js"
@@ -123,8 +123,8 @@ const laneKeyOf = (secret: string, channel: string): Buffer =>
 
 interface Prepared {
   readonly primaryId: string
-  readonly primary: Buffer
-  readonly byId: ReadonlyMap<string, Buffer>
+  readonly primary: LaneMac
+  readonly byId: ReadonlyMap<string, LaneMac>
 }
 
 /** Lane keys per keyring and channel: HKDF once, not per notification. */
@@ -138,9 +138,9 @@ const prepare = (ring: Keyring, channel: string): Prepared => {
   }
   const cached = byChannel.get(channel)
   if (cached !== undefined) return cached
-  const byId = new Map<string, Buffer>()
+  const byId = new Map<string, LaneMac>()
   for (const k of [ring.primary, ...ring.accepted]) {
-    if (!byId.has(k.id)) byId.set(k.id, laneKeyOf(k.secret, channel))
+    if (!byId.has(k.id)) byId.set(k.id, new LaneMac(laneKeyOf(k.secret, channel), channel))
   }
   const prepared = { primaryId: ring.primary.id, primary: byId.get(ring.primary.id)!, byId }
   byChannel.set(channel, prepared)
@@ -153,16 +153,44 @@ const u32 = (n: number): Buffer => {
   return out
 }
 
+const SHA256_BLOCK = 64
+
 /**
- * `HMAC-SHA256(laneKey, M)`, `M` = for each of the domain, the channel and the body, `u32 BE byte
- * length | UTF-8 bytes`: the length prefixes mean no two (channel, body) pairs share an input.
+ * `HMAC-SHA256(laneKey, M)` on one channel, `M` = for each of the domain, the channel and the body,
+ * `u32 BE byte length | UTF-8 bytes`: the length prefixes mean no two (channel, body) pairs share an
+ * input.
+ *
+ * Written out by HMAC's definition (RFC 2104: `H((K ^ opad) | H((K ^ ipad) | M))`) so that the two
+ * padded key blocks, and the part of `M` that is the same for every body, are hashed once, and each MAC
+ * copies the two hash states instead of setting up an HMAC: on a wake's path, with the process's caches
+ * cold from waiting, `createHmac` cost about 60 us p50 against 35 for the copies (2 ms apart, this
+ * machine). The same bytes as `createHmac` (a property test holds them equal).
  */
-const macOf = (laneKey: Buffer, channel: string, body: string): Buffer => {
-  const hmac = createHmac("sha256", laneKey)
-  hmac.update(macPrefixOf(channel))
-  hmac.update(u32(Buffer.byteLength(body, "utf8")))
-  hmac.update(body, "utf8")
-  return hmac.digest()
+export class LaneMac {
+  /** SHA-256 over `K ^ ipad` and the MAC input up to the body. */
+  private readonly inner: Hash
+  /** SHA-256 over `K ^ opad`. */
+  private readonly outer: Hash
+
+  constructor(laneKey: Uint8Array, channel: string) {
+    const key = laneKey.length > SHA256_BLOCK ? createHash("sha256").update(laneKey).digest() : laneKey
+    const ipad = Buffer.alloc(SHA256_BLOCK, 0x36)
+    const opad = Buffer.alloc(SHA256_BLOCK, 0x5c)
+    for (let i = 0; i < key.length; i++) {
+      ipad[i]! ^= key[i]!
+      opad[i]! ^= key[i]!
+    }
+    this.inner = createHash("sha256").update(ipad).update(macPrefixOf(channel))
+    this.outer = createHash("sha256").update(opad)
+  }
+
+  /** The MAC of `body`. */
+  of(body: string): Buffer {
+    const inner = this.inner.copy()
+    inner.update(u32(Buffer.byteLength(body, "utf8")))
+    inner.update(body, "utf8")
+    return this.outer.copy().update(inner.digest()).digest()
+  }
 }
 
 /** The MAC's input up to the body, which is the same for every notification on a channel. */
@@ -381,7 +409,7 @@ export class Sender {
   pid = 0
   private head: string
   private readonly keyId: string
-  private readonly key: Buffer | undefined
+  private readonly key: LaneMac | undefined
   /** Milliseconds to add to `Date.now()` for the database's time. */
   private clockOffset = 0
   /** Bytes of an envelope with an empty frame list and the widest pid, time and sequence number. */
@@ -435,7 +463,7 @@ export class Sender {
     this.seq++
     const time = Math.max(0, Math.round(Date.now() + this.clockOffset))
     const body = `${this.head}${time},"q":${this.seq},"f":[${group}]}`
-    const mac = this.key === undefined ? NO_FIELD : macOf(this.key, this.channel, body).toString("hex")
+    const mac = this.key === undefined ? NO_FIELD : this.key.of(body).toString("hex")
     return `${VERSION}.${this.keyId}.${mac}.${body}`
   }
 }
@@ -632,9 +660,9 @@ export const open = (
     let verifiedBy: string | undefined
     if (auth !== "open") {
       if (unsigned) return Either.left("unauthenticated")
-      const laneKey = prepare(auth, channel).byId.get(keyId)
-      if (laneKey === undefined) return Either.left("unknown_key")
-      if (!timingSafeEqual(macOf(laneKey, channel, body), Buffer.from(mac, "hex"))) {
+      const laneMac = prepare(auth, channel).byId.get(keyId)
+      if (laneMac === undefined) return Either.left("unknown_key")
+      if (!timingSafeEqual(laneMac.of(body), Buffer.from(mac, "hex"))) {
         return Either.left("bad_mac")
       }
       verifiedBy = keyId

@@ -417,6 +417,28 @@ describe("pgEnvelope", () => {
       return hmac.digest("hex")
     }
 
+    it.prop(
+      "LaneMac, HMAC written out by its definition, equals createHmac for any key, channel and body",
+      [fc.uint8Array({ minLength: 1, maxLength: 100 }), fc.string({ maxLength: 63 }), fc.fullUnicodeString()],
+      ([key, channel, body]) => {
+        const hmac = createHmac("sha256", key)
+        for (const field of ["queen-mesh/pg/v1", channel, body]) {
+          const bytes = Buffer.from(field, "utf8")
+          const length = Buffer.alloc(4)
+          length.writeUInt32BE(bytes.length, 0)
+          hmac.update(length)
+          hmac.update(bytes)
+        }
+        const mac = new Envelope.LaneMac(key, channel)
+        // Twice: each MAC starts from the same kept hash states.
+        assert.strictEqual(mac.of(body).toString("hex"), hmac.digest("hex"))
+        assert.strictEqual(
+          mac.of(body).toString("hex"),
+          new Envelope.LaneMac(key, channel).of(body).toString("hex")
+        )
+      }
+    )
+
     it("the MAC is HMAC-SHA256 of the HKDF lane key over the length-prefixed domain, channel and body", () => {
       const payload = sealOne(sender())
       const [, , mac] = payload.split(".", 3)
