@@ -572,7 +572,19 @@ class Lane {
   private receive(channel: string, payload: string | undefined, processId: number): void {
     if (channel !== this.options.channel) return
     this.notificationsReceived++
-    if (payload !== undefined) this.bytesReceived += Buffer.byteLength(payload, "utf8")
+    if (payload === undefined) {
+      this.refuse("malformed")
+      return
+    }
+    // Our own notification come back, as each does: counted, nothing else to do. Only our code sends
+    // from our backend, and all it sends is ASCII, so its length is its size.
+    if (processId === this.session.ownPid && this.sender.isEcho(payload)) {
+      trace.tracer?.stamp("echoed")
+      this.bytesReceived += payload.length
+      this.own++
+      return
+    }
+    this.bytesReceived += Buffer.byteLength(payload, "utf8")
     const nonce = Envelope.probeNonce(payload)
     if (nonce !== undefined) {
       const pending = this.pendingProbe
@@ -600,14 +612,18 @@ class Lane {
         this.own++
         return
       }
-      this.refused[reason]++
-      this.warnRefused(reason)
-      this.call(() => this.handlers.onRefused?.(reason))
+      this.refuse(reason)
       return
     }
     const { from, frames, epoch } = opened.right
     this.framesReceived += frames.length
     if (frames.length > 0) this.call(() => this.handlers.onFrames(from, frames, epoch))
+  }
+
+  private refuse(reason: PgLaneRefusal): void {
+    this.refused[reason]++
+    this.warnRefused(reason)
+    this.call(() => this.handlers.onRefused?.(reason))
   }
 
   /**
@@ -939,7 +955,27 @@ export const notifyPrefix = (channel: string): string => `NOTIFY ${quoteIdent(ch
  * array: one round trip and one commit, and PostgreSQL queues a transaction's notifications in the
  * order they were made, which is the array's (a function scan, no reordering).
  */
-const sendPayloads = async (
+const sendPayloads = (
+  client: pg.Client,
+  channel: string,
+  notify: string,
+  payloads: ReadonlyArray<string>
+): Promise<unknown> => {
+  if (payloads.length === 1) {
+    // The wake's case, without an async function's promise around pg's (nor its throws).
+    let sent: Promise<unknown>
+    try {
+      sent = client.query(notify + quoteLiteral(payloads[0]!))
+    } catch (cause) {
+      return Promise.reject(cause)
+    }
+    trace.tracer?.stamp("handed")
+    return sent
+  }
+  return sendSeveral(client, channel, notify, payloads)
+}
+
+const sendSeveral = async (
   client: pg.Client,
   channel: string,
   notify: string,

@@ -414,6 +414,10 @@ export class Sender {
   private clockOffset = 0
   /** Bytes of an envelope with an empty frame list and the widest pid, time and sequence number. */
   readonly overhead: number
+  /** How each of our envelopes begins, up to its MAC; where its body begins; how the body begins. */
+  private readonly sealHead: string
+  private readonly bodyAt: number
+  private readonly ownBody: string
 
   constructor(
     readonly serverId: string,
@@ -431,6 +435,9 @@ export class Sender {
       this.key = prepared.primary
     }
     const macLength = this.key === undefined ? NO_FIELD.length : 64
+    this.sealHead = `${VERSION}.${this.keyId}.`
+    this.bodyAt = this.sealHead.length + macLength + 1
+    this.ownBody = ownPrefix({ serverId, epoch })
     this.overhead =
       VERSION.length +
       1 +
@@ -456,6 +463,19 @@ export class Sender {
     if (pid !== this.pid) this.head = sessionPrefix({ serverId: this.serverId, epoch: this.epoch }, pid)
     this.pid = pid
     this.clockOffset = clockOffset
+  }
+
+  /**
+   * Whether `payload`, come from our own backend, is what `open` calls `own`: one of our envelopes, come
+   * back to us. Every notification we send comes back so; this answers without parsing the header.
+   */
+  isEcho(payload: string): boolean {
+    return (
+      payload.length <= MAX_OPEN_LENGTH &&
+      payload.startsWith(this.sealHead) &&
+      payload.indexOf(".", this.sealHead.length) === this.bodyAt - 1 &&
+      payload.startsWith(this.ownBody, this.bodyAt)
+    )
   }
 
   /** The envelope of one group from {@link pack}, with the next sequence number. */

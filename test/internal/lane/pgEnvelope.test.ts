@@ -479,6 +479,30 @@ describe("pgEnvelope", () => {
       )
     })
 
+    it.prop(
+      "isEcho, the receiver's shortcut for our own envelopes, answers only what open calls own",
+      [
+        fc.constantFrom<Envelope.Auth>(ringA, ringB, "open"),
+        fc.nat(),
+        fc.integer({ min: -1, max: 40 }),
+        fc.string({ maxLength: 3 })
+      ],
+      ([auth, at, cut, insert]) => {
+        const self = { serverId: "sender", epoch: EPOCH }
+        const ours = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
+        const s = sender(auth)
+        const genuine = sealOne(s)
+        assert.isTrue(s.isEcho(genuine))
+        assert.strictEqual(refusal(genuine, auth, new Envelope.ReplayState(), self, ours), "own")
+        // An edit anywhere: whenever isEcho still says ours, open says own too.
+        const i = at % (genuine.length + 1)
+        const edited = genuine.slice(0, i) + insert + genuine.slice(i + Math.max(0, cut))
+        if (s.isEcho(edited)) {
+          assert.strictEqual(refusal(edited, auth, new Envelope.ReplayState(), self, ours), "own", edited)
+        }
+      }
+    )
+
     it("own_server_id: our id with another epoch is refused, whatever the backend and the epoch's age", () => {
       const self = { serverId: "sender", epoch: EPOCH }
       const state = new Envelope.ReplayState()
