@@ -937,7 +937,7 @@ const QUOTE = /'/g
  * whatever `standard_conforming_strings` says. Payloads are ASCII without NUL (see `pgEnvelope`), so
  * nothing else needs escaping.
  */
-export const quoteLiteral = (text: string): string => {
+const quoteLiteral = (text: string): string => {
   let escaped = text
   if (escaped.includes("\\")) escaped = escaped.replace(BACKSLASH, "\\\\")
   if (escaped.includes("'")) escaped = escaped.replace(QUOTE, "''")
@@ -945,7 +945,7 @@ export const quoteLiteral = (text: string): string => {
 }
 
 /** How the lone notification of a send begins: `NOTIFY "<channel>", ` (the payload follows). */
-export const notifyPrefix = (channel: string): string => `NOTIFY ${quoteIdent(channel)}, `
+const notifyPrefix = (channel: string): string => `NOTIFY ${quoteIdent(channel)}, `
 
 /**
  * Sends payloads in order, in autocommit. A lone one, the wake's case, is `NOTIFY "<channel>",
