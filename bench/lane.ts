@@ -15,7 +15,7 @@
  * - the database's CPU per hint when hints come one at a time (a push every 2 ms, each its own
  *   notification), the common case of a quiet cluster;
  * - wake latency, lane and bare, while a load process runs writing transactions (`BEGIN; INSERT;
- *   UPDATE; COMMIT`) on several connections of the same database.
+ *   UPDATE; COMMIT`) on several connections of the same server (each wake pair has a database of its own).
  *
  * This file is also the entry point of its child processes (`node lane.js --lane-child <role> <params>`),
  * so the lane's roles need nothing from the shared child entry.
@@ -32,6 +32,7 @@ import * as MeshConfig from "../src/MeshConfig.js"
 import * as Postgres from "../src/Postgres.js"
 import { processCpuNs } from "./cli.js"
 import { Child, fromParent, nowNs, toParent } from "./ipc.js"
+import { type Breakdown, bareBreakdown, laneBreakdown, StageRecorder, Stamps } from "./laneStages.js"
 import * as Latency from "./latency.js"
 import { type Distribution, distribution, ratio, round, sleep } from "./stats.js"
 
@@ -57,11 +58,20 @@ export const fullPlan: LanePlan = {
   load: { clients: 4, warmupMs: 2000, measured: 1000 }
 }
 
-type Variant = "lane" | "tcp" | "bare"
+/** `lane-traced`: the lane with its stage tracer installed, beside the untraced `lane` the target reads. */
+type Variant = "lane" | "lane-traced" | "tcp" | "bare" | "bare-lean"
 
 const SECRET = "bench-lane-s3cr3t"
 const LANE_CHANNEL = "queen_mesh_bench"
+/** The traced pair's own channel: each pair hears only itself. */
+const TRACED_CHANNEL = "queen_mesh_bench_traced"
 const BARE_CHANNEL = "bench_bare"
+/**
+ * The lean bare pair: the lane's own statement form by hand (`NOTIFY` with a string constant in the
+ * simple protocol, `synchronous_commit` off), the floor of what the lane sends; information beside the
+ * target's bare pair, which is `SELECT pg_notify($1, $2)` as a hand-written client would send it.
+ */
+const LEAN_CHANNEL = "bench_bare_lean"
 /** A pop not woken this long after its push counts as a lost wake. */
 const LOST_AFTER_MS = 5000
 const LONG_WAIT_MS = 120_000
@@ -110,6 +120,13 @@ const freePort = (): Promise<number> =>
 
 interface Database {
   readonly url: string
+  /**
+   * The URL of a database of its own for one variant, made on first use. PostgreSQL signals every
+   * listener of the notifying database at each commit, whatever its channel, so pairs sharing one
+   * database would wake each other's idle backends on every wake (on two cores, that is time taken from
+   * the pair measured); listeners of other databases are left alone.
+   */
+  readonly urlFor: (variant: string) => Promise<string>
   readonly version: string
   /** Time on CPU of the postmaster and every backend, in ns. */
   readonly cpuNs: () => number
@@ -181,8 +198,20 @@ const startDatabase = async (): Promise<Database | string> => {
     return ns
   }
   let stopped = false
+  const made = new Map<string, string>()
+  const urlFor = async (variant: string) => {
+    const name = `bench_${variant.replace(/[^a-z0-9]/g, "_")}`
+    let url_ = made.get(name)
+    if (url_ === undefined) {
+      await query(`CREATE DATABASE ${name}`)
+      url_ = url.replace(/\/postgres$/, `/${name}`)
+      made.set(name, url_)
+    }
+    return url_
+  }
   const db: Database = {
     url,
+    urlFor,
     version,
     cpuNs,
     query,
@@ -207,6 +236,8 @@ const Numbers = Schema.Array(Schema.Number)
 interface SeriesResult {
   readonly latencyUs: Distribution
   readonly lost: number
+  /** Stage by stage, for the traced lane and the bare round trip. */
+  readonly stages?: Breakdown
 }
 
 /**
@@ -225,7 +256,9 @@ const wakeSeries = async (
   try {
     for (const variant of variants) {
       const [portA, portB] = [await freePort(), await freePort()]
-      const common = { total, url: db.url, secret: SECRET, pollMs: 100, pgPort: 0 }
+      const channel = variant === "lane-traced" ? TRACED_CHANNEL : LANE_CHANNEL
+      const url = variant === "tcp" ? db.url : await db.urlFor(variant)
+      const common = { total, url, secret: SECRET, pollMs: 100, pgPort: 0, channel }
       const b = startChild(`${variant}-b`, { ...common, port: portB, peerPort: portA })
       const a = startChild(`${variant}-a`, { ...common, port: portA, peerPort: portB })
       pairs.push({ variant, a, b, next: 0, kept: [] })
@@ -259,7 +292,25 @@ const wakeSeries = async (
         if (!(us > 0)) throw new Error(`${variant}: wake ${i} came before its push (${us} µs)`)
         latencies.push(us)
       }
-      out.set(variant, { latencyUs: distribution(latencies), lost })
+      const bareKind = variant === "bare" || variant === "bare-lean"
+      const traced = variant === "lane-traced" || bareKind
+      let stages: Breakdown | undefined
+      if (traced) {
+        // A's last acknowledgement came in long before B's stamps went out.
+        a.send({ kind: "stages" })
+        const stampsA = Schema.decodeUnknownSync(Stamps)((await a.take("stages", LONG_WAIT_MS)).data)
+        const stampsB = bareKind
+          ? {}
+          : Schema.decodeUnknownSync(Stamps)((await b.take("stages", LONG_WAIT_MS)).data)
+        const all = { sent, woken, a: stampsA, b: stampsB }
+        const measuredKept = kept.slice(0, measured)
+        stages = bareKind ? bareBreakdown(all, measuredKept) : laneBreakdown(all, measuredKept)
+      }
+      out.set(variant, {
+        latencyUs: distribution(latencies),
+        lost,
+        ...(stages === undefined ? {} : { stages })
+      })
     }
     return out
   } finally {
@@ -351,7 +402,7 @@ const runFlood = async (db: Database, plan: LanePlan["flood"]) => {
 
 const LoadReport = Schema.Struct({ transactions: Schema.Number, errors: Schema.Number, ms: Schema.Number })
 
-/** Lane and bare wakes while writing transactions run on the same database. */
+/** Lane and bare wakes while writing transactions run on the same server. */
 const runLoaded = async (db: Database, plan: LanePlan) => {
   await db.query(
     "CREATE TABLE IF NOT EXISTS bench_load (id bigserial PRIMARY KEY, payload text NOT NULL, at timestamptz NOT NULL DEFAULT now())"
@@ -398,14 +449,16 @@ export const runLane = async (
   try {
     const n = plan.wake.warmup + plan.wake.measured
     progress(`lane: wake latency, lane / TCP mesh / bare pg_notify x ${n}, blocks of ${plan.wake.block}`)
-    const wake = await wakeSeries(["lane", "tcp", "bare"], db, plan.wake)
+    const wake = await wakeSeries(["lane", "lane-traced", "tcp", "bare", "bare-lean"], db, plan.wake)
     progress(`lane: ${plan.flood.hints} hints back to back through the lane`)
     const flood = await runFlood(db, plan.flood)
     progress(`lane: wake latency under ${plan.load.clients} writing connections x ${plan.load.measured}`)
     const loaded = await runLoaded(db, plan)
     const lane = wake.get("lane")!
+    const traced = wake.get("lane-traced")!
     const tcp = wake.get("tcp")!
     const bare = wake.get("bare")!
+    const bareLean = wake.get("bare-lean")!
     return {
       measured: true as const,
       postgres: db.version,
@@ -415,8 +468,12 @@ export const runLane = async (
         lane,
         tcp,
         bare,
+        traced,
+        bareLean,
         ratios: {
+          laneOverBareLeanP50: ratio(lane.latencyUs.p50, bareLean.latencyUs.p50),
           laneOverBareP50: ratio(lane.latencyUs.p50, bare.latencyUs.p50),
+          tracedOverBareP50: ratio(traced.latencyUs.p50, bare.latencyUs.p50),
           laneOverBareP99: ratio(lane.latencyUs.p99, bare.latencyUs.p99),
           laneOverTcpP50: ratio(lane.latencyUs.p50, tcp.latencyUs.p50)
         }
@@ -445,10 +502,10 @@ export type LaneResult = Awaited<ReturnType<typeof runLane>>
 
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
 
-const laneRuntime = (serverId: string, url: string, secret: string) =>
+const laneRuntime = (serverId: string, url: string, secret: string, channel = LANE_CHANNEL) =>
   ManagedRuntime.make(
     Mesh.layerTcp().pipe(
-      Layer.provideMerge(Postgres.layer({ url: Redacted.make(url), channel: LANE_CHANNEL })),
+      Layer.provideMerge(Postgres.layer({ url: Redacted.make(url), channel })),
       Layer.provide(
         MeshConfig.layer({
           serverId,
@@ -484,8 +541,16 @@ const untilLaneHears = async (runtime: LaneRuntime, count: number, what: string)
 const ITEM = { queue: "orders", partition: "p-0" } as const
 const TARGET: LocalWaker.WaitTarget = { queue: "orders", tenant: Option.none() }
 
-/** A: on every `push`, stamp and push; sends its stamps on `times`. */
-const pusher = async (ready: () => Promise<void>, push: () => void, total: number) => {
+/**
+ * A: on every `push`, stamp and push; sends its stamps on `times`. With a recorder, each push begins its
+ * wake's record, and the stage stamps go out on `stages` when the driver asks.
+ */
+const pusher = async (
+  ready: () => Promise<void>,
+  push: () => void,
+  total: number,
+  recorder?: StageRecorder
+) => {
   const inbox = fromParent()
   const stamps: Array<number> = new Array(total).fill(0)
   let pushed = 0
@@ -494,7 +559,9 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
     allPushed = resolve
   })
   inbox.handle("push", (message) => {
-    stamps[message.i ?? pushed] = nowNs()
+    const i = message.i ?? pushed
+    recorder?.begin(i)
+    stamps[i] = nowNs()
     push()
     if (++pushed === total) allPushed()
   })
@@ -502,6 +569,10 @@ const pusher = async (ready: () => Promise<void>, push: () => void, total: numbe
   toParent({ kind: "ready" })
   await done
   toParent({ kind: "times", data: stamps })
+  if (recorder !== undefined) {
+    await inbox.take("stages", LONG_WAIT_MS * 10)
+    toParent({ kind: "stages", data: recorder.toJSON() })
+  }
   await inbox.take("stop", LONG_WAIT_MS * 10)
 }
 
@@ -515,23 +586,31 @@ const str = (params: Record<string, unknown>, key: string): string => {
   return typeof value === "string" ? value : ""
 }
 
-const laneA = async (params: Record<string, unknown>) => {
-  const runtime = laneRuntime("lane-a", str(params, "url"), SECRET)
+const laneA = (traced: boolean) => async (params: Record<string, unknown>) => {
+  const total = num(params, "total")
+  const recorder = traced ? new StageRecorder(total).install() : undefined
+  const runtime = laneRuntime("lane-a", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
   const mesh = await runtime.runPromise(Mesh.Mesh)
   await pusher(
     () => untilLaneHears(runtime, 1, "lane A"),
     () => mesh.unsafeMessageAvailable(ITEM),
-    num(params, "total")
+    total,
+    recorder
   )
   await runtime.dispose()
 }
 
-const laneB = async (params: Record<string, unknown>) => {
-  const runtime = laneRuntime("lane-b", str(params, "url"), SECRET)
+const laneB = (traced: boolean) => async (params: Record<string, unknown>) => {
+  const total = num(params, "total")
+  const recorder = traced ? new StageRecorder(total).install() : undefined
+  const runtime = laneRuntime("lane-b", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
   const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+  let parked = 0
   await Latency.parker(
     () => untilLaneHears(runtime, 1, "lane B"),
     async () => {
+      const i = parked++
+      recorder?.begin(i)
       let resolve: (at: number) => void = () => {}
       const woken = new Promise<number>((res) => {
         resolve = res
@@ -541,9 +620,13 @@ const laneB = async (params: Record<string, unknown>) => {
           Effect.sync(() => resolve(outcome === "woken" ? nowNs() : 0))
         )
       )
+      // Every stamp of the last wake is in once it is woken (or lost).
+      if (recorder !== undefined && i === total - 1) {
+        void woken.then(() => toParent({ kind: "stages", data: recorder.toJSON() }))
+      }
       return { woken }
     },
-    num(params, "total")
+    total
   )
   await runtime.dispose()
 }
@@ -559,21 +642,36 @@ const pgClient = async (url: string) => {
 /** About the size of the lane's envelope for one wake, so both carry alike. */
 const BARE_PAYLOAD = `bench.${"x".repeat(230)}`
 
-const bareA = async (params: Record<string, unknown>) => {
+/** The lean pair's statement: the payload is plain ASCII without quotes, so it needs no escaping. */
+const LEAN_STATEMENT = `NOTIFY ${LEAN_CHANNEL}, '${BARE_PAYLOAD}'`
+
+const bareA = (lean: boolean) => async (params: Record<string, unknown>) => {
   const client = await pgClient(str(params, "url"))
+  if (lean) await client.query("SET synchronous_commit TO off")
+  const total = num(params, "total")
+  // The lane's stages by hand: the statement handed to pg, and its acknowledgement.
+  const recorder = new StageRecorder(total)
   await pusher(
     async () => {},
     () => {
-      client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD]).catch((error: unknown) => {
-        toParent({ kind: "error", data: `pg_notify failed: ${String(error)}` })
-      })
+      const sent = lean
+        ? client.query(LEAN_STATEMENT)
+        : client.query("SELECT pg_notify($1, $2)", [BARE_CHANNEL, BARE_PAYLOAD])
+      sent.then(
+        () => recorder.record("acked"),
+        (error: unknown) => {
+          toParent({ kind: "error", data: `pg_notify failed: ${String(error)}` })
+        }
+      )
+      recorder.record("handed")
     },
-    num(params, "total")
+    total,
+    recorder
   )
   await client.end()
 }
 
-const bareB = async (params: Record<string, unknown>) => {
+const bareB = (lean: boolean) => async (params: Record<string, unknown>) => {
   const client = await pgClient(str(params, "url"))
   let waiting: ((at: number) => void) | undefined
   client.on("notification", () => {
@@ -582,7 +680,7 @@ const bareB = async (params: Record<string, unknown>) => {
     waiting = undefined
     resolve?.(at)
   })
-  await client.query(`LISTEN ${BARE_CHANNEL}`)
+  await client.query(`LISTEN ${lean ? LEAN_CHANNEL : BARE_CHANNEL}`)
   await Latency.parker(
     async () => {},
     async () => ({
@@ -775,10 +873,14 @@ const load = async (params: Record<string, unknown>) => {
 }
 
 const roles: Record<string, (params: Record<string, unknown>) => Promise<void>> = {
-  "lane-a": laneA,
-  "lane-b": laneB,
-  "bare-a": bareA,
-  "bare-b": bareB,
+  "lane-a": laneA(false),
+  "lane-b": laneB(false),
+  "lane-traced-a": laneA(true),
+  "lane-traced-b": laneB(true),
+  "bare-a": bareA(false),
+  "bare-b": bareB(false),
+  "bare-lean-a": bareA(true),
+  "bare-lean-b": bareB(true),
   "tcp-a": (params) => Latency.meshSyncPusher(wakeParams(params)),
   "tcp-b": (params) => Latency.meshParker(wakeParams(params)),
   "flood-a": floodA,

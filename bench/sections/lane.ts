@@ -22,7 +22,8 @@ const wakeRows = (w: Measured["wake"]): ReadonlyArray<Row> =>
     [
       ["lane", w.lane],
       ["TCP mesh", w.tcp],
-      ["bare pg_notify", w.bare]
+      ["bare pg_notify", w.bare],
+      ["bare NOTIFY, lane's statement form", w.bareLean]
     ] as const
   ).map(([name, v]) =>
     row(
@@ -32,6 +33,39 @@ const wakeRows = (w: Measured["wake"]): ReadonlyArray<Row> =>
       name === "lane" ? fmt(w.ratios.laneOverBareP50, 2) : "-"
     )
   )
+
+/**
+ * The stage table: the traced lane's wake stage by stage, then the bare round trip's, each stage's p50
+ * and mean (the path's means add up to the wake's mean over the same wakes; p50s need not).
+ */
+const stageRows = (w: Measured["wake"]): ReadonlyArray<Row> => {
+  const rows: Array<Row> = [
+    row(
+      "wake p50 / p99, lane with its stage tracer (µs; lost)",
+      `${fmt(w.traced.latencyUs.p50)} / ${fmt(w.traced.latencyUs.p99)}; ${w.traced.lost}`,
+      "-",
+      fmt(w.ratios.tracedOverBareP50, 2)
+    )
+  ]
+  for (const [name, series] of [
+    ["lane", w.traced],
+    ["bare", w.bare],
+    ["bare lean", w.bareLean]
+  ] as const) {
+    const stages = series.stages
+    if (stages === undefined) continue
+    rows.push(
+      row(
+        `${name} stages over ${stages.wakes} wakes (µs p50 / mean; whole wake)`,
+        `${fmt(stages.totalUs.p50)} / ${fmt(stages.totalUs.mean)}`
+      )
+    )
+    for (const stage of stages.stages) {
+      rows.push(row(`  ${name}: ${stage.stage}`, `${fmt(stage.us.p50)} / ${fmt(stage.us.mean)}`))
+    }
+  }
+  return rows
+}
 
 const floodRows = (f: Measured["flood"]): ReadonlyArray<Row> => [
   row(
@@ -76,6 +110,10 @@ const targets = (lane: Lane.LaneResult | undefined) => {
       ? []
       : [
           info("lane wake p50 / TCP mesh wake p50", measured?.wake.ratios.laneOverTcpP50),
+          info(
+            "lane wake p50 / bare NOTIFY in the lane's statement form p50",
+            measured?.wake.ratios.laneOverBareLeanP50
+          ),
           info("lane wake p50 under write load / bare under load", measured?.loaded.ratios.laneOverBareP50)
         ])
   ]
@@ -83,7 +121,7 @@ const targets = (lane: Lane.LaneResult | undefined) => {
 
 const note = (lane: Lane.LaneResult, plan: Lane.LanePlan): string =>
   lane.measured
-    ? `Lane: bench/lane.ts on an embedded PostgreSQL ${lane.postgres} (${lane.settings}). Wake = A's push (mesh.unsafeMessageAvailable; for TCP the same call over the TCP mesh) to B's parked LocalWaker pop, separate processes, CLOCK_MONOTONIC stamps, variants in alternating blocks of ${plan.wake.block}, ${plan.wake.measured} measured after ${plan.wake.warmup} warm-up; bare = SELECT pg_notify($1, $2) of a ${"bench.".length + 230}-byte payload on A's client to B's LISTENing client, stamped in its notification handler. Flood = ${plan.flood.hints.toLocaleString("en-US")} distinct hints pushed back to back, yielding every ${plan.flood.yieldEvery} and pausing while half the lane's send buffer is full; one at a time = ${plan.flood.trickle} hints 2 ms apart, each its own notification; database CPU = every PostgreSQL process's schedstat over the flood (net: minus the idle rate measured for 1 s before). Load = ${plan.load.clients} connections running BEGIN; INSERT; UPDATE; COMMIT back to back while ${plan.load.measured} lane and bare wakes are measured. A wake not applied within 5 s is lost.`
+    ? `Lane: bench/lane.ts on an embedded PostgreSQL ${lane.postgres} (${lane.settings}). Each wake pair has a database of its own (PostgreSQL signals every listener of the notifying database, whatever its channel). Wake = A's push (mesh.unsafeMessageAvailable; for TCP the same call over the TCP mesh) to B's parked LocalWaker pop, separate processes, CLOCK_MONOTONIC stamps, variants in alternating blocks of ${plan.wake.block}, ${plan.wake.measured} measured after ${plan.wake.warmup} warm-up; bare = SELECT pg_notify($1, $2) of a ${"bench.".length + 230}-byte payload on A's client to B's LISTENing client, stamped in its notification handler; bare lean = the same by hand in the lane's own statement form (NOTIFY with a string constant in the simple protocol, synchronous_commit off), as information. Flood = ${plan.flood.hints.toLocaleString("en-US")} distinct hints pushed back to back, yielding every ${plan.flood.yieldEvery} and pausing while half the lane's send buffer is full; one at a time = ${plan.flood.trickle} hints 2 ms apart, each its own notification; database CPU = every PostgreSQL process's schedstat over the flood (net: minus the idle rate measured for 1 s before). Load = ${plan.load.clients} connections running BEGIN; INSERT; UPDATE; COMMIT back to back while ${plan.load.measured} lane and bare wakes are measured. A wake not applied within 5 s is lost. Stages: a fourth pair runs the lane with its internal stage tracer (src/internal/lane/trace.ts) on a channel of its own, each stage stamped on the path on CLOCK_MONOTONIC in A and B and subtracted per wake (the path's means add up to the wake's mean; its p50 is its own row, the untraced lane's is the target's); the bare pair stamps the statement handed to pg and its acknowledgement by hand.`
     : `Lane skipped: ${lane.reason}`
 
 export const lane = section({
@@ -93,7 +131,12 @@ export const lane = section({
   results: (result) => ({ lane: result }),
   rows: (result) =>
     result.measured
-      ? [...wakeRows(result.wake), ...floodRows(result.flood), ...loadedRows(result.loaded)]
+      ? [
+          ...wakeRows(result.wake),
+          ...stageRows(result.wake),
+          ...floodRows(result.flood),
+          ...loadedRows(result.loaded)
+        ]
       : [row("PostgreSQL lane", "skipped (see notes)")],
   targets,
   notes: (result, plan) => (result === undefined ? [] : [note(result, plan.lane)]),

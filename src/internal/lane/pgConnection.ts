@@ -53,6 +53,7 @@ import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import * as Envelope from "./pgEnvelope.js"
 import * as Refusals from "./refusals.js"
+import { trace } from "./trace.js"
 
 // ---------------------------------------------------------------------------------------------
 // errors, options, state, stats
@@ -473,6 +474,8 @@ class Lane {
   readonly self: Envelope.Self
   /** How our own notifications' bodies begin (see `Envelope.ownPrefix`). */
   readonly ownPrefix: string
+  /** The lone notification's statement up to its payload (see {@link notifyPrefix}). */
+  readonly notify: string
   readonly annotations: Readonly<Record<string, unknown>>
   /**
    * The current connection as `open` needs it: our backend (-1 before the first connection) and the
@@ -525,12 +528,14 @@ class Lane {
     this.sender = new Envelope.Sender(options.serverId, epoch, options.channel, options.auth)
     this.self = { serverId: options.serverId, epoch }
     this.ownPrefix = Envelope.ownPrefix(this.self)
+    this.notify = notifyPrefix(options.channel)
     this.annotations = { module: "PgLane", server_id: options.serverId, channel: options.channel }
   }
 
   // --- the hot path -------------------------------------------------------------------------
 
   offer(frame: Uint8Array): boolean {
+    trace.tracer?.stamp("offered")
     this.framesOffered++
     if (this.closed) {
       this.dropped.closed++
@@ -555,6 +560,7 @@ class Lane {
 
   /** The client's 'notification' handler: nothing a notification carries may throw out of it. */
   readonly onNotification = (message: pg.Notification): void => {
+    trace.tracer?.stamp("notified")
     try {
       this.receive(message.channel, message.payload, message.processId)
     } catch (cause) {
@@ -566,7 +572,19 @@ class Lane {
   private receive(channel: string, payload: string | undefined, processId: number): void {
     if (channel !== this.options.channel) return
     this.notificationsReceived++
-    if (payload !== undefined) this.bytesReceived += Buffer.byteLength(payload, "utf8")
+    if (payload === undefined) {
+      this.refuse("malformed")
+      return
+    }
+    // Our own notification come back, as each does: counted, nothing else to do. Only our code sends
+    // from our backend, and all it sends is ASCII, so its length is its size.
+    if (processId === this.session.ownPid && this.sender.isEcho(payload)) {
+      trace.tracer?.stamp("echoed")
+      this.bytesReceived += payload.length
+      this.own++
+      return
+    }
+    this.bytesReceived += Buffer.byteLength(payload, "utf8")
     const nonce = Envelope.probeNonce(payload)
     if (nonce !== undefined) {
       const pending = this.pendingProbe
@@ -590,17 +608,22 @@ class Lane {
     if (Either.isLeft(opened)) {
       const reason = opened.left
       if (reason === "own") {
+        trace.tracer?.stamp("echoed")
         this.own++
         return
       }
-      this.refused[reason]++
-      this.warnRefused(reason)
-      this.call(() => this.handlers.onRefused?.(reason))
+      this.refuse(reason)
       return
     }
     const { from, frames, epoch } = opened.right
     this.framesReceived += frames.length
     if (frames.length > 0) this.call(() => this.handlers.onFrames(from, frames, epoch))
+  }
+
+  private refuse(reason: PgLaneRefusal): void {
+    this.refused[reason]++
+    this.warnRefused(reason)
+    this.call(() => this.handlers.onRefused?.(reason))
   }
 
   /**
@@ -659,6 +682,7 @@ class Lane {
         this.buffer.release(take)
         return
       }
+      trace.tracer?.stamp("tick")
       let sealed: Envelope.Sealed
       try {
         sealed = Envelope.seal(this.sender, frames, this.options.payloadLimit)
@@ -681,9 +705,11 @@ class Lane {
         }
       }
       const carried = frames.length - whole
+      trace.tracer?.stamp("sealed")
       busy = true
-      sendPayloads(conn.client, this.options.channel, sealed.payloads).then(
+      sendPayloads(conn.client, this.options.channel, this.notify, sealed.payloads).then(
         () => {
+          trace.tracer?.stamp("acked")
           busy = false
           this.buffer.release(take)
           this.framesSent += carried
@@ -903,15 +929,56 @@ class Lane {
 const STATEMENT_NOTIFICATIONS = 64
 const STATEMENT_BYTES = 512 * 1024
 
+const BACKSLASH = /\\/g
+const QUOTE = /'/g
+
 /**
- * Sends payloads in order, in autocommit. Several go as one statement, `pg_notify` over `unnest` of a
- * text array: one round trip and one commit, and PostgreSQL queues a transaction's notifications in the
- * order they were made, which is the array's (a function scan, no reordering). A lone one is
- * `SELECT pg_notify($1, $2)`.
+ * `text` as an escape string constant, `E'...'`: backslashes and quotes doubled, which reads the same
+ * whatever `standard_conforming_strings` says. Payloads are ASCII without NUL (see `pgEnvelope`), so
+ * nothing else needs escaping.
  */
-const sendPayloads = async (
+const quoteLiteral = (text: string): string => {
+  let escaped = text
+  if (escaped.includes("\\")) escaped = escaped.replace(BACKSLASH, "\\\\")
+  if (escaped.includes("'")) escaped = escaped.replace(QUOTE, "''")
+  return `E'${escaped}'`
+}
+
+/** How the lone notification of a send begins: `NOTIFY "<channel>", ` (the payload follows). */
+const notifyPrefix = (channel: string): string => `NOTIFY ${quoteIdent(channel)}, `
+
+/**
+ * Sends payloads in order, in autocommit. A lone one, the wake's case, is `NOTIFY "<channel>",
+ * E'<payload>'` in the simple protocol: one message and no plan, where the parameterised `pg_notify` is
+ * five messages (parse, bind, describe, execute, sync) and a plan, each time (bench/lane.ts measured the
+ * difference on the wake's path). Several go as one statement, `pg_notify` over `unnest` of a text
+ * array: one round trip and one commit, and PostgreSQL queues a transaction's notifications in the
+ * order they were made, which is the array's (a function scan, no reordering).
+ */
+const sendPayloads = (
   client: pg.Client,
   channel: string,
+  notify: string,
+  payloads: ReadonlyArray<string>
+): Promise<unknown> => {
+  if (payloads.length === 1) {
+    // The wake's case, without an async function's promise around pg's (nor its throws).
+    let sent: Promise<unknown>
+    try {
+      sent = client.query(notify + quoteLiteral(payloads[0]!))
+    } catch (cause) {
+      return Promise.reject(cause)
+    }
+    trace.tracer?.stamp("handed")
+    return sent
+  }
+  return sendSeveral(client, channel, notify, payloads)
+}
+
+const sendSeveral = async (
+  client: pg.Client,
+  channel: string,
+  notify: string,
   payloads: ReadonlyArray<string>
 ): Promise<void> => {
   let at = 0
@@ -922,13 +989,15 @@ const sendPayloads = async (
       bytes += payloads[end]!.length
       end++
     }
-    if (end - at === 1) await client.query("SELECT pg_notify($1, $2)", [channel, payloads[at]])
-    else {
-      await client.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS u(p)", [
-        channel,
-        payloads.slice(at, end)
-      ])
-    }
+    const sent =
+      end - at === 1
+        ? client.query(notify + quoteLiteral(payloads[at]!))
+        : client.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS u(p)", [
+            channel,
+            payloads.slice(at, end)
+          ])
+    trace.tracer?.stamp("handed")
+    await sent
     at = end
   }
 }
@@ -982,10 +1051,20 @@ const connect = (lane: Lane): Effect.Effect<Connection, PgLaneError, Scope.Scope
     )
   })
 
+/**
+ * The lane's session does not wait for its commits to reach the disk. A notification is delivered at
+ * commit, and NOTIFY gives its transaction an id, so with the default every send waited for a WAL
+ * flush before any listener heard it; a hint has nothing to make durable (notifications are never
+ * written to disk, and a crash loses them whatever the setting). Set by a statement rather than in the
+ * startup packet, which a session pooler may refuse.
+ */
+const NO_WAL_FLUSH = "SET synchronous_commit TO off"
+
 /** One connection from connect to loss: fails with why it ended, never succeeds. */
 const session = (lane: Lane): Effect.Effect<never, PgLaneError, Scope.Scope> =>
   Effect.gen(function* () {
     const conn = yield* connect(lane)
+    yield* conn.query(NO_WAL_FLUSH, [], "Listen", "setting synchronous_commit")
     yield* lane.identify(conn)
     lane.listening()
     yield* conn.query(`LISTEN ${quoteIdent(lane.options.channel)}`, [], "Listen", "LISTEN")

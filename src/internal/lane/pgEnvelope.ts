@@ -40,7 +40,7 @@
  * @internal
  */
 
-import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto"
+import { createHash, type Hash, hkdfSync, timingSafeEqual } from "node:crypto"
 import { Either } from "effect"
 import type { Auth, Keyring } from "../keyring.js"
 import { readLength } from "../wire/codec.js"
@@ -48,6 +48,7 @@ import { Tag } from "../wire/frames.js"
 import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import { EnvelopeRefusal } from "./refusals.js"
+import { trace } from "./trace.js"
 
 // ---------------------------------------------------------------------------------------------
 // constants
@@ -122,8 +123,8 @@ const laneKeyOf = (secret: string, channel: string): Buffer =>
 
 interface Prepared {
   readonly primaryId: string
-  readonly primary: Buffer
-  readonly byId: ReadonlyMap<string, Buffer>
+  readonly primary: LaneMac
+  readonly byId: ReadonlyMap<string, LaneMac>
 }
 
 /** Lane keys per keyring and channel: HKDF once, not per notification. */
@@ -137,9 +138,9 @@ const prepare = (ring: Keyring, channel: string): Prepared => {
   }
   const cached = byChannel.get(channel)
   if (cached !== undefined) return cached
-  const byId = new Map<string, Buffer>()
+  const byId = new Map<string, LaneMac>()
   for (const k of [ring.primary, ...ring.accepted]) {
-    if (!byId.has(k.id)) byId.set(k.id, laneKeyOf(k.secret, channel))
+    if (!byId.has(k.id)) byId.set(k.id, new LaneMac(laneKeyOf(k.secret, channel), channel))
   }
   const prepared = { primaryId: ring.primary.id, primary: byId.get(ring.primary.id)!, byId }
   byChannel.set(channel, prepared)
@@ -152,16 +153,44 @@ const u32 = (n: number): Buffer => {
   return out
 }
 
+const SHA256_BLOCK = 64
+
 /**
- * `HMAC-SHA256(laneKey, M)`, `M` = for each of the domain, the channel and the body, `u32 BE byte
- * length | UTF-8 bytes`: the length prefixes mean no two (channel, body) pairs share an input.
+ * `HMAC-SHA256(laneKey, M)` on one channel, `M` = for each of the domain, the channel and the body,
+ * `u32 BE byte length | UTF-8 bytes`: the length prefixes mean no two (channel, body) pairs share an
+ * input.
+ *
+ * Written out by HMAC's definition (RFC 2104: `H((K ^ opad) | H((K ^ ipad) | M))`) so that the two
+ * padded key blocks, and the part of `M` that is the same for every body, are hashed once, and each MAC
+ * copies the two hash states instead of setting up an HMAC: on a wake's path, with the process's caches
+ * cold from waiting, `createHmac` cost about 60 us p50 against 35 for the copies (2 ms apart, this
+ * machine). The same bytes as `createHmac` (a property test holds them equal).
  */
-const macOf = (laneKey: Buffer, channel: string, body: string): Buffer => {
-  const hmac = createHmac("sha256", laneKey)
-  hmac.update(macPrefixOf(channel))
-  hmac.update(u32(Buffer.byteLength(body, "utf8")))
-  hmac.update(body, "utf8")
-  return hmac.digest()
+export class LaneMac {
+  /** SHA-256 over `K ^ ipad` and the MAC input up to the body. */
+  private readonly inner: Hash
+  /** SHA-256 over `K ^ opad`. */
+  private readonly outer: Hash
+
+  constructor(laneKey: Uint8Array, channel: string) {
+    const key = laneKey.length > SHA256_BLOCK ? createHash("sha256").update(laneKey).digest() : laneKey
+    const ipad = Buffer.alloc(SHA256_BLOCK, 0x36)
+    const opad = Buffer.alloc(SHA256_BLOCK, 0x5c)
+    for (let i = 0; i < key.length; i++) {
+      ipad[i]! ^= key[i]!
+      opad[i]! ^= key[i]!
+    }
+    this.inner = createHash("sha256").update(ipad).update(macPrefixOf(channel))
+    this.outer = createHash("sha256").update(opad)
+  }
+
+  /** The MAC of `body`. */
+  of(body: string): Buffer {
+    const inner = this.inner.copy()
+    inner.update(u32(Buffer.byteLength(body, "utf8")))
+    inner.update(body, "utf8")
+    return this.outer.copy().update(inner.digest()).digest()
+  }
 }
 
 /** The MAC's input up to the body, which is the same for every notification on a channel. */
@@ -380,11 +409,15 @@ export class Sender {
   pid = 0
   private head: string
   private readonly keyId: string
-  private readonly key: Buffer | undefined
+  private readonly key: LaneMac | undefined
   /** Milliseconds to add to `Date.now()` for the database's time. */
   private clockOffset = 0
   /** Bytes of an envelope with an empty frame list and the widest pid, time and sequence number. */
   readonly overhead: number
+  /** How each of our envelopes begins, up to its MAC; where its body begins; how the body begins. */
+  private readonly sealHead: string
+  private readonly bodyAt: number
+  private readonly ownBody: string
 
   constructor(
     readonly serverId: string,
@@ -402,6 +435,9 @@ export class Sender {
       this.key = prepared.primary
     }
     const macLength = this.key === undefined ? NO_FIELD.length : 64
+    this.sealHead = `${VERSION}.${this.keyId}.`
+    this.bodyAt = this.sealHead.length + macLength + 1
+    this.ownBody = ownPrefix({ serverId, epoch })
     this.overhead =
       VERSION.length +
       1 +
@@ -429,12 +465,25 @@ export class Sender {
     this.clockOffset = clockOffset
   }
 
+  /**
+   * Whether `payload`, come from our own backend, is what `open` calls `own`: one of our envelopes, come
+   * back to us. Every notification we send comes back so; this answers without parsing the header.
+   */
+  isEcho(payload: string): boolean {
+    return (
+      payload.length <= MAX_OPEN_LENGTH &&
+      payload.startsWith(this.sealHead) &&
+      payload.indexOf(".", this.sealHead.length) === this.bodyAt - 1 &&
+      payload.startsWith(this.ownBody, this.bodyAt)
+    )
+  }
+
   /** The envelope of one group from {@link pack}, with the next sequence number. */
   envelope(group: string): string {
     this.seq++
     const time = Math.max(0, Math.round(Date.now() + this.clockOffset))
     const body = `${this.head}${time},"q":${this.seq},"f":[${group}]}`
-    const mac = this.key === undefined ? NO_FIELD : macOf(this.key, this.channel, body).toString("hex")
+    const mac = this.key === undefined ? NO_FIELD : this.key.of(body).toString("hex")
     return `${VERSION}.${this.keyId}.${mac}.${body}`
   }
 }
@@ -453,6 +502,7 @@ export const seal = (
   limit: number = DEFAULT_PAYLOAD_LIMIT
 ): Sealed => {
   const packed = pack(frames, limit - sender.overhead)
+  trace.tracer?.stamp("packed")
   return {
     payloads: packed.groups.map((group) => sender.envelope(group)),
     frames: packed.frames,
@@ -630,13 +680,14 @@ export const open = (
     let verifiedBy: string | undefined
     if (auth !== "open") {
       if (unsigned) return Either.left("unauthenticated")
-      const laneKey = prepare(auth, channel).byId.get(keyId)
-      if (laneKey === undefined) return Either.left("unknown_key")
-      if (!timingSafeEqual(macOf(laneKey, channel, body), Buffer.from(mac, "hex"))) {
+      const laneMac = prepare(auth, channel).byId.get(keyId)
+      if (laneMac === undefined) return Either.left("unknown_key")
+      if (!timingSafeEqual(laneMac.of(body), Buffer.from(mac, "hex"))) {
         return Either.left("bad_mac")
       }
       verifiedBy = keyId
     }
+    trace.tracer?.stamp("verified")
     const parsed = parseBody(body)
     if (parsed === undefined) return Either.left("malformed")
     // Ours, yet not from our backend: a recording of this boot, or another boot (or process) of our id.
@@ -648,6 +699,7 @@ export const open = (
     if (parsed.pid !== receipt.processId) return Either.left("wrong_backend")
     if (parsed.time < receipt.listenedAt - SEAL_TOLERANCE_MS) return Either.left("stale")
     state.accept(parsed.from, parsed.epoch, parsed.seq)
+    trace.tracer?.stamp("checked")
     return Either.right({
       from: parsed.from,
       epoch: parsed.epoch,

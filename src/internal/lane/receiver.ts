@@ -10,6 +10,7 @@ import * as Codec from "../wire/codec.js"
 import * as Frames from "../wire/frames.js"
 import type { LaneMembers } from "./members.js"
 import type * as Envelope from "./pgEnvelope.js"
+import { trace } from "./trace.js"
 
 /** Effects waiting to apply frames, at most; past it a frame is dropped and counted `overloaded`. */
 const MAX_PENDING_APPLIES = 65_536
@@ -63,6 +64,7 @@ export class LaneReceiver {
       return
     }
     const frame = decoded.right
+    trace.tracer?.stamp("decoded")
     if (frame._tag === "Unknown") {
       this.unknownFrames++
       return
@@ -70,6 +72,7 @@ export class LaneReceiver {
     // Liveness was recorded for the notification; a heartbeat has nothing else to do.
     if (frame._tag === "Heartbeat") return
     this.apply(from, frame)
+    trace.tracer?.stamp("dispatched")
   }
 
   private apply(from: string, frame: Frames.Frame): void {

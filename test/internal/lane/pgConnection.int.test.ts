@@ -167,6 +167,32 @@ const external = Pg.externalUrl !== undefined
 
 layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("PostgreSQL lane", (it) => {
   it.scoped(
+    "a lone notification's statement carries quotes, backslashes and non-ASCII text intact",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Pg.PgServer
+        const channel = freshChannel()
+        const a = yield* startLane(server.url, channel, "a")
+        const b = yield* startLane(server.url, channel, "b")
+        yield* upAll(a, b)
+        // Sent one at a time, so each is a lone NOTIFY with a string constant, not the array form.
+        const queues = ["it's", "back\\slash", "both\\'\\\\''", 'quote"d', "caf\u00e9 \u{1f600}", "E'x'"]
+        for (const [i, queue] of queues.entries()) {
+          assert.isTrue(a.lane.offer(frame(1, { queue, partition: `p${i}` })))
+          yield* eventually(`b heard ${JSON.stringify(queue)}`, () => framesFrom(b, a.id).length === i + 1)
+        }
+        assert.deepStrictEqual(
+          framesFrom(b, a.id),
+          queues.map((queue, i) => ({ tag: 1, json: { queue, partition: `p${i}` } }))
+        )
+        const stats = yield* a.lane.stats
+        assert.strictEqual(stats.notificationsSent, queues.length)
+        assert.deepStrictEqual(b.refused, [])
+      }),
+    180_000
+  )
+
+  it.scoped(
     "three lanes on one channel deliver each other's frames, each ignoring its own",
     () =>
       Effect.gen(function* () {

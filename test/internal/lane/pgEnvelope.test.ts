@@ -417,6 +417,28 @@ describe("pgEnvelope", () => {
       return hmac.digest("hex")
     }
 
+    it.prop(
+      "LaneMac, HMAC written out by its definition, equals createHmac for any key, channel and body",
+      [fc.uint8Array({ minLength: 1, maxLength: 100 }), fc.string({ maxLength: 63 }), fc.fullUnicodeString()],
+      ([key, channel, body]) => {
+        const hmac = createHmac("sha256", key)
+        for (const field of ["queen-mesh/pg/v1", channel, body]) {
+          const bytes = Buffer.from(field, "utf8")
+          const length = Buffer.alloc(4)
+          length.writeUInt32BE(bytes.length, 0)
+          hmac.update(length)
+          hmac.update(bytes)
+        }
+        const mac = new Envelope.LaneMac(key, channel)
+        // Twice: each MAC starts from the same kept hash states.
+        assert.strictEqual(mac.of(body).toString("hex"), hmac.digest("hex"))
+        assert.strictEqual(
+          mac.of(body).toString("hex"),
+          new Envelope.LaneMac(key, channel).of(body).toString("hex")
+        )
+      }
+    )
+
     it("the MAC is HMAC-SHA256 of the HKDF lane key over the length-prefixed domain, channel and body", () => {
       const payload = sealOne(sender())
       const [, , mac] = payload.split(".", 3)
@@ -456,6 +478,30 @@ describe("pgEnvelope", () => {
         "own"
       )
     })
+
+    it.prop(
+      "isEcho, the receiver's shortcut for our own envelopes, answers only what open calls own",
+      [
+        fc.constantFrom<Envelope.Auth>(ringA, ringB, "open"),
+        fc.nat(),
+        fc.integer({ min: -1, max: 40 }),
+        fc.string({ maxLength: 3 })
+      ],
+      ([auth, at, cut, insert]) => {
+        const self = { serverId: "sender", epoch: EPOCH }
+        const ours = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
+        const s = sender(auth)
+        const genuine = sealOne(s)
+        assert.isTrue(s.isEcho(genuine))
+        assert.strictEqual(refusal(genuine, auth, new Envelope.ReplayState(), self, ours), "own")
+        // An edit anywhere: whenever isEcho still says ours, open says own too.
+        const i = at % (genuine.length + 1)
+        const edited = genuine.slice(0, i) + insert + genuine.slice(i + Math.max(0, cut))
+        if (s.isEcho(edited)) {
+          assert.strictEqual(refusal(edited, auth, new Envelope.ReplayState(), self, ours), "own", edited)
+        }
+      }
+    )
 
     it("own_server_id: our id with another epoch is refused, whatever the backend and the epoch's age", () => {
       const self = { serverId: "sender", epoch: EPOCH }
