@@ -19,7 +19,6 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
 import * as ClusterView from "./ClusterView.js"
 import { Mesh } from "./Mesh.js"
@@ -381,6 +380,9 @@ export const serve = (
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
     let node: Http.Server | undefined
+    // The Node server (and what it brings: the platform's HTTP client, undici, ws) is loaded only by a
+    // host that serves the routes this way; one that mounts `router` into its own server never loads it.
+    const NodeHttpServer = yield* Effect.promise(() => import("@effect/platform-node/NodeHttpServer"))
     const server = yield* NodeHttpServer.make(() => (node = makeServer(options)), {
       host: options.host,
       port: options.port
