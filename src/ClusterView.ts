@@ -24,6 +24,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platf
 import { Clock, Duration, Effect, Either, Metric, MetricState, Option, Schema } from "effect"
 import * as EventStream from "./internal/eventStream.js"
 import * as ViewAssets from "./internal/view/assets.js"
+import * as ViewPaths from "./internal/view/paths.js"
 import { SingleFlight } from "./internal/view/singleFlight.js"
 import * as StatsFetch from "./internal/view/statsFetch.js"
 import type * as Membership from "./Membership.js"
@@ -43,13 +44,7 @@ import * as MeshStats from "./MeshStats.js"
  * @since 0.1.0
  * @category constants
  */
-export const paths = {
-  page: "/cluster/",
-  script: "/cluster/cluster.js",
-  style: "/cluster/cluster.css",
-  view: "/cluster/view.json",
-  events: "/cluster/events"
-} as const
+export const paths: typeof ViewPaths.paths = ViewPaths.paths
 
 /**
  * How the page fetches its peers' stats and serves its event streams.

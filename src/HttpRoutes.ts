@@ -20,7 +20,8 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
-import * as ClusterView from "./ClusterView.js"
+import type * as ClusterView from "./ClusterView.js"
+import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
 import * as MeshMetrics from "./MeshMetrics.js"
@@ -241,10 +242,34 @@ export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<n
   )
   return options.cluster === false
     ? routes
-    : HttpRouter.concat(
-        routes,
-        ClusterView.makeRouter({ ...options.cluster, statsPath: paths.sharedStateStats })
-      )
+    : HttpRouter.concat(routes, clusterRouter({ ...options.cluster, statsPath: paths.sharedStateStats }))
+}
+
+/**
+ * The cluster page's routes, its module loaded on the first request for one of them: a node nobody
+ * opens the page of never loads it. Each path is answered by the page's own router, built once.
+ */
+const clusterRouter = (options: ClusterView.Options): HttpRouter.HttpRouter<never, Mesh> => {
+  // The options' durations are read now, as the page's router would: a bad one fails here, not later.
+  for (const duration of [options.fetchTimeout, options.refreshInterval, options.streamLifetime]) {
+    if (duration !== undefined) Duration.decode(duration)
+  }
+  let loaded: Promise<HttpRouter.HttpRouter<never, Mesh>> | undefined
+  const page = Effect.flatMap(
+    Effect.promise(() => {
+      loaded ??= import("./ClusterView.js").then((ClusterView) => ClusterView.makeRouter(options))
+      return loaded
+    }),
+    (router) => router
+  ).pipe(Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound))
+  const { page: pagePath, script, style, view, events } = ViewPaths.paths
+  return HttpRouter.empty.pipe(
+    HttpRouter.get(pagePath, page),
+    HttpRouter.get(style, page),
+    HttpRouter.get(script, page),
+    HttpRouter.get(view, page),
+    HttpRouter.get(events, page)
+  )
 }
 
 /**
