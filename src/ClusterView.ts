@@ -44,7 +44,13 @@ import * as MeshStats from "./MeshStats.js"
  * @since 0.1.0
  * @category constants
  */
-export const paths: typeof ViewPaths.paths = ViewPaths.paths
+export const paths: {
+  readonly page: "/cluster/"
+  readonly script: "/cluster/cluster.js"
+  readonly style: "/cluster/cluster.css"
+  readonly view: "/cluster/view.json"
+  readonly events: "/cluster/events"
+} = ViewPaths.paths
 
 /**
  * How the page fetches its peers' stats and serves its event streams.
