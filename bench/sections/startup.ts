@@ -30,8 +30,10 @@ interface StartupPlan {
     readonly runs: number
     /** How long the node idles, links up, before its RSS is read. */
     readonly idleMs: number
-    /** Runs of each part's end-to-end node and of each import set. */
+    /** Runs of each part's end-to-end node. */
     readonly partRuns: number
+    /** Rounds of the import sets. */
+    readonly importRuns: number
     /** How long a host program settles before its memory is read. */
     readonly hostSettleMs: number
   }
@@ -137,13 +139,14 @@ const parts = async (plan: StartupPlan["startup"]) => {
   return out
 }
 
-const ImportResult = Schema.Struct({ ms: Schema.Number, rss: Schema.Number })
+const ImportResult = Schema.Struct({ ms: Schema.Number, cpuMs: Schema.Number, rss: Schema.Number })
 
-/** A fresh `node` importing `specifiers` and nothing else: ms from process start, RSS. */
+/** A fresh `node` importing `specifiers` and nothing else: ms from process start, its CPU, RSS. */
 const importOnce = (specifiers: ReadonlyArray<string>) =>
   new Promise<typeof ImportResult.Type>((resolve, reject) => {
     const code = `${specifiers.map((s) => `await import(${JSON.stringify(s)})`).join(";")};
-process.stdout.write(JSON.stringify({ ms: performance.now(), rss: process.memoryUsage().rss }))`
+const cpu = process.cpuUsage()
+process.stdout.write(JSON.stringify({ ms: performance.now(), cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))`
     const child = spawn(process.execPath, ["--input-type=module", "-e", code], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"]
@@ -197,17 +200,26 @@ const imports = async (runs: number) => {
     nodeTls: [...importSets.node, ...importSets.tls],
     nodeLane: [...importSets.node, ...importSets.lane]
   }
-  const out: Record<string, { ms: number; rssMiB: number }> = {}
-  for (const [name, specifiers] of Object.entries(sets)) {
-    const results: Array<typeof ImportResult.Type> = []
-    for (let i = 0; i < runs; i++) results.push(await importOnce(specifiers))
+  // Round by round, every set once per round: a change in the machine's load falls on every set alike.
+  const results = new Map<string, Array<typeof ImportResult.Type>>()
+  for (let i = 0; i < runs; i++) {
+    for (const [name, specifiers] of Object.entries(sets)) {
+      const list = results.get(name) ?? []
+      list.push(await importOnce(specifiers))
+      results.set(name, list)
+    }
+  }
+  const out: Record<string, { ms: number; cpuMs: number; rssMiB: number }> = {}
+  for (const [name, list] of results) {
     out[name] = {
-      ms: round(median(results.map((r) => r.ms)), 1),
-      rssMiB: round(median(results.map((r) => r.rss)) / MiB, 1)
+      ms: round(median(list.map((r) => r.ms)), 1),
+      cpuMs: round(median(list.map((r) => r.cpuMs)), 1),
+      rssMiB: round(median(list.map((r) => r.rss)) / MiB, 1)
     }
   }
   const delta = (a: string, b: string) => ({
     ms: round(out[a]!.ms - out[b]!.ms, 1),
+    cpuMs: round(out[a]!.cpuMs - out[b]!.cpuMs, 1),
     rssMiB: round(out[a]!.rssMiB - out[b]!.rssMiB, 1)
   })
   return {
@@ -284,7 +296,7 @@ const run = async (driver: Driver, plan: StartupPlan) => {
   const node = await withThreePeers(driver, p)
   driver.progress(`startup: each optional part end to end (${p.partRuns} runs each) and import only`)
   const partsEndToEnd = await parts(p)
-  const importOnly = await imports(p.partRuns)
+  const importOnly = await imports(p.importRuns)
   driver.progress("startup: a host program with Mesh.layer and 3 peers against the same without it")
   const hostCost = await host(driver, p)
   return { peers: PEERS, node, parts: partsEndToEnd, imports: importOnly, host: hostCost }
@@ -302,9 +314,10 @@ const rows = (r: Startup) => {
     const p = part(name)
     return p === undefined || plain === undefined
       ? "-"
-      : `+${fmt(p.listeningMs - plain.listeningMs, 0)} ms, +${fmt(p.rssMiB - plain.rssMiB)} MiB`
+      : `${fmt(p.listeningMs - plain.listeningMs, 0)} ms, ${fmt(p.rssMiB - plain.rssMiB)} MiB`
   }
-  const imp = (x: { ms: number; rssMiB: number }) => `+${fmt(x.ms, 0)} ms, +${fmt(x.rssMiB)} MiB`
+  const imp = (x: { ms: number; cpuMs: number; rssMiB: number }) =>
+    `${fmt(x.ms, 0)} ms (CPU ${fmt(x.cpuMs, 0)} ms), ${fmt(x.rssMiB)} MiB`
   return [
     row("startup: node, 3 peers, spawn to listening (ms, median (min-max))", spreadText(r.node.listeningMs)),
     row("startup: node's CPU at listening (ms)", spreadText(r.node.cpuMs)),
@@ -320,8 +333,9 @@ const rows = (r: Startup) => {
     row("startup: import only, the HTTP routes and cluster page", imp(r.imports.parts.httpRoutes)),
     row("startup: import only, the Node HTTP server", imp(r.imports.parts.httpServer)),
     row(
-      "startup: import only, bare node / effect barrel / the node command (ms)",
-      `${fmt(r.imports.sets.bare?.ms, 0)} / ${fmt(r.imports.sets.effectBarrel?.ms, 0)} / ${fmt(r.imports.sets.node?.ms, 0)}`
+      "startup: import only, bare node / effect barrel / the node command (ms; CPU ms)",
+      `${fmt(r.imports.sets.bare?.ms, 0)} / ${fmt(r.imports.sets.effectBarrel?.ms, 0)} / ${fmt(r.imports.sets.node?.ms, 0)}`,
+      `${fmt(r.imports.sets.bare?.cpuMs, 0)} / ${fmt(r.imports.sets.effectBarrel?.cpuMs, 0)} / ${fmt(r.imports.sets.node?.cpuMs, 0)}`
     ),
     row(
       "startup: host with Mesh.layer + 3 peers vs without: RSS / heap (MiB more)",
@@ -334,8 +348,8 @@ const rows = (r: Startup) => {
 export const startupSection = section({
   names: ["startup"],
   plan: {
-    full: { startup: { runs: 9, idleMs: 5000, partRuns: 5, hostSettleMs: 3000 } },
-    quick: { startup: { runs: 5, idleMs: 3000, partRuns: 3, hostSettleMs: 2000 } }
+    full: { startup: { runs: 9, idleMs: 5000, partRuns: 5, importRuns: 7, hostSettleMs: 3000 } },
+    quick: { startup: { runs: 5, idleMs: 3000, partRuns: 3, importRuns: 3, hostSettleMs: 2000 } }
   },
   run,
   results: (result) => ({ startup: result }),
@@ -368,7 +382,7 @@ export const startupSection = section({
   ],
   notes: (_, plan) => [
     `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed.`,
-    "Per part end to end: the node with one configured peer that is not there (the mesh active, listening), plain, with QUEEN_MESH_TLS=psk, and with QUEEN_MESH_PG_URL at a closed loopback port (the lane's module and pg load; it retries); medians. Import only: a fresh node importing a set of modules, ms from process start and RSS, medians, each part the difference of two sets.",
+    "Per part end to end: the node with one configured peer that is not there (the mesh active, listening), plain, with QUEEN_MESH_TLS=psk, and with QUEEN_MESH_PG_URL at a closed loopback port (the lane's module and pg load; it retries); medians. Import only: a fresh node importing a set of modules, ms from process start, its CPU and RSS, medians over rounds that run every set once, each part the difference of two sets (start-up differences under ~50 ms are within the noise of a busy machine).",
     "Host: the effect barrel and a runtime, with Mesh.layer (shipped in-memory services, TCP) and 3 peers imported from the main entry (as the README does) or from subpaths, against the same program without it; RSS and heap in use after the links are up and two GCs."
   ]
 })
