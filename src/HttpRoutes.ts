@@ -11,15 +11,17 @@
  */
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import {
-  type HttpApp,
-  HttpRouter,
-  HttpServer,
-  type HttpServerError,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import type * as ClusterView from "./ClusterView.js"
 import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"

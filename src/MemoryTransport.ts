@@ -18,19 +18,17 @@
  *
  * @since 0.1.0
  */
-import {
-  Clock,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  FiberSet,
-  Layer,
-  Option,
-  Queue,
-  Ref,
-  type Scope
-} from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
 import { TransportError } from "./MeshError.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
 

@@ -12,7 +12,11 @@
 import * as Net from "node:net"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import {
   connectionOf,
   destroy,

@@ -5,7 +5,9 @@
  *
  * @internal
  */
-import { Metric, MetricBoundaries, MetricKey } from "effect"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
 import type * as Membership from "../../Membership.js"
 
 export const names = {

@@ -8,7 +8,14 @@
  * @internal
  */
 
-import { Context, Duration, Effect, Layer, Metric, MetricKey, Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as MetricKey from "effect/MetricKey"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import { handshakeReasonList, handshakeReasons } from "../../MeshError.js"
 import * as MeshHealth from "../../MeshHealth.js"

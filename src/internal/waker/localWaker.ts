@@ -26,7 +26,13 @@
  * @internal
  */
 
-import { Context, Duration, Effect, FiberHandle, Option, type Scope, Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberHandle from "effect/FiberHandle"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as MeshHealth from "../../MeshHealth.js"
 import * as EntryPoints from "../synchronousEntryPoints.js"
 import * as Names from "../wire/names.js"
