@@ -31,6 +31,7 @@ import { idle } from "./sections/idle.js"
 import { lane } from "./sections/lane.js"
 import { parked } from "./sections/parked.js"
 import { scale } from "./sections/scale.js"
+import { startupSection } from "./sections/startup.js"
 import { throughput } from "./sections/throughput.js"
 import { tls } from "./sections/tls.js"
 import { wake } from "./sections/wake.js"
@@ -50,6 +51,7 @@ const sections: ReadonlyArray<Registered> = [
   tls,
   fair,
   idle,
+  startupSection,
   broker
 ]
 

@@ -20,10 +20,20 @@
  * @since 0.1.0
  */
 import * as Os from "node:os"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Duration, Effect, Either, Metric, MetricState, Option, Schema } from "effect"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Metric from "effect/Metric"
+import * as MetricState from "effect/MetricState"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as EventStream from "./internal/eventStream.js"
 import * as ViewAssets from "./internal/view/assets.js"
+import * as ViewPaths from "./internal/view/paths.js"
 import { SingleFlight } from "./internal/view/singleFlight.js"
 import * as StatsFetch from "./internal/view/statsFetch.js"
 import type * as Membership from "./Membership.js"
@@ -43,13 +53,13 @@ import * as MeshStats from "./MeshStats.js"
  * @since 0.1.0
  * @category constants
  */
-export const paths = {
-  page: "/cluster/",
-  script: "/cluster/cluster.js",
-  style: "/cluster/cluster.css",
-  view: "/cluster/view.json",
-  events: "/cluster/events"
-} as const
+export const paths: {
+  readonly page: "/cluster/"
+  readonly script: "/cluster/cluster.js"
+  readonly style: "/cluster/cluster.css"
+  readonly view: "/cluster/view.json"
+  readonly events: "/cluster/events"
+} = ViewPaths.paths
 
 /**
  * How the page fetches its peers' stats and serves its event streams.

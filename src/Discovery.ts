@@ -13,7 +13,10 @@
  * @since 0.1.0
  */
 import * as Dns from "node:dns"
-import { Context, Effect, Layer, Ref } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
 import type { Peer } from "./MeshConfig.js"
 import { DiscoveryError } from "./MeshError.js"
 

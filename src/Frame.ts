@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import type { Either, Option } from "effect"
+import type * as Either from "effect/Either"
+import type * as Option from "effect/Option"
 import * as Codec from "./internal/wire/codec.js"
 import * as Frames from "./internal/wire/frames.js"
 import * as Names from "./internal/wire/names.js"

@@ -12,7 +12,12 @@
  *
  * @since 0.1.0
  */
-import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { HotItem, QueueItem } from "./Frame.js"
 import { loop } from "./internal/loop.js"
 import * as EntryPoints from "./internal/synchronousEntryPoints.js"

@@ -11,17 +11,19 @@
  */
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import {
-  type HttpApp,
-  HttpRouter,
-  HttpServer,
-  type HttpServerError,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Duration, Effect, type Layer, Schema, type Scope } from "effect"
-import * as ClusterView from "./ClusterView.js"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type * as ClusterView from "./ClusterView.js"
+import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
 import * as MeshMetrics from "./MeshMetrics.js"
@@ -242,10 +244,34 @@ export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<n
   )
   return options.cluster === false
     ? routes
-    : HttpRouter.concat(
-        routes,
-        ClusterView.makeRouter({ ...options.cluster, statsPath: paths.sharedStateStats })
-      )
+    : HttpRouter.concat(routes, clusterRouter({ ...options.cluster, statsPath: paths.sharedStateStats }))
+}
+
+/**
+ * The cluster page's routes, its module loaded on the first request for one of them: a node nobody
+ * opens the page of never loads it. Each path is answered by the page's own router, built once.
+ */
+const clusterRouter = (options: ClusterView.Options): HttpRouter.HttpRouter<never, Mesh> => {
+  // The options' durations are read now, as the page's router would: a bad one fails here, not later.
+  for (const duration of [options.fetchTimeout, options.refreshInterval, options.streamLifetime]) {
+    if (duration !== undefined) Duration.decode(duration)
+  }
+  let loaded: Promise<HttpRouter.HttpRouter<never, Mesh>> | undefined
+  const page = Effect.flatMap(
+    Effect.promise(() => {
+      loaded ??= import("./ClusterView.js").then((ClusterView) => ClusterView.makeRouter(options))
+      return loaded
+    }),
+    (router) => router
+  ).pipe(Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound))
+  const { page: pagePath, script, style, view, events } = ViewPaths.paths
+  return HttpRouter.empty.pipe(
+    HttpRouter.get(pagePath, page),
+    HttpRouter.get(style, page),
+    HttpRouter.get(script, page),
+    HttpRouter.get(view, page),
+    HttpRouter.get(events, page)
+  )
 }
 
 /**
@@ -381,6 +407,9 @@ export const serve = (
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
     let node: Http.Server | undefined
+    // The Node server (and what it brings: the platform's HTTP client, undici, ws) is loaded only by a
+    // host that serves the routes this way; one that mounts `router` into its own server never loads it.
+    const NodeHttpServer = yield* Effect.promise(() => import("@effect/platform-node/NodeHttpServer"))
     const server = yield* NodeHttpServer.make(() => (node = makeServer(options)), {
       host: options.host,
       port: options.port

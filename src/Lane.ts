@@ -8,7 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Scope, type Stream } from "effect"
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
 import type { Frame } from "./Frame.js"
 import type { MeshConfigShape } from "./MeshConfig.js"
 import type { MeshEventsShape } from "./MeshEvent.js"

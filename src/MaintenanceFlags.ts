@@ -5,7 +5,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, SubscriptionRef } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 
 /**
  * The two flags, each readable and watchable.

@@ -11,7 +11,8 @@
  *
  * @since 0.1.0
  */
-import { Option, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 
 /**
  * A configured peer entry: where the node dials.

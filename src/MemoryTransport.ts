@@ -18,7 +18,12 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Ref } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
 import { Faults } from "./internal/memory/faults.js"
 import { Hosts } from "./internal/memory/hosts.js"
 import { TransportError } from "./MeshError.js"

@@ -11,17 +11,15 @@
  *
  * @since 0.1.0
  */
-import {
-  type ConfigError,
-  Context,
-  type Duration,
-  Effect,
-  Layer,
-  type Option,
-  type Schedule,
-  type Scope,
-  type Stream
-} from "effect"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
 import type * as Frame from "./Frame.js"
 import * as HotList from "./HotList.js"
 import * as Outbound from "./internal/links/outboundLink.js"

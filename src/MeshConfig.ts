@@ -12,19 +12,17 @@
 import { randomBytes } from "node:crypto"
 import { isIP } from "node:net"
 import { hostname } from "node:os"
-import {
-  Config,
-  ConfigError,
-  ConfigProvider,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  Redacted,
-  Schema
-} from "effect"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
 

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Data } from "effect"
+import * as Data from "effect/Data"
 import { MAX_SERVER_ID_BYTES } from "./internal/wire/names.js"
 
 /**

@@ -9,7 +9,13 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import type * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type { EphOp, HotItem, QueueItem, QueueRef } from "./Frame.js"
 import type { Status as MeshHealthStatus } from "./MeshHealth.js"
 

@@ -26,7 +26,12 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Schema, SubscriptionRef } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Membership from "./Membership.js"
 
 /**

@@ -14,7 +14,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Metric, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as MetricNames from "./internal/metrics/metricNames.js"
 import * as Prometheus from "./internal/metrics/prometheus.js"
 

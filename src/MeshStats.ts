@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import * as LaneRefusals from "./internal/lane/refusals.js"
 import * as Payloads from "./internal/wire/payloads.js"
 import * as Membership from "./Membership.js"

@@ -23,7 +23,13 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Redacted, Schedule, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as HotList from "./HotList.js"
 import * as LocalWaker from "./LocalWaker.js"
 import * as MaintenanceFlags from "./MaintenanceFlags.js"

@@ -33,21 +33,19 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import {
-  Config,
-  ConfigError,
-  Context,
-  Data,
-  Duration,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  PubSub,
-  Redacted,
-  type Schedule,
-  Stream
-} from "effect"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Redacted from "effect/Redacted"
+import type * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import type * as PgConnection from "./internal/lane/pgConnection.js"
 import * as PgLane from "./internal/lane/pgLane.js"
 import * as Lane from "./Lane.js"

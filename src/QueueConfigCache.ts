@@ -14,7 +14,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { QueueRef, QueueRefInput } from "./Frame.js"
 import * as Names from "./internal/wire/names.js"
 

@@ -9,7 +9,10 @@
  */
 import * as Dns from "node:dns"
 import { isIP } from "node:net"
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { TransportError } from "./MeshError.js"
 
 /**

@@ -12,7 +12,11 @@
 import * as Net from "node:net"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import {
   connectionOf,
   destroy,
@@ -21,7 +25,6 @@ import {
 import * as MeshConfig from "./MeshConfig.js"
 import { type TlsConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
-import * as TlsTransport from "./TlsTransport.js"
 import { type Connection, Transport, type TransportShape } from "./Transport.js"
 
 /**
@@ -200,16 +203,21 @@ export const layerConfig = (
   options: TcpOptions = {}
 ): Layer.Layer<Transport, TlsConfigError, MeshConfig.MeshConfig> =>
   Layer.unwrapEffect(
-    Effect.map(MeshConfig.MeshConfig, (config) =>
+    Effect.flatMap(MeshConfig.MeshConfig, (config) =>
       config.tls === "off"
-        ? layer(options)
-        : TlsTransport.layer({
-            secret: config.secret,
-            accepted: config.acceptedSecrets,
-            identity: config.serverId,
-            ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
-            handshakeTimeout: config.handshakeTimeout,
-            ...(options.resolver === undefined ? {} : { resolve: options.resolver.resolve })
-          })
+        ? Effect.succeed(layer(options))
+        : // TLS (its module and `node:tls`) is loaded only by a node that asks for it.
+          Effect.map(
+            Effect.promise(() => import("./TlsTransport.js")),
+            (TlsTransport) =>
+              TlsTransport.layer({
+                secret: config.secret,
+                accepted: config.acceptedSecrets,
+                identity: config.serverId,
+                ...(options.connectTimeout === undefined ? {} : { connectTimeout: options.connectTimeout }),
+                handshakeTimeout: config.handshakeTimeout,
+                ...(options.resolver === undefined ? {} : { resolve: options.resolver.resolve })
+              })
+          )
     )
   )

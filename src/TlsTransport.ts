@@ -26,7 +26,10 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Redacted } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import { connectionOf, destroy } from "./internal/transport/nodeSocket.js"
 import * as TlsDial from "./internal/transport/tlsDial.js"
 import * as TlsListener from "./internal/transport/tlsListener.js"

@@ -36,18 +36,16 @@
  */
 import type * as Socket from "@effect/platform/Socket"
 import type * as SocketServer from "@effect/platform/SocketServer"
-import {
-  Context,
-  Deferred,
-  Effect,
-  Exit,
-  Fiber,
-  FiberId,
-  FiberSet,
-  Option,
-  Runtime,
-  type Scope
-} from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
 import { TransportError } from "./MeshError.js"
 
 /**

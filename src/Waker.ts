@@ -10,7 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { QueueItem } from "./Frame.js"
 import * as EntryPoints from "./internal/synchronousEntryPoints.js"
 

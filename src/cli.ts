@@ -5,7 +5,8 @@
  * @since 0.1.0
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect, RuntimeFlags } from "effect"
+import * as Effect from "effect/Effect"
+import * as RuntimeFlags from "effect/RuntimeFlags"
 import { exitCode, main } from "./cli/main.js"
 
 // Effect's own per-fiber runtime metrics cost on every fiber and are not the mesh's: off.

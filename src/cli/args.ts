@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { Subcommand } from "./env.js"
 
 /**

@@ -9,7 +9,12 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Option, Random, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import type * as Scope from "effect/Scope"
 import type { LocalWakerShape } from "../LocalWaker.js"
 import type { MeshShape } from "../Mesh.js"
 

@@ -6,7 +6,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Frame from "../Frame.js"
 import * as Names from "../internal/wire/names.js"
 import * as Membership from "../Membership.js"

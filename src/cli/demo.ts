@@ -15,20 +15,18 @@
  */
 import { randomBytes } from "node:crypto"
 import * as Net from "node:net"
-import {
-  Clock,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  Layer,
-  Option,
-  Redacted,
-  Schedule,
-  type Scope,
-  Stream
-} from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as LocalWaker from "../LocalWaker.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"

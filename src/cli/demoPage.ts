@@ -6,7 +6,9 @@
  * @since 0.1.0
  */
 import * as Net from "node:net"
-import { Duration, Effect, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as ClusterView from "../ClusterView.js"
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as Mesh from "../Mesh.js"

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Option } from "effect"
+import * as Option from "effect/Option"
 import type { HotItem, QueueItem } from "../Frame.js"
 import type { MeshEvent } from "../MeshEvent.js"
 import { safeJson, safeJsonString } from "./escape.js"

@@ -5,7 +5,10 @@
  *
  * @since 0.1.0
  */
-import { type ConfigError, Data, Effect, Schema } from "effect"
+import type * as ConfigError from "effect/ConfigError"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 /**
  * A failure the CLI reports as one line on stderr (none when `message` is empty, because it was already

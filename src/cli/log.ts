@@ -6,7 +6,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Either, FiberId, HashMap, Inspectable, Layer, List, Logger, LogLevel } from "effect"
+import * as Cause from "effect/Cause"
+import * as Either from "effect/Either"
+import * as FiberId from "effect/FiberId"
+import * as HashMap from "effect/HashMap"
+import * as Inspectable from "effect/Inspectable"
+import * as Layer from "effect/Layer"
+import * as List from "effect/List"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import { escapeControl, safeJson } from "./escape.js"
 import { BoundedWriter, DEFAULT_MAX_PENDING, useColor } from "./io.js"
 

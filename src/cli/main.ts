@@ -6,7 +6,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, Console, Effect, Either, Exit, LogLevel, Option } from "effect"
+import * as Cause from "effect/Cause"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as Args from "./args.js"
 import { escapeControl } from "./escape.js"
 import * as Help from "./help.js"

@@ -5,20 +5,18 @@
  *
  * @since 0.1.0
  */
-import { HttpServer } from "@effect/platform"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import {
-  Config,
-  ConfigError,
-  ConfigProvider,
-  Duration,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  Redacted,
-  Runtime
-} from "effect"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import * as HotList from "../HotList.js"
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as MaintenanceFlags from "../MaintenanceFlags.js"

@@ -11,8 +11,15 @@
  *
  * @since 0.1.0
  */
-import { FetchHttpClient, HttpClient } from "@effect/platform"
-import { Duration, Effect, Either, Option, ParseResult, Schema, Stream } from "effect"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as HttpRoutes from "../HttpRoutes.js"
 import type * as Membership from "../Membership.js"
 import * as MeshStats from "../MeshStats.js"

@@ -10,7 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, FiberId, Option } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import { TransportError } from "../MeshError.js"
 import * as Resolver from "../Resolver.js"
 import * as TcpTransport from "../TcpTransport.js"

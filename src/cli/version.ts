@@ -5,7 +5,8 @@
  * @since 0.1.0
  */
 import { readFileSync } from "node:fs"
-import { Either, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 
 const PackageJson = Schema.parseJson(Schema.Struct({ version: Schema.String }))
 

@@ -7,7 +7,10 @@
  *
  * @internal
  */
-import { type Duration, Effect, Schedule, Stream } from "effect"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import type { MeshShape } from "../Mesh.js"
 import type { MeshEvent } from "../MeshEvent.js"
 

@@ -8,7 +8,7 @@
  * @internal
  */
 import { createHmac } from "node:crypto"
-import { Redacted } from "effect"
+import * as Redacted from "effect/Redacted"
 
 const KEY_ID_LABEL = "queen-mesh/key-id"
 

@@ -10,7 +10,11 @@
  *
  * @internal
  */
-import { Duration, Effect, type Fiber, FiberRef, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import type * as Scope from "effect/Scope"
 
 /** Defects to inject into named loops, and the defects they caught (tests only). */
 export class LoopFaults {

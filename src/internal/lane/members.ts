@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { type Clock, Effect } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import type * as Lane from "../../Lane.js"
 import type { LaneMember, LaneStatus } from "./running.js"
 

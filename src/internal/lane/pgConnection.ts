@@ -30,23 +30,21 @@
  */
 
 import { randomBytes } from "node:crypto"
-import {
-  Cause,
-  Clock,
-  Data,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  Option,
-  Random,
-  Runtime,
-  Schedule,
-  type Scope,
-  Stream,
-  SubscriptionRef
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import pg from "pg"
 import { loop } from "../loop.js"
 import * as Names from "../wire/names.js"

@@ -41,7 +41,7 @@
  */
 
 import { createHash, type Hash, hkdfSync, timingSafeEqual } from "node:crypto"
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { Auth, Keyring } from "../keyring.js"
 import { readLength } from "../wire/codec.js"
 import { Tag } from "../wire/frames.js"

@@ -6,7 +6,14 @@
  *
  * @internal
  */
-import { type Clock, Duration, Effect, Either, Runtime, type Schedule, type Scope, Stream } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Runtime from "effect/Runtime"
+import type * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type * as Lane from "../../Lane.js"
 import type * as MeshStats from "../../MeshStats.js"
 import * as Keyring from "../keyring.js"

@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as Lane from "../../Lane.js"
 import * as Codec from "../wire/codec.js"
 import * as Frames from "../wire/frames.js"

@@ -8,7 +8,7 @@
  *
  * @internal
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The envelope's refusals; a notification of our own is no refusal (`own`, counted apart). */
 export const EnvelopeRefusal = Schema.Literal(

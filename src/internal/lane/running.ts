@@ -4,7 +4,10 @@
  *
  * @internal
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Lane from "../../Lane.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents } from "../../MeshEvent.js"

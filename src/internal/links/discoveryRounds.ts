@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { Clock, Effect, Either, Option } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type { DiscoveryShape } from "../../Discovery.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { type PeerBook, peerKey } from "./peerBook.js"

@@ -19,7 +19,10 @@
  */
 
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
-import { Effect, Either, Option, Redacted } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError } from "../../MeshError.js"
 import * as Keyring from "../keyring.js"

@@ -17,7 +17,14 @@
  * @internal
  */
 
-import { type Clock, Data, Deferred, Duration, Effect, Either, FiberId, Option } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import type { FramingError, HandshakeError, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection } from "../../Transport.js"

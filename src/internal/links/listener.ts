@@ -11,7 +11,12 @@
  * @internal
  */
 
-import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { TransportError } from "../../MeshError.js"
 import { MeshEvents } from "../../MeshEvent.js"

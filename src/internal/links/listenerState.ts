@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError, handshakeReasonList } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"

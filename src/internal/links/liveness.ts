@@ -13,7 +13,13 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, type Option, Runtime, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents } from "../../MeshEvent.js"
 import { loop } from "../loop.js"

@@ -18,18 +18,16 @@
  * @internal
  */
 
-import {
-  Cause,
-  Clock,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  Option,
-  type Redacted,
-  Schedule
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import { LinkDown, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection, TransportShape } from "../../Transport.js"

@@ -8,7 +8,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import { writeHistogram } from "../metrics/metricNames.js"

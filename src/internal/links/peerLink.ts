@@ -15,7 +15,8 @@
  *
  * @internal
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Membership from "../../Membership.js"
 import type { Peer } from "../../MeshConfig.js"
 import { TagCounts } from "../metrics/tagCounts.js"

@@ -7,7 +7,13 @@
  *
  * @internal
  */
-import { Context, Effect, FiberMap, Layer, Option, type Schedule, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { LinkDown } from "../../MeshError.js"
 import { MeshEvents } from "../../MeshEvent.js"

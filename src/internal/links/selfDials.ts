@@ -16,7 +16,10 @@
  *
  * @internal
  */
-import { type Clock, Context, Effect, Layer } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 
 export class SelfDials {
   /** nonce -> what to do if it reaches our own listener, and until when it counts. */

@@ -9,7 +9,14 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, Option, type Scope, type Stream, SubscriptionRef } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as Membership from "../../Membership.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents, type MeshEventsShape, membershipTags } from "../../MeshEvent.js"

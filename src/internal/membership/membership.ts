@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Membership from "../../Membership.js"
 import { type LaneMember, RunningLane } from "../lane/running.js"
 import { Liveness, type ServerState } from "../links/liveness.js"

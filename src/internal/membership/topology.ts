@@ -8,7 +8,8 @@
  *
  * @internal
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Discovery from "../../Discovery.js"
 import * as MeshConfig from "../../MeshConfig.js"
 

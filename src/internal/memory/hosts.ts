@@ -10,7 +10,9 @@
  *
  * @internal
  */
-import { Effect, FiberSet, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import type * as Scope from "effect/Scope"
 import { TransportError } from "../../MeshError.js"
 import type { Connection, ListenOptions } from "../../Transport.js"
 import { type Faults, matches, type Target } from "./faults.js"

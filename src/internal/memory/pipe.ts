@@ -7,7 +7,12 @@
  *
  * @internal
  */
-import { Clock, Deferred, Duration, Effect, Option, Queue } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import { TransportError } from "../../MeshError.js"
 import type { Connection } from "../../Transport.js"
 

@@ -7,7 +7,14 @@
  *
  * @internal
  */
-import { Clock, Effect, Either, Option, Redacted, type Scope, Stream, SubscriptionRef } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as HotList from "../../HotList.js"
 import * as MaintenanceFlags from "../../MaintenanceFlags.js"
 import type * as Membership from "../../Membership.js"

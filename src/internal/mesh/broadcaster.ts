@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { LaneShape } from "../lane/running.js"
 import type { PeersShape } from "../links/peers.js"
 import * as Codec from "../wire/codec.js"

@@ -15,7 +15,11 @@
  * @internal
  */
 
-import { Context, Effect, Layer, Option, SubscriptionRef } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as EphemeralAdmin from "../../EphemeralAdmin.js"
 import * as HotList from "../../HotList.js"
 import * as MaintenanceFlags from "../../MaintenanceFlags.js"

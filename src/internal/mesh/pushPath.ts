@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Effect, Either, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import { InvalidInputError, MeshClosedError } from "../../MeshError.js"
 import type * as Waker from "../../Waker.js"
 import { syncWakeOf } from "../../Waker.js"

@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { type Duration, Layer, type Schedule } from "effect"
+import type * as Duration from "effect/Duration"
+import * as Layer from "effect/Layer"
+import type * as Schedule from "effect/Schedule"
 import type * as HotList from "../../HotList.js"
 import type * as MaintenanceFlags from "../../MaintenanceFlags.js"
 import type * as MeshConfig from "../../MeshConfig.js"

@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { Clock, Effect, Option, SubscriptionRef } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as MaintenanceFlags from "../../MaintenanceFlags.js"
 import * as Membership from "../../Membership.js"
 import type * as MeshConfig from "../../MeshConfig.js"

@@ -5,7 +5,9 @@
  *
  * @internal
  */
-import { Metric, MetricBoundaries, MetricKey } from "effect"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
 
 export const names = {
   framesSent: "queen_mesh_frames_sent_total",

@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { type Effect, Option } from "effect"
+import type * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Lane from "../../Lane.js"
 import type * as Membership from "../../Membership.js"
 import { handshakeReasonList, handshakeReasons } from "../../MeshError.js"

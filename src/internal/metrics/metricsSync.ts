@@ -7,7 +7,12 @@
  *
  * @internal
  */
-import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import { RunningLane } from "../lane/running.js"
 import { Listener } from "../links/listener.js"

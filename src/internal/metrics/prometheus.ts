@@ -29,8 +29,9 @@
  *
  * @internal
  */
-import type { MetricPair } from "effect"
-import { MetricState, Option } from "effect"
+import type * as MetricPair from "effect/MetricPair"
+import * as MetricState from "effect/MetricState"
+import * as Option from "effect/Option"
 
 /** The `Content-Type` of a {@link render}ed body (text exposition format 0.0.4). */
 export const contentType = "text/plain; version=0.0.4; charset=utf-8"

@@ -9,7 +9,8 @@
  *
  * @internal
  */
-import { Metric, MetricKey } from "effect"
+import * as Metric from "effect/Metric"
+import * as MetricKey from "effect/MetricKey"
 
 /** The label values of one sample, one per label name of its row, in the same order. */
 export type LabelValues<L extends ReadonlyArray<string>> = { readonly [K in keyof L]: string }

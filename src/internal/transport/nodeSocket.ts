@@ -7,7 +7,11 @@
  * @internal
  */
 import type * as Net from "node:net"
-import { Effect, Exit, Fiber, Option, Runtime } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import { TransportError } from "../../MeshError.js"
 import type { Connection } from "../../Transport.js"
 

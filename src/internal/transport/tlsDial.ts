@@ -6,7 +6,7 @@
  * @internal
  */
 import * as Tls from "node:tls"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { TransportError } from "../../MeshError.js"
 import { KEEPALIVE_MS } from "./nodeSocket.js"
 import { CIPHERS, type PskKeys } from "./tlsPsk.js"

@@ -8,7 +8,11 @@
  */
 import type * as Net from "node:net"
 import * as Tls from "node:tls"
-import { Cause, Effect, FiberSet, Runtime, type Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
 import { TransportError } from "../../MeshError.js"
 import type { Connection, ListenOptions } from "../../Transport.js"
 import { connectionOf, destroy, KEEPALIVE_MS } from "./nodeSocket.js"

@@ -6,7 +6,7 @@
  * @internal
  */
 import { hkdfSync } from "node:crypto"
-import type { Redacted } from "effect"
+import type * as Redacted from "effect/Redacted"
 import * as Keyring from "../keyring.js"
 import * as Names from "../wire/names.js"
 

@@ -8,7 +8,10 @@
  *
  * @internal
  */
-import { Clock, Deferred, Effect, Option } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 
 interface Flight<A> {
   readonly at: number

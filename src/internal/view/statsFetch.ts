@@ -13,7 +13,11 @@
  */
 import * as Http from "node:http"
 import * as Https from "node:https"
-import { Data, Duration, Effect, Either, Schema } from "effect"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as MeshStats from "../../MeshStats.js"
 import { VERSION } from "../version.js"
 

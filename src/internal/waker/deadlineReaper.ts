@@ -10,7 +10,11 @@
  *
  * @internal
  */
-import { type Clock, Duration, Effect, FiberHandle, type Scope } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberHandle from "effect/FiberHandle"
+import type * as Scope from "effect/Scope"
 import type { ParkedPops } from "./parkedPops.js"
 
 /** The longest timer the clock will arm (`setTimeout`'s limit). */

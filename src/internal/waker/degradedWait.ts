@@ -8,7 +8,12 @@
  *
  * @internal
  */
-import { Duration, Effect, FiberHandle, Option, type Scope, Stream } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberHandle from "effect/FiberHandle"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as MeshHealth from "../../MeshHealth.js"
 import type { ParkedPops } from "./parkedPops.js"
 

@@ -17,7 +17,12 @@
  *
  * @internal
  */
-import { type Clock, Context, Duration, Effect, type Option, type Scope } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as EntryPoints from "../synchronousEntryPoints.js"
 import * as Names from "../wire/names.js"
 import type { QueueItem } from "../wire/payloads.js"

@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { DeadlineHeap } from "./deadlineHeap.js"
 
 /**

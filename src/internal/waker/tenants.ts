@@ -12,7 +12,7 @@
  *
  * @internal
  */
-import { Option } from "effect"
+import * as Option from "effect/Option"
 import * as Names from "../wire/names.js"
 
 /** Distinct tenant strings remembered, normalised, before the memory is dropped whole. */

@@ -22,7 +22,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** What one {@link BatchScanner.step} left: more work, a finished valid JSON text, or not JSON at all. */
 export type ScanStatus = "more" | "done" | "invalid"

@@ -6,7 +6,9 @@
  *
  * @internal
  */
-import { Either, ParseResult, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { FrameDecodeError, FrameTooLargeError } from "../../MeshError.js"
 import { type Frame, rows, Tag, table, tagOf, type UnknownFrame } from "./frames.js"
 import { excerpt } from "./names.js"

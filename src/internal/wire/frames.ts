@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Either, Option, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Names from "./names.js"
 import * as PayloadChecks from "./payloadChecks.js"
 import {

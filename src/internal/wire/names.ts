@@ -8,7 +8,8 @@
  *
  * @internal
  */
-import { Option, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 
 /**
  * The longest queue name, partition, tenant or consumer group accepted, in characters (code points):

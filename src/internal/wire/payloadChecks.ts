@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import { Option } from "effect"
+import * as Option from "effect/Option"
 import * as Rules from "./names.js"
 import * as Frame from "./payloads.js"
 

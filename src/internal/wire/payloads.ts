@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Option, ParseResult, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Names from "./names.js"
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,388 @@
+/**
+ * `startup`: what a `queen-mesh node` costs to start and to keep, what each optional part adds, and
+ * what a host pays for the library.
+ *
+ * - Start-up: `queen-mesh node --quiet` with three peers (baseline nodes in one other process that dial
+ *   it back), from spawn to its `listening` line, over several runs; the node's CPU at that moment.
+ * - Idle RSS: the same node once its three links are up (three `peer_up` lines) and a few seconds
+ *   have passed.
+ * - Per part, end to end: the node with one configured peer that is not there (so the mesh is active
+ *   and listens), plain, with TLS (`QUEEN_MESH_TLS=psk`), and with the PostgreSQL lane pointed at a
+ *   closed loopback port (its module and `pg` load; it keeps retrying, the node runs): start-up and RSS.
+ * - Per part, import only: a fresh `node` importing a set of the node's modules and nothing else, time
+ *   from process start to done and RSS, medians; each part is the difference between two sets.
+ * - Host: an Effect program (the `effect` barrel, a runtime) with `Mesh.layer` and three peers against
+ *   the same program without it (bench/hostCost.ts): RSS and heap after the links are up and two GCs.
+ */
+import { spawn } from "node:child_process"
+import * as Path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { Schema } from "effect"
+import { CliNode, cliEntry, envFor, isEvent } from "../cli.js"
+import { type Driver, freePort, Numbers, SECRET, stopAll } from "../driver.js"
+import { check, fmt, row } from "../report.js"
+import { section } from "../section.js"
+import { median, round, sleep } from "../stats.js"
+
+interface StartupPlan {
+  readonly startup: {
+    /** Runs of the node with three peers (start-up each time, idle RSS each time). */
+    readonly runs: number
+    /** How long the node idles, links up, before its RSS is read. */
+    readonly idleMs: number
+    /** Runs of each part's end-to-end node. */
+    readonly partRuns: number
+    /** Rounds of the import sets. */
+    readonly importRuns: number
+    /** How long a host program settles before its memory is read. */
+    readonly hostSettleMs: number
+  }
+}
+
+const PEERS = 3
+const MiB = 1024 * 1024
+const here = Path.dirname(fileURLToPath(import.meta.url))
+const benchDist = Path.resolve(here, "..")
+const root = Path.resolve(benchDist, "../..")
+const srcModule = (path: string) => pathToFileURL(Path.resolve(benchDist, "../src", path)).href
+
+const Ports = Schema.Struct({ ports: Numbers })
+
+const spread = (values: ReadonlyArray<number>) => ({
+  median: round(median(values), 1),
+  min: round(Math.min(...values), 1),
+  max: round(Math.max(...values), 1)
+})
+
+/** One `queen-mesh node --quiet`: spawn to `listening`, CPU then, and optionally RSS once idle. */
+const startNode = async (
+  env: Record<string, string>,
+  idle: { readonly peers: number; readonly ms: number } | undefined
+) => {
+  const started = performance.now()
+  const node = new CliNode("mesh", { file: process.execPath, args: [cliEntry, "node", "--quiet"] }, env)
+  try {
+    const peerUps = new Set<string>()
+    node.onLine = (line) => {
+      if (isEvent("peer_up")(line)) peerUps.add(line)
+    }
+    await node.waitFor(isEvent("listening"), 60_000, "listening")
+    const listeningMs = performance.now() - started
+    const cpuMs = node.cpuUs() / 1000
+    let rssMiB = Number.NaN
+    if (idle !== undefined) {
+      const deadline = Date.now() + 30_000
+      while (peerUps.size < idle.peers) {
+        if (Date.now() > deadline) throw new Error(`only ${peerUps.size} of ${idle.peers} peer_up lines`)
+        await sleep(20)
+      }
+      await sleep(idle.ms)
+      rssMiB = node.rssBytes() / MiB
+    }
+    return { listeningMs, cpuMs, rssMiB }
+  } finally {
+    await node.stop()
+  }
+}
+
+const withPeers = async <A>(
+  driver: Driver,
+  port: number,
+  use: (ports: ReadonlyArray<number>) => Promise<A>
+) => {
+  const peers = driver.spawn("idle-peers", { secret: SECRET, count: PEERS, peerPort: port })
+  try {
+    return await use(Schema.decodeUnknownSync(Ports)((await peers.take("ready", 30_000)).data).ports)
+  } finally {
+    await stopAll([peers])
+  }
+}
+
+/** The node with three peers, `runs` times. */
+const withThreePeers = async (driver: Driver, plan: StartupPlan["startup"]) => {
+  const port = await freePort()
+  return withPeers(driver, port, async (ports) => {
+    const runs: Array<Awaited<ReturnType<typeof startNode>>> = []
+    for (let i = 0; i < plan.runs; i++) {
+      runs.push(
+        await startNode(envFor({ secret: SECRET }, "startup", port, ports), { peers: PEERS, ms: plan.idleMs })
+      )
+    }
+    return {
+      listeningMs: spread(runs.map((r) => r.listeningMs)),
+      cpuMs: spread(runs.map((r) => r.cpuMs)),
+      idleRssMiB: spread(runs.map((r) => r.rssMiB))
+    }
+  })
+}
+
+/** Each optional part end to end: one configured peer that is not there, plain / TLS / the lane. */
+const parts = async (plan: StartupPlan["startup"]) => {
+  const port = await freePort()
+  const absent = await freePort()
+  const closed = await freePort()
+  const base = envFor({ secret: SECRET }, "startup-part", port, [absent])
+  const variants: Record<string, Record<string, string>> = {
+    plain: base,
+    tls: { ...base, QUEEN_MESH_TLS: "psk" },
+    lane: { ...base, QUEEN_MESH_PG_URL: `postgres://127.0.0.1:${closed}/queen` }
+  }
+  const out: Record<string, { listeningMs: number; rssMiB: number }> = {}
+  for (const [name, env] of Object.entries(variants)) {
+    const runs: Array<Awaited<ReturnType<typeof startNode>>> = []
+    for (let i = 0; i < plan.partRuns; i++) runs.push(await startNode(env, { peers: 0, ms: 1000 }))
+    out[name] = {
+      listeningMs: round(median(runs.map((r) => r.listeningMs)), 1),
+      rssMiB: round(median(runs.map((r) => r.rssMiB)), 1)
+    }
+  }
+  return out
+}
+
+const ImportResult = Schema.Struct({ ms: Schema.Number, cpuMs: Schema.Number, rss: Schema.Number })
+
+/** A fresh `node` importing `specifiers` and nothing else: ms from process start, its CPU, RSS. */
+const importOnce = (specifiers: ReadonlyArray<string>) =>
+  new Promise<typeof ImportResult.Type>((resolve, reject) => {
+    const code = `${specifiers.map((s) => `await import(${JSON.stringify(s)})`).join(";")};
+const cpu = process.cpuUsage()
+process.stdout.write(JSON.stringify({ ms: performance.now(), cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))`
+    const child = spawn(process.execPath, ["--input-type=module", "-e", code], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      err += chunk.toString()
+    })
+    child.once("exit", (code) =>
+      code === 0
+        ? resolve(Schema.decodeUnknownSync(Schema.parseJson(ImportResult))(out))
+        : reject(new Error(`importing ${specifiers.join(", ")} failed: ${err.slice(-500)}`))
+    )
+  })
+
+/** The import sets; each part is the difference between two of them. */
+const importSets = {
+  bare: [],
+  effectBarrel: ["effect"],
+  core: [
+    "Mesh.js",
+    "MeshConfig.js",
+    "TcpTransport.js",
+    "HotList.js",
+    "QueueConfigCache.js",
+    "MaintenanceFlags.js",
+    "Waker.js",
+    "cli/main.js",
+    "cli/commands.js",
+    "cli/events.js"
+  ].map(srcModule),
+  routes: [srcModule("HttpRoutes.js")],
+  server: ["@effect/platform-node/NodeHttpServer"],
+  node: [srcModule("cli/node.js")],
+  tls: [srcModule("TlsTransport.js")],
+  lane: [srcModule("Postgres.js"), "pg"]
+} as const
+
+const imports = async (runs: number) => {
+  const sets: Record<string, ReadonlyArray<string>> = {
+    bare: importSets.bare,
+    effectBarrel: importSets.effectBarrel,
+    core: importSets.core,
+    coreRoutes: [...importSets.core, ...importSets.routes],
+    coreRoutesServer: [...importSets.core, ...importSets.routes, ...importSets.server],
+    node: importSets.node,
+    nodeTls: [...importSets.node, ...importSets.tls],
+    nodeLane: [...importSets.node, ...importSets.lane]
+  }
+  // Round by round, every set once per round: a change in the machine's load falls on every set alike.
+  const results = new Map<string, Array<typeof ImportResult.Type>>()
+  for (let i = 0; i < runs; i++) {
+    for (const [name, specifiers] of Object.entries(sets)) {
+      const list = results.get(name) ?? []
+      list.push(await importOnce(specifiers))
+      results.set(name, list)
+    }
+  }
+  const out: Record<string, { ms: number; cpuMs: number; rssMiB: number }> = {}
+  for (const [name, list] of results) {
+    out[name] = {
+      ms: round(median(list.map((r) => r.ms)), 1),
+      cpuMs: round(median(list.map((r) => r.cpuMs)), 1),
+      rssMiB: round(median(list.map((r) => r.rss)) / MiB, 1)
+    }
+  }
+  const delta = (a: string, b: string) => ({
+    ms: round(out[a]!.ms - out[b]!.ms, 1),
+    cpuMs: round(out[a]!.cpuMs - out[b]!.cpuMs, 1),
+    rssMiB: round(out[a]!.rssMiB - out[b]!.rssMiB, 1)
+  })
+  return {
+    sets: out,
+    parts: {
+      httpRoutes: delta("coreRoutes", "core"),
+      httpServer: delta("coreRoutesServer", "coreRoutes"),
+      tls: delta("nodeTls", "node"),
+      lane: delta("nodeLane", "node")
+    }
+  }
+}
+
+const HostResult = Schema.Struct({ kind: Schema.String, rss: Schema.Number, heapUsed: Schema.Number })
+
+/** One host program (bench/hostCost.ts), with three peers for the mesh kinds. */
+const hostOnce = async (driver: Driver, kind: "bare" | "mesh" | "mesh-subpath", settleMs: number) => {
+  const port = await freePort()
+  const run = (peers: ReadonlyArray<number>) =>
+    new Promise<typeof HostResult.Type>((resolve, reject) => {
+      const child = spawn(
+        process.execPath,
+        [
+          "--expose-gc",
+          Path.resolve(benchDist, "hostCost.js"),
+          kind,
+          JSON.stringify({ port, peers, secret: SECRET, settleMs })
+        ],
+        { stdio: ["ignore", "pipe", "pipe"] }
+      )
+      let out = ""
+      let err = ""
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString()
+      })
+      child.stderr.on("data", (chunk: Buffer) => {
+        err += chunk.toString()
+      })
+      const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
+      child.once("exit", (code) => {
+        clearTimeout(timer)
+        if (code === 0) resolve(Schema.decodeUnknownSync(Schema.parseJson(HostResult))(out.trim()))
+        else reject(new Error(`host program ${kind} failed: ${err.slice(-500)}`))
+      })
+    })
+  return kind === "bare" ? run([]) : withPeers(driver, port, run)
+}
+
+const host = async (driver: Driver, plan: StartupPlan["startup"]) => {
+  const kinds = ["bare", "mesh", "mesh-subpath"] as const
+  const out: Record<string, { rssMiB: number; heapMiB: number }> = {}
+  for (const kind of kinds) {
+    const results: Array<typeof HostResult.Type> = []
+    for (let i = 0; i < Math.max(1, Math.floor(plan.partRuns / 2)); i++) {
+      results.push(await hostOnce(driver, kind, plan.hostSettleMs))
+    }
+    out[kind] = {
+      rssMiB: round(median(results.map((r) => r.rss)) / MiB, 1),
+      heapMiB: round(median(results.map((r) => r.heapUsed)) / MiB, 1)
+    }
+  }
+  const cost = (kind: "mesh" | "mesh-subpath") => ({
+    rssMiB: round(out[kind]!.rssMiB - out.bare!.rssMiB, 1),
+    heapMiB: round(out[kind]!.heapMiB - out.bare!.heapMiB, 1)
+  })
+  return { programs: out, cost: { main: cost("mesh"), subpaths: cost("mesh-subpath") } }
+}
+
+const run = async (driver: Driver, plan: StartupPlan) => {
+  const p = plan.startup
+  driver.progress(
+    `startup: queen-mesh node with ${PEERS} peers, spawn to listening and idle RSS, ${p.runs} runs`
+  )
+  const node = await withThreePeers(driver, p)
+  driver.progress(`startup: each optional part end to end (${p.partRuns} runs each) and import only`)
+  const partsEndToEnd = await parts(p)
+  const importOnly = await imports(p.importRuns)
+  driver.progress("startup: a host program with Mesh.layer and 3 peers against the same without it")
+  const hostCost = await host(driver, p)
+  return { peers: PEERS, node, parts: partsEndToEnd, imports: importOnly, host: hostCost }
+}
+
+type Startup = Awaited<ReturnType<typeof run>>
+
+const spreadText = (s: { median: number; min: number; max: number }) =>
+  `${fmt(s.median, 0)} (${fmt(s.min, 0)}-${fmt(s.max, 0)})`
+
+const rows = (r: Startup) => {
+  const part = (name: string) => r.parts[name]
+  const plain = part("plain")
+  const vsPlain = (name: string) => {
+    const p = part(name)
+    return p === undefined || plain === undefined
+      ? "-"
+      : `${fmt(p.listeningMs - plain.listeningMs, 0)} ms, ${fmt(p.rssMiB - plain.rssMiB)} MiB`
+  }
+  const imp = (x: { ms: number; cpuMs: number; rssMiB: number }) =>
+    `${fmt(x.ms, 0)} ms (CPU ${fmt(x.cpuMs, 0)} ms), ${fmt(x.rssMiB)} MiB`
+  return [
+    row("startup: node, 3 peers, spawn to listening (ms, median (min-max))", spreadText(r.node.listeningMs)),
+    row("startup: node's CPU at listening (ms)", spreadText(r.node.cpuMs)),
+    row("startup: idle node RSS, 3 peers (MiB)", spreadText(r.node.idleRssMiB)),
+    row(
+      "startup: plain node, 1 absent peer: listening (ms) / RSS (MiB)",
+      plain === undefined ? "-" : `${fmt(plain.listeningMs, 0)} / ${fmt(plain.rssMiB)}`
+    ),
+    row("startup: TLS adds, end to end", vsPlain("tls")),
+    row("startup: the lane adds, end to end", vsPlain("lane")),
+    row("startup: import only, TLS", imp(r.imports.parts.tls)),
+    row("startup: import only, the lane (Postgres + pg)", imp(r.imports.parts.lane)),
+    row("startup: import only, the HTTP routes and cluster page", imp(r.imports.parts.httpRoutes)),
+    row("startup: import only, the Node HTTP server", imp(r.imports.parts.httpServer)),
+    row(
+      "startup: import only, bare node / effect barrel / the node command (ms; CPU ms)",
+      `${fmt(r.imports.sets.bare?.ms, 0)} / ${fmt(r.imports.sets.effectBarrel?.ms, 0)} / ${fmt(r.imports.sets.node?.ms, 0)}`,
+      `${fmt(r.imports.sets.bare?.cpuMs, 0)} / ${fmt(r.imports.sets.effectBarrel?.cpuMs, 0)} / ${fmt(r.imports.sets.node?.cpuMs, 0)}`
+    ),
+    row(
+      "startup: host with Mesh.layer + 3 peers vs without: RSS / heap (MiB more)",
+      `${fmt(r.host.cost.main.rssMiB)} / ${fmt(r.host.cost.main.heapMiB)}`,
+      `subpaths: ${fmt(r.host.cost.subpaths.rssMiB)} / ${fmt(r.host.cost.subpaths.heapMiB)}`
+    )
+  ]
+}
+
+export const startupSection = section({
+  names: ["startup"],
+  plan: {
+    full: { startup: { runs: 9, idleMs: 5000, partRuns: 5, importRuns: 7, hostSettleMs: 3000 } },
+    quick: { startup: { runs: 5, idleMs: 3000, partRuns: 3, importRuns: 3, hostSettleMs: 2000 } }
+  },
+  run,
+  results: (result) => ({ startup: result }),
+  rows,
+  targets: (r: Startup | undefined) => [
+    check(
+      "queen-mesh node spawn to listening, median (ms)",
+      r?.node.listeningMs.median,
+      "<= 400",
+      (v) => v <= 400
+    ),
+    check(
+      "idle queen-mesh node RSS, 3 peers, median (MiB)",
+      r?.node.idleRssMiB.median,
+      "<= 90",
+      (v) => v <= 90
+    ),
+    check(
+      "host with Mesh.layer + 3 peers: RSS more than without (MiB)",
+      r?.host.cost.main.rssMiB,
+      "<= 15",
+      (v) => v <= 15
+    ),
+    check(
+      "host with Mesh.layer + 3 peers: heap more than without (MiB)",
+      r?.host.cost.main.heapMiB,
+      "<= 15",
+      (v) => v <= 15
+    )
+  ],
+  notes: (_, plan) => [
+    `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed.`,
+    "Per part end to end: the node with one configured peer that is not there (the mesh active, listening), plain, with QUEEN_MESH_TLS=psk, and with QUEEN_MESH_PG_URL at a closed loopback port (the lane's module and pg load; it retries); medians. Import only: a fresh node importing a set of modules, ms from process start, its CPU and RSS, medians over rounds that run every set once, each part the difference of two sets (start-up differences under ~50 ms are within the noise of a busy machine).",
+    "Host: the effect barrel and a runtime, with Mesh.layer (shipped in-memory services, TCP) and 3 peers imported from the main entry (as the README does) or from subpaths, against the same program without it; RSS and heap in use after the links are up and two GCs."
+  ]
+})
