@@ -1,7 +1,7 @@
 /**
  * The cluster view as `ClusterView.build` derives it, under `TestClock` on the in-memory network: real
  * stats and members of real nodes, the peers' stats handed in as the fetch would (or as its failures).
- * The page's HTTP side, the fetch and its hostile cases are in ClusterView.http.test.ts; the page in a
+ * The page's HTTP side, the fetch and its hostile cases are in ClusterView.http.int.test.ts; the page in a
  * browser in view.int.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
