@@ -865,7 +865,7 @@ export const runCluster = async (options: ClusterOptions, plan: ClusterPlan, ups
     baseRows,
     upstream:
       options.cli.upstream !== undefined
-        ? { status: "measured" as const, binary: options.cli.upstream, rows: upstreamRows }
+        ? { status: "measured" as const, binary: Path.basename(options.cli.upstream), rows: upstreamRows }
         : { status: "skipped" as const, reason: upstreamSkipped ?? "no upstream binary given" },
     discoveryFirstWake: discovery
   }

@@ -122,7 +122,13 @@ const main = async () => {
   const started = Date.now()
   const { upstream } = driver
   const plan = merged(sections.map((s) => s.plan(quick)))
-  const meta = { ...machine(benchDir), quick, plan, upstream }
+  // The binary's name only: a path names one machine.
+  const meta = {
+    ...machine(benchDir),
+    quick,
+    plan,
+    upstream: "binary" in upstream ? { binary: Path.basename(upstream.binary) } : upstream
+  }
   process.stderr.write(
     `queen-mesh bench${quick ? " (quick)" : ""}: ${meta.node} on ${meta.cpu} x ${meta.cores}\n`
   )
