@@ -200,7 +200,7 @@ export interface MeshOptions {
   /** Bounds of the liveness map (default: 256 servers, forgotten after 10 minutes of silence). */
   readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.DurationInput }
   /**
-   * How often the Effect metrics are synced in the background (default 1 s; every scrape syncs too).
+   * How often the Effect metrics are synced in the background (default 10 s; every scrape syncs too).
    * `Duration.infinity` turns the background sync off, for a host whose every reader of the registry
    * calls `syncMetrics` first.
    */

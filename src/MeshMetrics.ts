@@ -8,7 +8,7 @@
  *
  * The hot paths count in plain fields (a metric update per frame would cost the receive path its
  * speed); each node brings its metrics up to date from them on every `/metrics` scrape
- * (`Mesh.syncMetrics`) and every second in the background, for exporters that read the registry
+ * (`Mesh.syncMetrics`) and every 10 seconds in the background, for exporters that read the registry
  * themselves (OpenTelemetry). Counter values therefore equal the stats body's at a scrape. The two
  * histograms are observed where they happen, once the event loop's turn ends.
  *

@@ -75,7 +75,7 @@ const exposition = Effect.gen(function* () {
       downLane
     )
   })
-  yield* MeshTest.node(network, { serverId: "ops-b", peers: ["ops-a"], config: durations })
+  const b = yield* MeshTest.node(network, { serverId: "ops-b", peers: ["ops-a"], config: durations })
   // Another secret: its HELLO is refused.
   yield* MeshTest.node(network, { serverId: "ops-c", peers: ["ops-a"], config: durations, secret: "other" })
   for (let i = 0; i < 40; i++) {
@@ -92,7 +92,9 @@ const exposition = Effect.gen(function* () {
     yield* TestClock.adjust(100)
     yield* MeshTest.settle
   }
+  // Both nodes' series: what a sends, and what b receives.
   yield* a.mesh.syncMetrics
+  yield* b.mesh.syncMetrics
   return parse(yield* MeshMetrics.renderPrometheus())
 })
 

@@ -26,6 +26,13 @@ import { type NodeCounters, table } from "./metricTable.js"
 import { TableSync } from "./tableSync.js"
 
 /**
+ * How often the background loop syncs by default. A sync reads every counter of the node (about
+ * 150 µs, more when the process has been idle), so once a second was most of what an idle node
+ * spent; an exporter reading every 60 s (OpenTelemetry's default) sees values at most 10 s old.
+ */
+export const DEFAULT_INTERVAL: Duration.Duration = Duration.seconds(10)
+
+/**
  * A node's Effect metrics, kept in sync with its counters.
  */
 export interface MetricsSyncShape {
@@ -83,7 +90,7 @@ export const make = (
     if (Option.isSome(listener.port) || Option.isSome(lane)) {
       yield* sync
       // An infinite interval: no background sync (a host whose every reader syncs first, as the CLI).
-      const interval = Duration.decode(options.interval ?? Duration.seconds(1))
+      const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
       if (Duration.isFinite(interval)) yield* loop("MeshMetrics", sync, { sleep: interval })
     }
     return { sync }
