@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { nowNs } from "./ipc.js"
 import { type Distribution, distribution, sleep } from "./stats.js"
+import * as Tail from "./tail.js"
 
 /** `queen-mesh node`, the hand-written CLI baseline, upstream's Rust mesh behind its harness. */
 export type CliKind = "mesh" | "base" | "upstream"
@@ -213,6 +214,13 @@ export const envFor = (
   NO_COLOR: "1"
 })
 
+/** What a start adds to a node of ours or the baseline: node flags, arguments, environment. */
+export interface StartExtra {
+  readonly execArgv?: ReadonlyArray<string>
+  readonly args?: ReadonlyArray<string>
+  readonly env?: Record<string, string>
+}
+
 /**
  * Starts a node of `kind` as `serverId` on `port`, dialling `peers` on 127.0.0.1. Ours and the
  * baseline read the `QUEEN_*` environment; upstream's harness takes `<server_id> <mesh_port> <peers>
@@ -225,7 +233,7 @@ export const startNode = (
   serverId: string,
   port: number,
   peers: ReadonlyArray<number>,
-  extra: { readonly args?: ReadonlyArray<string>; readonly env?: Record<string, string> } = {}
+  extra: StartExtra = {}
 ): CliNode => {
   let node: CliNode
   if (kind === "upstream") {
@@ -241,7 +249,12 @@ export const startNode = (
       kind,
       {
         file: process.execPath,
-        args: [...options.execArgv(serverId), ...scripts[kind], ...(extra.args ?? [])]
+        args: [
+          ...options.execArgv(serverId),
+          ...(extra.execArgv ?? []),
+          ...scripts[kind],
+          ...(extra.args ?? [])
+        ]
       },
       { ...envFor(options, serverId, port, peers), ...extra.env }
     )
@@ -283,11 +296,11 @@ export const upstreamLinked = async (node: CliNode, peers: number, ms: number): 
 }
 
 /** Two nodes of `kind` dialling each other, both having heard the other's HELLO. */
-const pair = async (options: CliOptions, kind: CliKind) => {
+const pair = async (options: CliOptions, kind: CliKind, extra: StartExtra = {}) => {
   const portA = await options.freePort()
   const portB = await options.freePort()
-  const b = startNode(options, kind, `cli-${kind}-b`, portB, [portA])
-  const a = startNode(options, kind, `cli-${kind}-a`, portA, [portB])
+  const b = startNode(options, kind, `cli-${kind}-b`, portB, [portA], extra)
+  const a = startNode(options, kind, `cli-${kind}-a`, portA, [portB], extra)
   if (kind === "upstream") {
     await Promise.all([
       a.waitFor(isEvent("listening"), 15_000, "listening on A"),
@@ -333,12 +346,28 @@ export interface CliWakePlan {
 export const cliWake = async (
   options: CliOptions,
   plan: CliWakePlan,
-  kinds: ReadonlyArray<CliKind> = ["mesh", "base"]
-): Promise<Partial<Record<CliKind, Distribution>>> => {
+  kinds: ReadonlyArray<CliKind> = ["mesh", "base"],
+  extra: StartExtra = {}
+): Promise<CliWakeResult> => {
   const pairs = []
+  // Node processes carry the tail probe (bench/tailProbe.ts); upstream's Rust has no collector.
+  const tail = Tail.probe()
+  const withProbe = (kind: CliKind): StartExtra =>
+    kind === "upstream"
+      ? extra
+      : {
+          ...extra,
+          execArgv: [...tail.execArgv, ...(extra.execArgv ?? [])],
+          env: { ...extra.env, ...tail.env }
+        }
   try {
     for (const kind of kinds)
-      pairs.push({ kind, ...(await pair(options, kind)), done: 0, kept: [] as Array<number> })
+      pairs.push({
+        kind,
+        ...(await pair(options, kind, withProbe(kind))),
+        done: 0,
+        kept: [] as Array<Tail.Stamped>
+      })
     const total = plan.warmup + plan.measured
     while (pairs.some((p) => p.done < total)) {
       for (const p of pairs) {
@@ -363,16 +392,34 @@ export const cliWake = async (
             sent = nowNs()
             p.a.write(line)
           })
-          if (p.done >= plan.warmup && p.done !== first) p.kept.push((woke - sent) / 1000)
+          if (p.done >= plan.warmup && p.done !== first) p.kept.push({ sentNs: sent, wokeNs: woke })
         }
       }
     }
-    const out: Partial<Record<CliKind, Distribution>> = {}
-    for (const p of pairs) out[p.kind] = distribution(p.kept.slice(0, plan.measured))
-    return out
+    const wake: Partial<Record<CliKind, Distribution>> = {}
+    const tails: Partial<Record<CliKind, Tail.Attribution | null>> = {}
+    for (const p of pairs) {
+      const kept = p.kept.slice(0, plan.measured)
+      wake[p.kind] = distribution(kept.map((s) => (s.wokeNs - s.sentNs) / 1000))
+      if (p.kind === "upstream") continue
+      const [a, b] = await Promise.all([
+        Tail.collect(tail.dir, p.a.process.pid),
+        Tail.collect(tail.dir, p.b.process.pid)
+      ])
+      tails[p.kind] =
+        a === undefined || b === undefined ? null : Tail.attribute(kept, { sender: a.gcs, receiver: b.gcs })
+    }
+    return { wake, tail: tails }
   } finally {
     await Promise.all(pairs.flatMap((p) => [p.a.stop(), p.b.stop()]))
+    Fs.rmSync(tail.dir, { recursive: true, force: true })
   }
+}
+
+/** Each kind's wake distribution, and for the Node kinds where the tail came from. */
+export interface CliWakeResult {
+  readonly wake: Partial<Record<CliKind, Distribution>>
+  readonly tail: Partial<Record<CliKind, Tail.Attribution | null>>
 }
 
 export interface CliReceiveResult {

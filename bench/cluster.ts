@@ -27,9 +27,19 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
-import { CliNode, type CliOptions, cliEntry, isEvent, pushLine, startNode, upstreamStats } from "./cli.js"
+import {
+  CliNode,
+  type CliOptions,
+  cliEntry,
+  isEvent,
+  pushLine,
+  type StartExtra,
+  startNode,
+  upstreamStats
+} from "./cli.js"
 import { nowNs } from "./ipc.js"
 import { distribution, mean, percentile, round, sleep } from "./stats.js"
+import * as Tail from "./tail.js"
 
 export interface ClusterPlan {
   /** Mesh sizes, one run each. */
@@ -593,7 +603,8 @@ const startMembers = async (
   options: ClusterOptions,
   kind: ClusterKind,
   ports: ReadonlyArray<number>,
-  nodes: Array<CliNode>
+  nodes: Array<CliNode>,
+  probe: StartExtra
 ) => {
   const n = ports.length
   for (let i = 0; i < n; i++) {
@@ -604,7 +615,8 @@ const startMembers = async (
         kind,
         id,
         ports[i]!,
-        ports.filter((_, j) => j !== i)
+        ports.filter((_, j) => j !== i),
+        kind === "upstream" ? {} : probe
       )
     )
   }
@@ -637,12 +649,12 @@ const awaitFormation = async (cluster: Cluster): Promise<Array<Links>> => {
 }
 
 /** Push `index` on node `index % n`, until every other node printed its wake; µs per receiver from the push. */
-const pushToAll = async (cluster: Cluster, index: number): Promise<Array<number>> => {
+const pushToAll = async (cluster: Cluster, index: number): Promise<Array<Tail.Stamped>> => {
   const { n, members, name } = cluster
   const sender = index % n
   const partition = `c${index}`
   const needle = `"partition":"${partition}"`
-  const woken: Array<number> = []
+  const woken: Array<Tail.Stamped> = []
   let sent = 0
   await new Promise<void>((resolve, reject) => {
     let left = n - 1
@@ -658,7 +670,7 @@ const pushToAll = async (cluster: Cluster, index: number): Promise<Array<number>
       m.node.onLine = (text, at) => {
         if (!text.includes(needle)) return
         m.node.onLine = undefined
-        woken.push((at - sent) / 1000)
+        woken.push({ sentNs: sent, wokeNs: at })
         if (--left === 0) {
           clearTimeout(timer)
           resolve()
@@ -711,14 +723,17 @@ const cpuOver = async (nodes: ReadonlyArray<CliNode>, work: () => Promise<void>)
 const measureWakes = async (cluster: Cluster, first: number, rounds: number) => {
   const perReceiver: Array<number> = []
   const perPush: Array<number> = []
+  const stamped: Array<Tail.Stamped> = []
   const { ns, cpuUs } = await cpuOver(cluster.nodes, async () => {
     for (let r = first; r < first + rounds; r++) {
       const woken = await pushToAll(cluster, r)
-      perReceiver.push(...woken)
-      perPush.push(Math.max(...woken))
+      const us = woken.map((s) => (s.wokeNs - s.sentNs) / 1000)
+      stamped.push(...woken)
+      perReceiver.push(...us)
+      perPush.push(Math.max(...us))
     }
   })
-  return { perReceiver, perPush, windowNs: ns, cpuUs }
+  return { perReceiver, perPush, stamped, windowNs: ns, cpuUs }
 }
 
 interface Timings {
@@ -740,7 +755,8 @@ const clusterFigures = (
     readonly cpuUs: ReadonlyArray<number>
     readonly rssMiB: ReadonlyArray<number>
   },
-  wakes: Awaited<ReturnType<typeof measureWakes>>
+  wakes: Awaited<ReturnType<typeof measureWakes>>,
+  tail: Tail.Attribution | null
 ) => {
   const { n, kind } = cluster
   const inboundOpen = links.flatMap((s) => (s.inboundOpen === null ? [] : [s.inboundOpen]))
@@ -782,7 +798,9 @@ const clusterFigures = (
       pushes: plan.rounds,
       wakesPerPush: n - 1,
       perReceiverUs: distribution(wakes.perReceiver),
-      untilAllWokeUs: distribution(wakes.perPush)
+      untilAllWokeUs: distribution(wakes.perPush),
+      /** Each wake next to the garbage collections of every node (bench/tail.ts); null for upstream. */
+      tail
     },
     cpu: {
       windowMs: round(wakes.windowNs / 1e6, 0),
@@ -806,15 +824,31 @@ const clusterFigures = (
   }
 }
 
+/** The wakes next to every node's collections; null if a node's probe did not answer. */
+const clusterTail = async (
+  dir: string,
+  nodes: ReadonlyArray<CliNode>,
+  stamped: ReadonlyArray<Tail.Stamped>
+): Promise<Tail.Attribution | null> => {
+  const reports = await Promise.all(nodes.map((node) => Tail.collect(dir, node.process.pid)))
+  const gcs: Record<string, ReadonlyArray<Tail.Gc>> = {}
+  for (const [i, report] of reports.entries()) {
+    if (report === undefined) return null
+    gcs[`node ${i}`] = report.gcs
+  }
+  return Tail.attribute(stamped, gcs)
+}
+
 /** One full mesh of `n` nodes of `kind`: formation, connections, wakes, CPU, idle cost, RSS. */
 const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: ClusterKind, n: number) => {
   const name = `${kind === "mesh" ? "" : kind === "base" ? "baseline " : "upstream "}cluster of ${n}`
   const ports = await distinctPorts(options, n)
   const nodes: Array<CliNode> = []
   const loadAtStart = Os.loadavg()[0]!
+  const probe = Tail.probe()
   try {
     const spawned = nowNs()
-    const { members, lastListening } = await startMembers(options, kind, ports, nodes)
+    const { members, lastListening } = await startMembers(options, kind, ports, nodes, probe)
     const cluster: Cluster = { name, kind, n, nodes, members }
     const links = await awaitFormation(cluster)
     const timings: Timings = {
@@ -832,9 +866,11 @@ const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: Clu
     const rssMiB = nodes.map((node) => node.rssBytes() / MiB)
     options.progress(`${name}: ${plan.rounds} pushes, each to ${n - 1} nodes, the sender rotating`)
     const wakes = await measureWakes(cluster, plan.warmupPushesPerNode * n, plan.rounds)
-    return clusterFigures(cluster, plan, timings, links, warmupLines, { ...idle, rssMiB }, wakes)
+    const tail = kind === "upstream" ? null : await clusterTail(probe.dir, nodes, wakes.stamped)
+    return clusterFigures(cluster, plan, timings, links, warmupLines, { ...idle, rssMiB }, wakes, tail)
   } finally {
     await Promise.all(nodes.map((node) => node.stop()))
+    Fs.rmSync(probe.dir, { recursive: true, force: true })
   }
 }
 

@@ -10,6 +10,7 @@ import { type Driver, SECRET } from "../driver.js"
 import { check, fmt, info, type Row, row } from "../report.js"
 import { section } from "../section.js"
 import { type Distribution, median, ratio } from "../stats.js"
+import { tailRows } from "../tail.js"
 
 interface CliPlan {
   readonly cliWake: { readonly warmup: number; readonly measured: number; readonly block: number }
@@ -85,7 +86,11 @@ const measure = async (driver: Driver, plan: CliPlan) => {
   driver.progress(
     `CLI wake latency: ${kinds.map((k) => kindName[k]).join(", ")} x ${warmup + measured}, blocks of ${block}`
   )
-  const wake = await cliWake(driver.cli, plan.cliWake, kinds)
+  const { wake, tail } = await cliWake(driver.cli, plan.cliWake, kinds)
+  // The same series with the nodes' own timers all but off (a heartbeat every 10 minutes): what the
+  // heartbeats and the liveness checks add to the tail.
+  driver.progress(`CLI wake latency, heartbeats off: ours and the baseline x ${warmup + measured}`)
+  const timersOff = await cliWake(driver.cli, plan.cliWake, ["mesh", "base"], { env: HEARTBEATS_OFF })
   const startSender = sender(driver, plan.cliRecv.frames)
   const receive = await inRounds(driver, "CLI receive", plan.cliRecv, kinds, (kind) =>
     cliReceive(driver.cli, kind, plan.cliRecv.frames, startSender)
@@ -98,8 +103,11 @@ const measure = async (driver: Driver, plan: CliPlan) => {
     ["mesh", "base"] as const,
     (kind) => cliReceiveQuiet(driver.cli, kind, plan.cliRecv.frames, startSender)
   )
-  return { wake, receive, quiet }
+  return { wake, tail, timersOff: timersOff.wake, receive, quiet }
 }
+
+/** A heartbeat every 10 minutes, and a dead threshold past it, for ours and the baseline alike. */
+const HEARTBEATS_OFF = { QUEEN_SYNC_HEARTBEAT_MS: "600000", QUEEN_SYNC_DEAD_THRESHOLD_MS: "1800000" }
 
 const upstreamPart = (
   driver: Driver,
@@ -116,7 +124,7 @@ const upstreamPart = (
     : { status: "skipped" as const, reason: driver.upstream.skipped }
 
 const run = async (driver: Driver, plan: CliPlan) => {
-  const { wake, receive, quiet } = await measure(driver, plan)
+  const { wake, tail, timersOff, receive, quiet } = await measure(driver, plan)
   const wakeMesh = wake.mesh!
   const wakeBase = wake.base!
   const recvMesh = receiveSummary(receive.get("mesh")!)
@@ -130,7 +138,13 @@ const run = async (driver: Driver, plan: CliPlan) => {
       mesh: wakeMesh,
       baseline: wakeBase,
       upstream: wake.upstream ?? null,
-      ratios: { p50: ratio(wakeMesh.p50, wakeBase.p50), p99: ratio(wakeMesh.p99, wakeBase.p99) }
+      ratios: { p50: ratio(wakeMesh.p50, wakeBase.p50), p99: ratio(wakeMesh.p99, wakeBase.p99) },
+      tail: {
+        what: "each wake next to the garbage collections of both nodes (bench/tail.ts): of the slowest 1% (at or above p99), how many overlapped a collection on the sender or the receiver; the p99 of the wakes that overlapped none; each node's collections over the series. heartbeatsOff: the same series with a heartbeat every 10 minutes, so the nodes' own timers are out of it",
+        mesh: tail.mesh ?? null,
+        baseline: tail.base ?? null,
+        heartbeatsOff: { mesh: timersOff.mesh ?? null, baseline: timersOff.base ?? null }
+      }
     },
     receive: {
       frames: plan.cliRecv.frames,
@@ -167,6 +181,13 @@ const ownRows = (cli: Cli): ReadonlyArray<Row> => {
   return [
     row("CLI wake p50 (µs)", fmt(wake.mesh.p50), fmt(wake.baseline.p50), fmt(wake.ratios.p50, 2)),
     row("CLI wake p99 (µs)", fmt(wake.mesh.p99), fmt(wake.baseline.p99), fmt(wake.ratios.p99, 2)),
+    ...tailRows("CLI wake", wake.tail.mesh, wake.tail.baseline),
+    row(
+      "CLI wake p99, heartbeats off (µs)",
+      fmt(wake.tail.heartbeatsOff.mesh?.p99),
+      fmt(wake.tail.heartbeatsOff.baseline?.p99),
+      fmt(ratio(wake.tail.heartbeatsOff.mesh?.p99, wake.tail.heartbeatsOff.baseline?.p99), 2)
+    ),
     row(
       "CLI receive (wake lines/s)",
       fmt(receive.mesh.linesPerSec, 0),

@@ -9,6 +9,7 @@ import type { Driver } from "../driver.js"
 import { fmt, type Row, row } from "../report.js"
 import { section } from "../section.js"
 import { ratio, round } from "../stats.js"
+import { tailRows } from "../tail.js"
 
 interface ClusterSectionPlan {
   readonly cluster: ClusterPlan
@@ -83,7 +84,8 @@ const rows = (cluster: ClusterResult): ReadonlyArray<Row> => [
       row(
         `cluster of ${ours.nodes}: ours / baseline, idle CPU per node; CPU per wake per node`,
         `${r(ours.idle.cpuMsPerMinutePerNode.mean, base.idle.cpuMsPerMinutePerNode.mean)}; ${r(ours.cpu.usPerWakePerNode, base.cpu.usPerWakePerNode)}`
-      )
+      ),
+      ...tailRows(`cluster of ${ours.nodes}, wake`, ours.wake.tail, base.wake.tail)
     ]
   }),
   ...(cluster.upstream.status === "skipped"

@@ -4,6 +4,7 @@
  * taking turns in blocks (the children are in bench/latency.ts); and the pop with the mesh off,
  * found by its own re-poll. `--only=pg` runs the PostgreSQL variant alone.
  */
+import * as Fs from "node:fs"
 import { Schema } from "effect"
 import { type Driver, freePort, Numbers, SECRET, stopAll } from "../driver.js"
 import type { Child } from "../ipc.js"
@@ -11,6 +12,7 @@ import { type PgServer, startPostgres } from "../postgres.js"
 import { check, fmt, type Row, row } from "../report.js"
 import { section } from "../section.js"
 import { type Distribution, distribution, ratio, sleep } from "../stats.js"
+import * as Tail from "../tail.js"
 
 interface WakePlan {
   readonly wake: { readonly warmup: number; readonly measured: number; readonly block: number }
@@ -32,14 +34,16 @@ const spawnPairs = async (
   variants: ReadonlyArray<WakeVariant>,
   total: number,
   pgPort: number,
-  pairs: Array<Pair>
+  pairs: Array<Pair>,
+  probe: ReadonlyArray<string>
 ): Promise<void> => {
   for (const variant of variants) {
     const portA = await freePort()
     const portB = await freePort()
     const common = { secret: SECRET, total, pgPort }
-    const b = driver.spawn(`wake-${variant}-b`, { ...common, port: portB, peerPort: portA })
-    const a = driver.spawn(`wake-${variant}-a`, { ...common, port: portA, peerPort: portB })
+    const execArgv = variant === "pg" ? [] : probe
+    const b = driver.spawn(`wake-${variant}-b`, { ...common, port: portB, peerPort: portA }, execArgv)
+    const a = driver.spawn(`wake-${variant}-a`, { ...common, port: portA, peerPort: portB }, execArgv)
     pairs.push({ variant, a, b, next: 0, kept: [] })
   }
   await Promise.all(pairs.flatMap(({ a, b }) => [a.take("ready", 30_000), b.take("ready", 30_000)]))
@@ -61,17 +65,28 @@ const pushInBlocks = async (pairs: ReadonlyArray<Pair>, plan: WakePlan["wake"], 
   }
 }
 
-/** B's wake stamps minus A's push stamps, in µs, for the rounds kept. */
-const latenciesOf = async (pair: Pair, measured: number): Promise<Distribution> => {
+/** B's wake stamps minus A's push stamps, in µs, for the rounds kept; and the stamps themselves. */
+const latenciesOf = async (
+  pair: Pair,
+  measured: number
+): Promise<{ readonly latencyUs: Distribution; readonly stamped: ReadonlyArray<Tail.Stamped> }> => {
   const sent = Schema.decodeUnknownSync(Numbers)((await pair.a.take("times", 30_000)).data)
   const woken = Schema.decodeUnknownSync(Numbers)((await pair.b.take("times", 90_000)).data)
   const latencies: Array<number> = []
+  const stamped: Array<Tail.Stamped> = []
   for (const i of pair.kept.slice(0, measured)) {
     const us = (woken[i]! - sent[i]!) / 1000
     if (!(us > 0)) throw new Error(`${pair.variant}: wake ${i} came before its push (${us} µs)`)
     latencies.push(us)
+    stamped.push({ sentNs: sent[i]!, wokeNs: woken[i]! })
   }
-  return distribution(latencies)
+  return { latencyUs: distribution(latencies), stamped }
+}
+
+type Series = {
+  readonly series: Map<WakeVariant, Distribution>
+  /** Where each variant's tail came from (bench/tail.ts); null where a probe did not answer. */
+  readonly tails: Map<WakeVariant, Tail.Attribution | null>
 }
 
 /**
@@ -86,18 +101,38 @@ const wakeSeries = async (
   plan: WakePlan["wake"],
   variants: ReadonlyArray<WakeVariant>,
   pgPort = 0
-): Promise<Map<WakeVariant, Distribution>> => {
+): Promise<Series> => {
   // Each later block re-warms with one dropped round.
   const total = plan.warmup + plan.measured + Math.ceil(plan.measured / plan.block)
   const pairs: Array<Pair> = []
+  // The children inherit the probe's directory; only those started with its --import record.
+  const tail = Tail.probe()
+  const before = process.env.QUEEN_BENCH_TAIL_DIR
+  process.env.QUEEN_BENCH_TAIL_DIR = tail.dir
   try {
-    await spawnPairs(driver, variants, total, pgPort, pairs)
+    await spawnPairs(driver, variants, total, pgPort, pairs, tail.execArgv)
     await pushInBlocks(pairs, plan, total)
-    const out = new Map<WakeVariant, Distribution>()
-    for (const pair of pairs) out.set(pair.variant, await latenciesOf(pair, plan.measured))
-    return out
+    const series = new Map<WakeVariant, Distribution>()
+    const tails = new Map<WakeVariant, Tail.Attribution | null>()
+    for (const pair of pairs) {
+      const { latencyUs, stamped } = await latenciesOf(pair, plan.measured)
+      series.set(pair.variant, latencyUs)
+      if (pair.variant === "pg") continue
+      const [a, b] = await Promise.all([
+        Tail.collect(tail.dir, pair.a.process.pid),
+        Tail.collect(tail.dir, pair.b.process.pid)
+      ])
+      tails.set(
+        pair.variant,
+        a === undefined || b === undefined ? null : Tail.attribute(stamped, { pusher: a.gcs, parked: b.gcs })
+      )
+    }
+    return { series, tails }
   } finally {
+    if (before === undefined) delete process.env.QUEEN_BENCH_TAIL_DIR
+    else process.env.QUEEN_BENCH_TAIL_DIR = before
     await stopAll(pairs.flatMap(({ a, b }) => [a, b]))
+    Fs.rmSync(tail.dir, { recursive: true, force: true })
   }
 }
 
@@ -154,18 +189,20 @@ const seriesWithPg = async (
   plan: WakePlan["wake"],
   variants: ReadonlyArray<WakeVariant>,
   pg: PgServer | undefined
-): Promise<{ series: Map<WakeVariant, Distribution>; pgFailure?: string }> => {
-  if (variants.length === 0) return { series: new Map() }
+): Promise<Series & { pgFailure?: string }> => {
+  if (variants.length === 0) return { series: new Map(), tails: new Map() }
   try {
     driver.progress(
       `wake latency: ${variants.join(", ")} x ${plan.warmup + plan.measured}, in alternating blocks of ${plan.block}`
     )
-    return { series: await wakeSeries(driver, plan, variants, pg?.port ?? 0) }
+    return await wakeSeries(driver, plan, variants, pg?.port ?? 0)
   } catch (error) {
     if (!variants.includes("pg")) throw error
     const pgFailure = `failed: ${error instanceof Error ? error.message : String(error)}`
     const rest = variants.filter((v) => v !== "pg")
-    return { series: rest.length > 0 ? await wakeSeries(driver, plan, rest) : new Map(), pgFailure }
+    const again =
+      rest.length > 0 ? await wakeSeries(driver, plan, rest) : { series: new Map(), tails: new Map() }
+    return { ...again, pgFailure }
   } finally {
     pg?.stop()
     pgServer = undefined
@@ -183,11 +220,7 @@ const pgOutcome = (
       ? { measured: false, reason: failure ?? "not run" }
       : { measured: true, version: pg.version, latencyUs }
 
-const latency = (
-  series: Map<WakeVariant, Distribution>,
-  plan: WakePlan,
-  meshOff: Distribution & { pollMs: number }
-) => {
+const latency = ({ series, tails }: Series, plan: WakePlan, meshOff: Distribution & { pollMs: number }) => {
   const mesh = series.get("mesh")!
   const meshSync = series.get("meshsync")!
   const baseline = series.get("base")!
@@ -207,7 +240,13 @@ const latency = (
     baseline,
     meshOff,
     ratios: over(mesh),
-    syncRatios: over(meshSync)
+    syncRatios: over(meshSync),
+    tail: {
+      what: "each wake next to the garbage collections of the pushing and the parked process (bench/tail.ts): of the slowest 1% (at or above p99), how many overlapped a collection; the p99 of the wakes that overlapped none; each process's collections over the series",
+      mesh: tails.get("mesh") ?? null,
+      meshSync: tails.get("meshsync") ?? null,
+      baseline: tails.get("base") ?? null
+    }
   }
 }
 
@@ -218,11 +257,12 @@ const run = async (driver: Driver, plan: WakePlan) => {
   const server = typeof pg === "string" ? undefined : pg
   const variants: Array<WakeVariant> = withMesh ? ["mesh", "meshsync", "base"] : []
   if (server !== undefined) variants.push("pg")
-  const { series, pgFailure } = await seriesWithPg(driver, plan.wake, variants, server)
+  const measured = await seriesWithPg(driver, plan.wake, variants, server)
+  const { series, pgFailure } = measured
   const postgres = withPg ? pgOutcome(pg, series.get("pg"), pgFailure) : undefined
   if (!withMesh) return { postgres }
   driver.progress(`wake latency: mesh off, re-poll every ${plan.off.pollMs} ms x ${plan.off.total}`)
-  return { postgres, latency: latency(series, plan, await fallbackSeries(driver, plan.off)) }
+  return { postgres, latency: latency(measured, plan, await fallbackSeries(driver, plan.off)) }
 }
 
 type Wake = Awaited<ReturnType<typeof run>>
@@ -231,6 +271,7 @@ const latencyRows = (wake: NonNullable<Wake["latency"]>): ReadonlyArray<Row> => 
   ...(["p50", "p99", "p999"] as const).map((p) =>
     row(`wake ${p}, fiber pusher (µs)`, fmt(wake.mesh[p]), fmt(wake.baseline[p]), fmt(wake.ratios[p], 2))
   ),
+  ...Tail.tailRows("wake, fiber pusher", wake.tail.mesh, wake.tail.baseline),
   ...(["p50", "p99", "p999"] as const).map((p) =>
     row(
       `wake ${p}, unsafeMessageAvailable (µs)`,
