@@ -36,6 +36,7 @@ import { FrameDecoder } from "../wire/frameDecoder.js"
 import * as Frames from "../wire/frames.js"
 import type * as Payloads from "../wire/payloads.js"
 import * as Handshake from "./handshake.js"
+import type { Heartbeats } from "./heartbeats.js"
 import type { PeerLink } from "./peerLink.js"
 import type { SelfDials } from "./selfDials.js"
 
@@ -83,6 +84,8 @@ export interface OutboundOptions {
   readonly serverId: string
   readonly secret: Redacted.Redacted<string>
   readonly heartbeatInterval: Duration.Duration
+  /** The node's heartbeat timer, ticking every `heartbeatInterval`. */
+  readonly heartbeats: Heartbeats
   readonly authFailureDelay: Duration.Duration
   readonly schedule: Schedule.Schedule<unknown, LinkDown>
   readonly auth: Handshake.HandshakeMode
@@ -225,27 +228,26 @@ export class OutboundLink {
       // long, or whose writes have not drained as long, is closed (and dialled again at once).
       const deadMs = Duration.toMillis(this.options.deadThreshold)
       const up = upSince
-      const check = Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        let reason: "peer silent" | "write stalled" | undefined
+      const verdict = (now: number): "peer silent" | "write stalled" | undefined => {
         const silent = now - up >= deadMs ? this.options.peerSilence(link) : undefined
-        if (silent !== undefined && silent >= deadMs) reason = "peer silent"
+        if (silent !== undefined && silent >= deadMs) return "peer silent"
         const writing = link.writeStartedAt
-        if (reason === undefined && writing !== undefined && now - writing >= deadMs) reason = "write stalled"
-        if (reason === undefined) return Effect.void
-        // Said by `failed`, at the rate of any failure that repeats.
-        link.closedBy(reason)
-        return Effect.fail(reason)
+        return writing !== undefined && now - writing >= deadMs ? "write stalled" : undefined
+      }
+      // A heartbeat every interval, busy or not, as upstream sends them: on the node's one heartbeat
+      // timer, which also runs the check.
+      const heartbeats = Effect.async<never, "peer silent" | "write stalled">((resume) => {
+        const remove = this.options.heartbeats.add((now) => {
+          link.offer(this.heartbeat)
+          const reason = verdict(now)
+          if (reason === undefined) return
+          remove()
+          // Said by `failed`, at the rate of any failure that repeats.
+          link.closedBy(reason)
+          resume(Effect.fail(reason))
+        })
+        return Effect.sync(remove)
       })
-      // A heartbeat every interval, busy or not, as upstream sends them.
-      const heartbeats = Effect.forever(
-        Effect.zipRight(
-          Effect.sleep(this.options.heartbeatInterval),
-          Effect.zipRight(
-            Effect.sync(() => link.offer(this.heartbeat)),
-            check
-          )
-        )
-      )
       const closed = Effect.zipRight(Fiber.join(reader), Effect.fail("closed by peer" as const))
       return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
     }).pipe(

@@ -22,6 +22,7 @@ import { loop } from "../loop.js"
 import * as Topology from "../membership/topology.js"
 import { type DiscoveryCounts, DiscoveryRounds } from "./discoveryRounds.js"
 import type * as Handshake from "./handshake.js"
+import * as Heartbeats from "./heartbeats.js"
 import { Liveness } from "./liveness.js"
 import { OutboundLink, reconnectSchedule } from "./outboundLink.js"
 import { type FoundBy, PeerBook } from "./peerBook.js"
@@ -89,6 +90,7 @@ export const make = (
       serverId: config.serverId,
       secret: config.secret,
       heartbeatInterval: config.heartbeatInterval,
+      heartbeats: yield* Heartbeats.make(config.heartbeatInterval),
       authFailureDelay: config.authFailureDelay,
       schedule: options.reconnectSchedule ?? reconnectSchedule,
       auth: config.auth,

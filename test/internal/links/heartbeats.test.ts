@@ -1,0 +1,71 @@
+/**
+ * The node's one heartbeat timer: every link that is up beats on the same tick, every interval; no
+ * timer while no link is up; a beat that throws leaves the others theirs.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, TestClock } from "effect"
+import * as Heartbeats from "../../../src/internal/links/heartbeats.js"
+import { LoopFaults, loopFaults } from "../../../src/internal/loop.js"
+import * as MeshTest from "../../../src/MeshTest.js"
+
+const advance = (millis: number) => Effect.zipRight(TestClock.adjust(millis), MeshTest.settle)
+
+describe("Heartbeats", () => {
+  it.scoped("beats every link on one tick, every interval", () =>
+    Effect.gen(function* () {
+      const heartbeats = yield* Heartbeats.make(Duration.seconds(1))
+      const seen: Array<readonly [string, number]> = []
+      heartbeats.add((now) => seen.push(["a", now]))
+      heartbeats.add((now) => seen.push(["b", now]))
+      yield* MeshTest.settle
+      yield* advance(999)
+      assert.deepStrictEqual(seen, [])
+      yield* advance(1)
+      yield* advance(1000)
+      assert.deepStrictEqual(seen, [
+        ["a", 1000],
+        ["b", 1000],
+        ["a", 2000],
+        ["b", 2000]
+      ])
+    })
+  )
+
+  it.scoped("arms no timer while no link is up, and starts a full interval after the first one", () =>
+    Effect.gen(function* () {
+      const heartbeats = yield* Heartbeats.make(Duration.seconds(1))
+      yield* advance(2500)
+      const seen: Array<number> = []
+      const remove = heartbeats.add((now) => seen.push(now))
+      yield* MeshTest.settle
+      yield* advance(1000)
+      assert.deepStrictEqual(seen, [3500])
+      remove()
+      remove()
+      assert.strictEqual(heartbeats.size, 0)
+      yield* advance(5000)
+      assert.deepStrictEqual(seen, [3500])
+    })
+  )
+
+  it.scoped("a beat may remove itself; one that throws leaves the others theirs, and the timer goes on", () =>
+    Effect.gen(function* () {
+      const faults = new LoopFaults()
+      const heartbeats = yield* Effect.locally(Heartbeats.make(Duration.seconds(1)), loopFaults, faults)
+      const seen: Array<string> = []
+      const once = heartbeats.add(() => {
+        seen.push("once")
+        once()
+      })
+      heartbeats.add(() => {
+        throw new Error("a defect in one link's beat")
+      })
+      heartbeats.add(() => seen.push("steady"))
+      yield* MeshTest.settle
+      yield* advance(1000)
+      yield* advance(1000)
+      assert.deepStrictEqual(seen, ["once", "steady", "steady"])
+      assert.strictEqual(faults.caught("Heartbeats"), 2)
+    })
+  )
+})
