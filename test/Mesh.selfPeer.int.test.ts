@@ -304,6 +304,17 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
       ),
       "60 seconds"
     )
+    // "mesh link up" is said once a link has been up past the moment a refusing listener would have
+    // closed it (a heartbeat interval and the auth-failure delay): a link that came up last may not
+    // have said it yet when the frames above arrived.
+    const linkUpsOf = (i: number) =>
+      nodes[i]!.stderr()
+        .split("\n")
+        .filter((line) => line.includes('"mesh link up"'))
+    yield* MeshTest.eventually(
+      Effect.sync(() => [0, 1, 2].every((i) => linkUpsOf(i).length >= 2)),
+      "30 seconds"
+    )
     for (const i of [0, 1, 2]) {
       const r = yield* ready(i)
       assert.strictEqual(r.status, 200)
@@ -338,9 +349,7 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
         1
       )
       // The self entry is never logged as a link; the two real links are, once established.
-      const linkUps = nodes[i]!.stderr()
-        .split("\n")
-        .filter((line) => line.includes('"mesh link up"'))
+      const linkUps = linkUpsOf(i)
       assert.strictEqual(linkUps.length, 2, linkUps.join("\n"))
       assert.isTrue(
         linkUps.every((line) => !line.includes(`queen-${i}.`) && !line.includes(`"${ADDRESSES[i]}:`)),
