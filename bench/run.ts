@@ -35,6 +35,7 @@ import { startupSection } from "./sections/startup.js"
 import { throughput } from "./sections/throughput.js"
 import { tls } from "./sections/tls.js"
 import { wake } from "./sections/wake.js"
+import { writeload } from "./sections/writeload.js"
 import { round } from "./stats.js"
 
 /** The sections, in the order they run and are reported: a new section is one entry here. */
@@ -52,7 +53,8 @@ const sections: ReadonlyArray<Registered> = [
   fair,
   idle,
   startupSection,
-  broker
+  broker,
+  writeload
 ]
 
 const here = Path.dirname(fileURLToPath(import.meta.url))

