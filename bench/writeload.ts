@@ -140,13 +140,15 @@ export interface Cell {
   readonly windowMs: number
 }
 
-/** The cells of one carrier, its processes started once and reused for every K. */
-const runCarrier = async (
-  db: Database,
-  carrier: Carrier,
-  plan: LoadPlan,
-  progress: (text: string) => void
-): Promise<ReadonlyArray<Cell>> => {
+/** One carrier's processes and its database, started once and reused for every K. */
+interface CarrierSet {
+  readonly carrier: Carrier
+  readonly admin: PgClient
+  readonly producers: ReadonlyArray<Child>
+  readonly consumers: ReadonlyArray<Child>
+}
+
+const startSet = async (db: Database, carrier: Carrier, plan: LoadPlan, sets: Array<CarrierSet>) => {
   const url = await db.urlFor(`wl_${carrier}`)
   const admin = await pgClient(url)
   await admin.query(TABLE_DDL)
@@ -170,18 +172,41 @@ const runCarrier = async (
   const producers = producerPorts.map((port, i) =>
     startChild("producer", { ...common, index: i, port, peers: consumerPorts })
   )
-  const all = [...consumers, ...producers]
+  // Registered before waiting, so a failed start still stops them.
+  sets.push({ carrier, admin, producers, consumers })
+  await Promise.all([...consumers, ...producers].map((c) => c.take("ready", 60_000)))
+}
+
+/**
+ * Every carrier's cells. All carriers' processes run for the whole section, and at each K the carriers
+ * take turns, the first of each K a different one, so a machine whose load drifts over the minutes
+ * weighs on every carrier alike. Returned by carrier, then K.
+ */
+export const runLoad = async (
+  db: Database,
+  plan: LoadPlan,
+  progress: (text: string) => void
+): Promise<ReadonlyArray<Cell>> => {
+  const sets: Array<CarrierSet> = []
   try {
-    await Promise.all(all.map((c) => c.take("ready", 60_000)))
-    const cells: Array<Cell> = []
-    for (const k of plan.ks) {
-      progress(`writeload: ${carrier}, K = ${k}, ${plan.cellMs} ms`)
-      cells.push(await runCell(db, admin, carrier, k, plan, producers, consumers))
+    for (const carrier of plan.carriers) {
+      progress(`writeload: starting the ${carrier} carrier's producers and consumers`)
+      await startSet(db, carrier, plan, sets)
     }
-    return cells
+    const cells: Array<Cell> = []
+    for (let turn = 0; turn < plan.ks.length; turn++) {
+      const k = plan.ks[turn]!
+      for (let j = 0; j < sets.length; j++) {
+        const set = sets[(turn + j) % sets.length]!
+        progress(`writeload: K = ${k}, ${set.carrier}, ${plan.cellMs} ms`)
+        cells.push(await runCell(db, set.admin, set.carrier, k, plan, set.producers, set.consumers))
+      }
+    }
+    const order = (c: Cell) => plan.carriers.indexOf(c.carrier) * 1e6 + c.k
+    return cells.sort((a, b) => order(a) - order(b))
   } finally {
-    await stopAll(all)
-    await admin.end().catch(() => undefined)
+    await stopAll(sets.flatMap((set) => [...set.producers, ...set.consumers]))
+    await Promise.all(sets.map((set) => set.admin.end().catch(() => undefined)))
   }
 }
 
@@ -257,17 +282,6 @@ const runCell = async (
     emptyClaims: claimed.reduce((n, c) => n + c.emptyClaims, 0),
     windowMs: round(windowNs / 1e6, 0)
   }
-}
-
-/** Every carrier's cells, one carrier after the other. */
-export const runLoad = async (
-  db: Database,
-  plan: LoadPlan,
-  progress: (text: string) => void
-): Promise<ReadonlyArray<Cell>> => {
-  const cells: Array<Cell> = []
-  for (const carrier of plan.carriers) cells.push(...(await runCarrier(db, carrier, plan, progress)))
-  return cells
 }
 
 // ---------------------------------------------------------------------------------------------
