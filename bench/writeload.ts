@@ -327,8 +327,9 @@ const laneSent = Effect.map(
 )
 
 /**
- * A producer process: on `arm`, opens (or keeps) its connections; on `go`, each commits back to back
- * for the window, stamping every acknowledged commit and, with the mesh or the lane, hinting after it.
+ * A producer process: on `arm`, opens its connections; on `go`, each commits back to back for the
+ * window, stamping every acknowledged commit and, with the mesh or the lane, hinting after it; then
+ * closes them.
  */
 export const producer = async (params: RoleParams): Promise<void> => {
   const serverId = `wl-producer-${params.index}`
@@ -382,6 +383,9 @@ export const producer = async (params: RoleParams): Promise<void> => {
             frames: laneAfter.frames - laneBefore.frames
           }
     toParent({ kind: "done", data: { committed, errors, wallNs, cpuUs: used.user + used.system, lane } })
+    // Closed after each cell: every carrier's producers stay up for the whole section, and their
+    // connections at K = 64 together would pass max_connections.
+    await Promise.all(clients.splice(0).map((client) => client.end().catch(() => undefined)))
   }
 }
 
