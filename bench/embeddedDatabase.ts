@@ -29,6 +29,11 @@ export interface Database {
   readonly version: string
   /** Time on CPU of the postmaster and every backend, in ns. */
   readonly cpuNs: () => number
+  /**
+   * The same by process id: a window's cost is {@link cpuDeltaNs} of two readings, which a backend
+   * that exits meanwhile (a client closing) does not make negative.
+   */
+  readonly cpuByPid: () => ReadonlyMap<number, number>
   readonly query: (sql: string) => Promise<ReadonlyArray<Record<string, unknown>>>
   readonly stop: () => Promise<void>
 }
@@ -80,18 +85,23 @@ export const startDatabase = async (options: StartOptions = {}): Promise<Databas
   const query = async (sql: string) => (await admin.query<Record<string, unknown>>(sql)).rows
   const version = String((await query("SHOW server_version"))[0]?.server_version ?? "?")
   const postmaster = Number(Fs.readFileSync(Path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
-  const cpuNs = () => {
-    let ns = processCpuNs(postmaster)
+  const cpuByPid = () => {
+    const out = new Map<number, number>([[postmaster, processCpuNs(postmaster)]])
     for (const name of Fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(name)) continue
       try {
         const stat = Fs.readFileSync(`/proc/${name}/stat`, "utf8")
         const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-        if (ppid === postmaster) ns += processCpuNs(Number(name))
+        if (ppid === postmaster) out.set(Number(name), processCpuNs(Number(name)))
       } catch {
         // A process that ended meanwhile.
       }
     }
+    return out
+  }
+  const cpuNs = () => {
+    let ns = 0
+    for (const value of cpuByPid().values()) ns += value
     return ns
   }
   let stopped = false
@@ -111,6 +121,7 @@ export const startDatabase = async (options: StartOptions = {}): Promise<Databas
     urlFor,
     version,
     cpuNs,
+    cpuByPid,
     query,
     stop: async () => {
       if (stopped) return
@@ -121,4 +132,18 @@ export const startDatabase = async (options: StartOptions = {}): Promise<Databas
     }
   }
   return db
+}
+
+/**
+ * The time on CPU between two readings of {@link Database.cpuByPid}: each process's growth, a process
+ * born meanwhile counted whole, one gone meanwhile not at all (what it spent in the window is lost;
+ * a closing client's backend spends little).
+ */
+export const cpuDeltaNs = (
+  before: ReadonlyMap<number, number>,
+  after: ReadonlyMap<number, number>
+): number => {
+  let ns = 0
+  for (const [pid, value] of after) ns += Math.max(0, value - (before.get(pid) ?? 0))
+  return ns
 }

@@ -29,7 +29,7 @@ import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import { type Claimed, type Committed, spread, tally } from "./deliveries.js"
 import { freePort } from "./driver.js"
-import type { Database } from "./embeddedDatabase.js"
+import { cpuDeltaNs, type Database } from "./embeddedDatabase.js"
 import type { Child } from "./ipc.js"
 import { fromParent, nowNs, toParent } from "./ipc.js"
 import { laneRuntime, untilLaneHears } from "./lane.js"
@@ -234,14 +234,14 @@ const runCell = async (
   for (const c of consumers) c.send({ kind: "reset" })
   await Promise.all(consumers.map((c) => c.take("reset", 60_000)))
   await sleep(300)
-  const cpuBefore = db.cpuNs()
+  const cpuBefore = db.cpuByPid()
   const start = nowNs()
   for (const p of active) p.send({ kind: "go", data: plan.cellMs })
   const done = await Promise.all(
     active.map(async (p) => Schema.decodeUnknownSync(Done)((await p.take("done", LONG_WAIT_MS)).data))
   )
   const windowNs = nowNs() - start
-  const pgNs = db.cpuNs() - cpuBefore
+  const pgNs = cpuDeltaNs(cpuBefore, db.cpuByPid())
   // What is left is the consumers' to claim, within `drainMs`.
   const drainUntil = Date.now() + plan.drainMs
   for (;;) {
