@@ -86,13 +86,19 @@ export const startDatabase = async (options: StartOptions = {}): Promise<Databas
   const version = String((await query("SHOW server_version"))[0]?.server_version ?? "?")
   const postmaster = Number(Fs.readFileSync(Path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
   const cpuByPid = () => {
-    const out = new Map<number, number>([[postmaster, processCpuNs(postmaster)]])
+    // A process that ends between the listing and the read reads NaN and is left out.
+    const out = new Map<number, number>()
+    const add = (pid: number) => {
+      const ns = processCpuNs(pid)
+      if (Number.isFinite(ns)) out.set(pid, ns)
+    }
+    add(postmaster)
     for (const name of Fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(name)) continue
       try {
         const stat = Fs.readFileSync(`/proc/${name}/stat`, "utf8")
         const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-        if (ppid === postmaster) out.set(Number(name), processCpuNs(Number(name)))
+        if (ppid === postmaster) add(Number(name))
       } catch {
         // A process that ended meanwhile.
       }
