@@ -20,6 +20,7 @@ import { Duration, Effect, Metric, Schema } from "effect"
 import { HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { metrics, Queues } from "./Queues.js"
+import { Stages } from "./Stages.js"
 
 /** Upstream Queen's default tenant, which its peers send for it. */
 export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
@@ -72,20 +73,30 @@ const queueOf = Effect.all({
 
 const push = Effect.gen(function* () {
   const queues = yield* Queues
+  const stages = yield* Stages
+  yield* stages.mark("handler")
   const { queue, tenant } = yield* queueOf
   const body = yield* HttpServerRequest.schemaBodyJson(PushBody)
+  yield* stages.mark("decoded")
   const messages = "messages" in body ? body.messages : [body]
   const ids = yield* queues.push(tenant, queue, messages)
+  yield* stages.note("push", ids)
   return json({ ids }, 201)
 })
 
 const pop = Effect.gen(function* () {
   const queues = yield* Queues
   const config = yield* BrokerConfig
+  const stages = yield* Stages
+  yield* stages.mark("handler")
   const { queue } = yield* HttpRouter.schemaPathParams(QueuePath)
   const query = yield* HttpServerRequest.schemaSearchParams(PopQuery)
   const wait = Duration.min(Duration.millis(query.wait), config.maxWait)
   const result = yield* queues.pop(query.tenant.toLowerCase(), queue, { batch: query.batch, wait })
+  yield* stages.note(
+    "pop",
+    result.messages.map((message) => message.id)
+  )
   return json(result)
 })
 
