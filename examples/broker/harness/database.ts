@@ -74,18 +74,24 @@ export const startDatabase = async (options: { readonly durable?: boolean } = {}
     (await admin.query<Record<string, unknown>>(sql, [...params])).rows
   const version = String((await query("SHOW server_version"))[0]?.server_version ?? "?")
   const postmaster = Number(Fs.readFileSync(Path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
+  // Every process's last reading is kept: a backend that exits (a pool closing an idle connection)
+  // keeps counting what it spent, so the sum never goes back and a difference of two is CPU spent.
+  const lastSeen = new Map<number, number>()
   const serverCpuNs = () => {
-    let ns = cpuNs(postmaster)
+    lastSeen.set(postmaster, Math.max(lastSeen.get(postmaster) ?? 0, cpuNs(postmaster)))
     for (const name of Fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(name)) continue
       try {
         const stat = Fs.readFileSync(`/proc/${name}/stat`, "utf8")
         const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-        if (ppid === postmaster) ns += cpuNs(Number(name))
+        const pid = Number(name)
+        if (ppid === postmaster) lastSeen.set(pid, Math.max(lastSeen.get(pid) ?? 0, cpuNs(pid)))
       } catch {
         // A process that ended meanwhile.
       }
     }
+    let ns = 0
+    for (const value of lastSeen.values()) ns += value
     return ns
   }
   let stopped = false
