@@ -20,6 +20,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Schema } from "effect"
 import { type Database, freshDatabase, startDatabase } from "../examples/broker/harness/database.js"
 import {
   type Distribution,
@@ -29,7 +30,9 @@ import {
   flow,
   LatencySeries,
   pushThroughput,
-  type ThroughputRun
+  type ThroughputRun,
+  type WriteLoadRun,
+  writeLoad
 } from "../examples/broker/harness/load.js"
 import { type Carrier, clustered, type Replica, startCluster } from "../examples/broker/harness/replica.js"
 
@@ -38,20 +41,33 @@ export interface BrokerPlan {
   readonly off: { readonly warmup: number; readonly rounds: number; readonly repollMs: number }
   readonly throughput: { readonly rounds: number; readonly durationMs: number; readonly clients: number }
   readonly flow: { readonly everyMs: number; readonly durationMs: number; readonly popBatch: number }
+  /** Rounds of the latency series on a TCP cluster with the stage tracer on. */
+  readonly stages: { readonly warmup: number; readonly rounds: number }
+  /** Write load on a durable PostgreSQL (fsync on): per count of pushers, each carrier in turn. */
+  readonly writeLoad: {
+    readonly pushers: ReadonlyArray<number>
+    readonly durationMs: number
+    readonly loops: number
+    readonly popBatch: number
+  }
 }
 
 export const quickPlan: BrokerPlan = {
   latency: { warmup: 50, rounds: 300, block: 100 },
   off: { warmup: 5, rounds: 40, repollMs: 100 },
   throughput: { rounds: 1, durationMs: 3_000, clients: 16 },
-  flow: { everyMs: 20, durationMs: 3_000, popBatch: 10 }
+  flow: { everyMs: 20, durationMs: 3_000, popBatch: 10 },
+  stages: { warmup: 30, rounds: 200 },
+  writeLoad: { pushers: [1, 8, 32, 64], durationMs: 3_000, loops: 2, popBatch: 100 }
 }
 
 export const fullPlan: BrokerPlan = {
   latency: { warmup: 100, rounds: 1_000, block: 100 },
   off: { warmup: 10, rounds: 100, repollMs: 100 },
   throughput: { rounds: 3, durationMs: 5_000, clients: 16 },
-  flow: { everyMs: 20, durationMs: 6_000, popBatch: 10 }
+  flow: { everyMs: 20, durationMs: 6_000, popBatch: 10 },
+  stages: { warmup: 50, rounds: 500 },
+  writeLoad: { pushers: [1, 8, 32, 64], durationMs: 10_000, loops: 2, popBatch: 100 }
 }
 
 type Kind = "tcp" | "lane" | "notify" | "off"
@@ -83,6 +99,7 @@ const ensureDist = (progress: (text: string) => void) => {
 }
 
 let database: Database | undefined
+let durable: Database | undefined
 const running = new Set<Replica>()
 
 /** Kills what this section started (the driver's exit handler). */
@@ -91,6 +108,40 @@ export const killBrokerChildren = (): void => {
   running.clear()
   void database?.stop()
   database = undefined
+  void durable?.stop()
+  durable = undefined
+}
+
+/** The four clusters on `on`, each on a database of its own, formed. */
+const startClusters = async (
+  on: Database,
+  prefix: string,
+  plan: BrokerPlan,
+  progress: (text: string) => void,
+  execArgv: (role: string) => ReadonlyArray<string>
+): Promise<Map<Kind, ReadonlyArray<Replica>>> => {
+  const clusters = new Map<Kind, ReadonlyArray<Replica>>()
+  for (const kind of kinds) {
+    progress(`broker: three ${kind} replicas`)
+    const url = await freshDatabase(on, `${prefix}_${kind}`)
+    const replicas = await startCluster({
+      carrier: carrierOf(kind),
+      databaseUrl: url,
+      ...(kind === "notify" ? { entry: notifyEntry } : {}),
+      env: kind === "off" ? { BROKER_POP_REPOLL_MS: String(plan.off.repollMs) } : {},
+      execArgv: (i) => execArgv(`${prefix}-${kind}-${"abc"[i]}`)
+    })
+    for (const replica of replicas) running.add(replica)
+    clusters.set(kind, replicas)
+  }
+  for (const kind of kinds) await clustered(clusters.get(kind)!, carrierOf(kind), 60_000)
+  return clusters
+}
+
+const stopAll = async (replicas: Iterable<Replica>) => {
+  const list = [...replicas]
+  await Promise.all(list.map((replica) => replica.stop()))
+  for (const replica of list) running.delete(replica)
 }
 
 const carrierOf = (kind: Kind): Carrier => (kind === "notify" ? "off" : kind)
@@ -118,6 +169,13 @@ export type BrokerSection =
       readonly flow: Readonly<Record<Kind, FlowRun>>
       /** A push answered on A, and a pop on B that finds its message at once, client side (TCP cluster). */
       readonly stagesUs: { readonly push: Distribution; readonly readyPop: Distribution }
+      /** A round's stages, from the replicas' stage lines (TCP cluster, tracer on). */
+      readonly stageTableUs: Readonly<Record<StageName, Distribution>>
+      /** Under write load, fsync on: per carrier, one run per count of pushers. */
+      readonly writeLoad: {
+        readonly postgres: string
+        readonly runs: Readonly<Record<Kind, ReadonlyArray<WriteLoadRun>>>
+      }
       readonly lost: number
       readonly duplicated: number
       readonly ratios: {
@@ -130,6 +188,90 @@ export type BrokerSection =
       }
     }
   | { readonly measured: false; readonly reason: string }
+
+/** A replica's stage line (`examples/broker/Stages.ts`, on with `BROKER_TRACE_STAGES=true`). */
+const StageLine = Schema.parseJson(
+  Schema.Struct({
+    stages: Schema.Struct({
+      route: Schema.String,
+      ids: Schema.Array(Schema.String),
+      at: Schema.Array(Schema.Tuple(Schema.String, Schema.String))
+    })
+  })
+)
+const decodeStageLine = Schema.decodeUnknownOption(StageLine)
+
+/** The stages of a round, in the order a message goes through them; `pushAnswer` is off the path. */
+export const stageNames = [
+  "client to request fiber (HTTP in)",
+  "request fiber to push handler",
+  "push handler to body decoded",
+  "decoded to INSERT sent",
+  "INSERT and commit",
+  "hint sent",
+  "hint to pop woken (carrier, wake)",
+  "woken to claim sent",
+  "claim",
+  "claimed to answer written",
+  "answer to client (HTTP out)",
+  "total: push sent to pop answered"
+] as const
+export type StageName = (typeof stageNames)[number]
+
+/** Gathers replicas' stage lines while a series runs: `stop` returns them, keyed by message id. */
+export const collectStages = (replicas: ReadonlyArray<Replica>) => {
+  const pushes = new Map<string, ReadonlyMap<string, bigint>>()
+  const pops = new Map<string, ReadonlyMap<string, bigint>>()
+  const offs = replicas.map((replica) =>
+    replica.onLine((line) => {
+      const decoded = decodeStageLine(line)
+      if (decoded._tag === "None") return
+      const { route, ids, at } = decoded.value.stages
+      // The last mark of each name: a pop that parked twice keeps its last wake and claim.
+      const marks = new Map(at.map(([stage, ns]) => [stage, BigInt(ns)] as const))
+      for (const id of ids) (route === "push" ? pushes : pops).set(id, marks)
+    })
+  )
+  return {
+    stop: (): { pushes: typeof pushes; pops: typeof pops } => {
+      for (const off of offs) off()
+      return { pushes, pops }
+    }
+  }
+}
+
+/** Per stage, the distribution over the rounds of `series` (µs); rounds whose lines are missing are left out. */
+export const stagesOf = (
+  series: LatencySeries,
+  lines: ReturnType<ReturnType<typeof collectStages>["stop"]>
+): Record<StageName, Distribution> => {
+  const values = new Map<StageName, Array<number>>(stageNames.map((name) => [name, []]))
+  for (const round of series.rounds) {
+    const push = lines.pushes.get(round.id)
+    const pop = lines.pops.get(round.id)
+    const received = series.ledger.received.get(round.seq)?.at
+    if (push === undefined || pop === undefined || received === undefined) continue
+    const span = (name: StageName, from: bigint | undefined, to: bigint | undefined) => {
+      if (from !== undefined && to !== undefined) values.get(name)!.push(Number(to - from) / 1000)
+    }
+    span("client to request fiber (HTTP in)", round.sent, push.get("in"))
+    span("request fiber to push handler", push.get("in"), push.get("handler"))
+    span("push handler to body decoded", push.get("handler"), push.get("decoded"))
+    span("decoded to INSERT sent", push.get("decoded"), push.get("insert"))
+    span("INSERT and commit", push.get("insert"), push.get("committed"))
+    span("hint sent", push.get("committed"), push.get("hinted"))
+    span("hint to pop woken (carrier, wake)", push.get("hinted"), pop.get("woke"))
+    span("woken to claim sent", pop.get("woke"), pop.get("claim"))
+    span("claim", pop.get("claim"), pop.get("claimed"))
+    span("claimed to answer written", pop.get("claimed"), pop.get("out"))
+    span("answer to client (HTTP out)", pop.get("out"), received)
+    span("total: push sent to pop answered", round.sent, received)
+  }
+  return Object.fromEntries(stageNames.map((name) => [name, distribution(values.get(name)!)])) as Record<
+    StageName,
+    Distribution
+  >
+}
 
 const median = (values: ReadonlyArray<number>): number => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -150,22 +292,8 @@ export const runBroker = async (
   } catch (error) {
     return { measured: false, reason: error instanceof Error ? error.message : String(error) }
   }
-  const clusters = new Map<Kind, ReadonlyArray<Replica>>()
   try {
-    for (const kind of kinds) {
-      progress(`broker: three ${kind} replicas`)
-      const url = await freshDatabase(database, `bench_broker_${kind}`)
-      const replicas = await startCluster({
-        carrier: carrierOf(kind),
-        databaseUrl: url,
-        ...(kind === "notify" ? { entry: notifyEntry } : {}),
-        env: kind === "off" ? { BROKER_POP_REPOLL_MS: String(plan.off.repollMs) } : {},
-        execArgv: (i) => execArgv(`broker-${kind}-${"abc"[i]}`)
-      })
-      for (const replica of replicas) running.add(replica)
-      clusters.set(kind, replicas)
-    }
-    for (const kind of kinds) await clustered(clusters.get(kind)!, carrierOf(kind), 60_000)
+    const clusters = await startClusters(database, "bench_broker", plan, progress, execArgv)
     const trio = (kind: Kind) => clusters.get(kind) as [Replica, Replica, Replica]
 
     // Latency, the clusters taking turns in blocks.
@@ -290,7 +418,68 @@ export const runBroker = async (
         popBatch: plan.flow.popBatch
       })
     }
-    const everything = [...Object.values(latencyUs), ...Object.values(flows)]
+    // The stages of a round, from the replicas' own timestamps: a TCP cluster of its own, tracer on.
+    await stopAll([...clusters.values()].flat())
+    progress(`broker: stages, a traced TCP cluster x ${plan.stages.warmup + plan.stages.rounds}`)
+    const traced = await startCluster({
+      carrier: "tcp",
+      databaseUrl: await freshDatabase(database, "bench_broker_stages"),
+      env: { BROKER_TRACE_STAGES: "true" }
+    })
+    for (const replica of traced) running.add(replica)
+    await clustered(traced, "tcp", 60_000)
+    const [ta, tb, tc] = traced as [Replica, Replica, Replica]
+    const stageSeries = new LatencySeries({
+      pusher: ta,
+      poppers: [tb, tc],
+      queue: "stages",
+      loops: 2,
+      jitterMs: 1
+    })
+    for (let i = 0; i < plan.stages.warmup; i++) await stageSeries.round(false)
+    const collecting = collectStages(traced)
+    for (let i = 0; i < plan.stages.rounds; i++) await stageSeries.round()
+    const stageLines = collecting.stop()
+    await stageSeries.close()
+    const stageTableUs = stagesOf(stageSeries, stageLines)
+    await stopAll(traced)
+
+    // Write load: a PostgreSQL at its defaults (fsync on), pushers on every replica, pops on every replica.
+    progress("broker: write load, starting a PostgreSQL with fsync on")
+    durable = await startDatabase({ durable: true })
+    const loaded = await startClusters(durable, "bench_broker_load", plan, progress, execArgv)
+    const loadRuns = new Map<Kind, Array<WriteLoadRun>>(kinds.map((kind) => [kind, []]))
+    const w = plan.writeLoad
+    for (const pushers of w.pushers) {
+      for (const kind of kinds) {
+        progress(`broker: write load, ${pushers} pushers for ${w.durationMs / 1000} s, ${kind}`)
+        loadRuns.get(kind)!.push(
+          await writeLoad({
+            replicas: loaded.get(kind)!,
+            queue: `write${pushers}`,
+            pushers,
+            durationMs: w.durationMs,
+            loops: w.loops,
+            popBatch: w.popBatch,
+            postgresCpuNs: durable.cpuNs
+          })
+        )
+      }
+    }
+    const writeLoadResult = {
+      postgres: `${durable.version}, fsync and full_page_writes on (defaults)`,
+      runs: {
+        tcp: loadRuns.get("tcp")!,
+        lane: loadRuns.get("lane")!,
+        notify: loadRuns.get("notify")!,
+        off: loadRuns.get("off")!
+      }
+    }
+    const everything = [
+      ...Object.values(latencyUs),
+      ...Object.values(flows),
+      ...[...loadRuns.values()].flat()
+    ]
     return {
       measured: true,
       postgres: database.version,
@@ -299,6 +488,8 @@ export const runBroker = async (
       throughput,
       flow: flows,
       stagesUs,
+      stageTableUs,
+      writeLoad: writeLoadResult,
       lost: everything.reduce((sum, r) => sum + r.lost, 0),
       duplicated: everything.reduce((sum, r) => sum + r.duplicated, 0),
       ratios: {
@@ -315,6 +506,8 @@ export const runBroker = async (
     running.clear()
     await database?.stop()
     database = undefined
+    await durable?.stop()
+    durable = undefined
   }
 }
 
@@ -420,11 +613,56 @@ export const rows = (section: BrokerSection): ReadonlyArray<ReadonlyArray<string
       "-",
       "-"
     ],
+    ...stageNames.map((name) => [
+      `broker stage p50 / p90, ${name} (µs)`,
+      `${f(section.stageTableUs[name].p50)} / ${f(section.stageTableUs[name].p90)}`,
+      "-",
+      "-"
+    ]),
+    ...writeLoadRows(section.writeLoad.runs),
     ["broker messages lost / delivered twice", `${section.lost} / ${section.duplicated}`, "-", "-"]
   ]
 }
+
+/** Per count of pushers: throughput, latency and CPU, the TCP mesh against NOTIFY (lane; re-poll). */
+const writeLoadRows = (
+  runs: Readonly<Record<Kind, ReadonlyArray<WriteLoadRun>>>
+): ReadonlyArray<ReadonlyArray<string>> =>
+  runs.tcp.flatMap((tcp, i) => {
+    const of = (kind: Kind) => runs[kind][i]!
+    const [notify, lane, off] = [of("notify"), of("lane"), of("off")]
+    const k = tcp.pushers
+    const cpu = (r: WriteLoadRun) =>
+      `${f(r.replicasCpuUsPerPush)} / ${r.postgresCpuUsPerPush === null ? "-" : f(r.postgresCpuUsPerPush)} / ${f(r.clientCpuUsPerPush)}`
+    return [
+      [
+        `broker write load, ${k} pushers: pushes/s, TCP mesh vs NOTIFY (lane; re-poll)`,
+        f(tcp.pushesPerSec, 0),
+        `${f(notify.pushesPerSec, 0)} (${f(lane.pushesPerSec, 0)}; ${f(off.pushesPerSec, 0)})`,
+        f(ratio(tcp.pushesPerSec, notify.pushesPerSec), 2)
+      ],
+      [
+        `broker write load, ${k} pushers: push-to-pop p50 / p99, TCP mesh vs NOTIFY (lane; re-poll) (µs)`,
+        `${f(tcp.latencyUs.p50, 0)} / ${f(tcp.latencyUs.p99, 0)}`,
+        `${f(notify.latencyUs.p50, 0)} / ${f(notify.latencyUs.p99, 0)} (${f(lane.latencyUs.p50, 0)} / ${f(lane.latencyUs.p99, 0)}; ${f(off.latencyUs.p50, 0)} / ${f(off.latencyUs.p99, 0)})`,
+        f(ratio(tcp.latencyUs.p99, notify.latencyUs.p99), 2)
+      ],
+      [
+        `broker write load, ${k} pushers: CPU per message, replicas / PostgreSQL / client, TCP mesh vs NOTIFY (µs)`,
+        cpu(tcp),
+        cpu(notify),
+        "-"
+      ]
+    ]
+  })
 
 export const note = (section: BrokerSection, plan: BrokerPlan): string =>
   section.measured
     ? `Broker: bench/broker.ts, the reference broker of examples/broker/ (dist/ of this commit) on an embedded PostgreSQL ${section.postgres} (${section.settings}); four clusters of three replica processes at once, each on a database of its own: TCP mesh, PostgreSQL lane, LISTEN/NOTIFY (bench/brokerNotify.ts: a statement trigger NOTIFYs in the push's transaction, every replica LISTENs; mesh off) and mesh off (re-poll ${plan.off.repollMs} ms). Latency = the client's push request on A to the answer of the pop (2 parked on each of B and C, batch 1) that carries it, ${plan.latency.rounds} rounds after ${plan.latency.warmup} warm-up, the three woken clusters in alternating blocks of ${plan.latency.block}; mesh off ${plan.off.rounds} rounds, each after a random pause of up to one re-poll. Throughput = ${plan.throughput.clients} clients pushing one message at a time on A for ${plan.throughput.durationMs / 1000} s, no pop running (B and C receive the hints), median of ${plan.throughput.rounds} alternating round(s); CPU per push = schedstat of A, and of B and C, over the pushes. Flow = one message pushed on A every ${plan.flow.everyMs} ms (open loop) for ${plan.flow.durationMs / 1000} s while 2 pops (batch ${plan.flow.popBatch}, each answer acked) wait on each of B and C; pop CPU = schedstat of B and C from the first push to the last pop, per message.`
     : `Broker skipped: ${section.reason}`
+
+/** What the write-load part and the stage table are, for the notes. */
+export const writeLoadNote = (section: BrokerSection, plan: BrokerPlan): string =>
+  section.measured
+    ? `Broker stages: a fifth TCP cluster with BROKER_TRACE_STAGES=true (examples/broker/Stages.ts: each replica prints its requests' stage times on the machine's monotonic clock), ${plan.stages.rounds} push-to-pop rounds as above, each stage's p50 / p90 over the rounds; stages overlap where a process is preempted (a negative p50 means the next process ran first). Broker write load: a second embedded PostgreSQL ${section.writeLoad.postgres}; four clusters of three replicas (TCP mesh, lane, NOTIFY, re-poll ${plan.off.repollMs} ms); per count of pushers (${plan.writeLoad.pushers.join(", ")}), each carrier in turn: that many clients, spread over the three replicas, each pushing one message at a time back to back for ${plan.writeLoad.durationMs / 1000} s, while ${plan.writeLoad.loops} pops (batch ${plan.writeLoad.popBatch}, each answer acked) wait on every replica; push-to-pop over every message; CPU per message = schedstat of the three replicas, of PostgreSQL's processes, and the driving process's own, from the first push to the last pop.`
+    : ""

@@ -21,6 +21,7 @@ export const broker = section<BrokerPlan, Broker.BrokerSection>({
       (cells): Row => [cells[0] ?? "", cells[1] ?? "", cells[2] ?? "-", cells[3] ?? "-"]
     ),
   targets: (result) => (result === undefined ? [] : Broker.targets(result)),
-  notes: (result, plan) => (result === undefined ? [] : [Broker.note(result, plan.broker)]),
+  notes: (result, plan) =>
+    result === undefined ? [] : [Broker.note(result, plan.broker), Broker.writeLoadNote(result, plan.broker)],
   cleanup: Broker.killBrokerChildren
 })

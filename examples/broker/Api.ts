@@ -20,6 +20,7 @@ import { Duration, Effect, Metric, Schema } from "effect"
 import { HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { metrics, Queues } from "./Queues.js"
+import { Stages } from "./Stages.js"
 
 /** Upstream Queen's default tenant, which its peers send for it. */
 export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
@@ -64,42 +65,63 @@ export const SwitchBody = Schema.Struct({ enabled: Schema.Boolean })
 
 const json = (body: unknown, status = 200) => HttpServerResponse.unsafeJson(body, { status })
 
+/**
+ * The inputs of the routes, each decoder built once here rather than per request: a request then runs
+ * an Effect that already exists instead of assembling one.
+ */
+const queuePath = HttpRouter.schemaPathParams(QueuePath)
+const popQuery = HttpServerRequest.schemaSearchParams(PopQuery)
+const pushBody = HttpServerRequest.schemaBodyJson(PushBody)
+const ackBody = HttpServerRequest.schemaBodyJson(AckBody)
+const configBody = HttpServerRequest.schemaBodyJson(ConfigBody)
+const switchBody = HttpServerRequest.schemaBodyJson(SwitchBody)
+
 /** The queue and tenant a queue route names; tenants are UUIDs, kept lowercase as the mesh keeps them. */
 const queueOf = Effect.all({
-  queue: Effect.map(HttpRouter.schemaPathParams(QueuePath), (path) => path.queue),
+  queue: Effect.map(queuePath, (path) => path.queue),
   tenant: Effect.map(HttpServerRequest.schemaSearchParams(TenantQuery), (query) => query.tenant.toLowerCase())
 })
 
 const push = Effect.gen(function* () {
   const queues = yield* Queues
+  const stages = yield* Stages
+  yield* stages.mark("handler")
   const { queue, tenant } = yield* queueOf
-  const body = yield* HttpServerRequest.schemaBodyJson(PushBody)
+  const body = yield* pushBody
+  yield* stages.mark("decoded")
   const messages = "messages" in body ? body.messages : [body]
   const ids = yield* queues.push(tenant, queue, messages)
+  yield* stages.note("push", ids)
   return json({ ids }, 201)
 })
 
 const pop = Effect.gen(function* () {
   const queues = yield* Queues
   const config = yield* BrokerConfig
-  const { queue } = yield* HttpRouter.schemaPathParams(QueuePath)
-  const query = yield* HttpServerRequest.schemaSearchParams(PopQuery)
+  const stages = yield* Stages
+  yield* stages.mark("handler")
+  const { queue } = yield* queuePath
+  const query = yield* popQuery
   const wait = Duration.min(Duration.millis(query.wait), config.maxWait)
   const result = yield* queues.pop(query.tenant.toLowerCase(), queue, { batch: query.batch, wait })
+  yield* stages.note(
+    "pop",
+    result.messages.map((message) => message.id)
+  )
   return json(result)
 })
 
 const ack = Effect.gen(function* () {
   const queues = yield* Queues
   const { queue, tenant } = yield* queueOf
-  const body = yield* HttpServerRequest.schemaBodyJson(AckBody)
+  const body = yield* ackBody
   return json({ acked: yield* queues.ack(tenant, queue, body.lease.toLowerCase(), body.ids) })
 })
 
 const configure = Effect.gen(function* () {
   const queues = yield* Queues
   const { queue, tenant } = yield* queueOf
-  const settings = yield* HttpServerRequest.schemaBodyJson(ConfigBody)
+  const settings = yield* configBody
   yield* queues.configure(tenant, queue, settings)
   return json({ queue, tenant, ...settings })
 })
@@ -115,7 +137,7 @@ const maintenance = Effect.flatMap(Queues, (queues) => Effect.map(queues.mainten
 const flip = (set: (queues: typeof Queues.Service, enabled: boolean) => Effect.Effect<void>) =>
   Effect.gen(function* () {
     const queues = yield* Queues
-    const { enabled } = yield* HttpServerRequest.schemaBodyJson(SwitchBody)
+    const { enabled } = yield* switchBody
     yield* set(queues, enabled)
     return json(yield* queues.maintenance)
   })

@@ -14,7 +14,7 @@
  * 5. `Drain`, built last so that its finalizer runs first (see {@link Drain}).
  */
 import * as Http from "node:http"
-import { HttpServer } from "@effect/platform"
+import { HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Console, Effect, Layer, Option } from "effect"
@@ -23,6 +23,7 @@ import * as Postgres from "queen-mesh/Postgres"
 import * as Api from "./Api.js"
 import { BrokerConfig, layer as BrokerConfigLive } from "./BrokerConfig.js"
 import * as Queues from "./Queues.js"
+import * as Stages from "./Stages.js"
 import * as Store from "./Store.js"
 
 /**
@@ -42,6 +43,7 @@ const DatabaseLive = Layer.unwrapEffect(
 )
 
 const ServicesLive = Queues.layer.pipe(
+  Layer.provideMerge(Stages.layer),
   Layer.provideMerge(Store.layer),
   Layer.provideMerge(Layer.merge(MeshLive, DatabaseLive)),
   Layer.provideMerge(BrokerConfigLive)
@@ -77,8 +79,23 @@ const Drain = Layer.scopedDiscard(
   })
 )
 
+/**
+ * The API, served; with the stage tracer's middleware when it is on (`Stages.ts`). No span per request:
+ * the platform's server span (the URL parsed, the headers copied into attributes) is the largest
+ * fixed cost of a request, for a tracer that exports nowhere (see {@link layer}).
+ */
+const ServeLive = Layer.unwrapEffect(
+  Effect.map(Stages.Stages, (stages) => HttpServer.serve(Api.app, stages.middleware))
+).pipe(HttpMiddleware.withTracerDisabledWhen(() => true))
+
+/**
+ * The broker. Effect's tracer is off: nothing here exports spans, and each request would otherwise
+ * build two (the server's and `@effect/sql`'s per statement). A deployment that traces provides its
+ * exporter (`@effect/opentelemetry`) and drops `setTracerEnabled(false)` and `withTracerDisabledWhen`.
+ */
 export const layer = Drain.pipe(
-  Layer.provide(HttpServer.serve(Api.app)),
+  Layer.provide(ServeLive),
   Layer.provideMerge(ServerLive),
-  Layer.provideMerge(ServicesLive)
+  Layer.provideMerge(ServicesLive),
+  Layer.provide(Layer.setTracerEnabled(false))
 )

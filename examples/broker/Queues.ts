@@ -20,6 +20,7 @@ import {
 } from "effect"
 import { LocalWaker, MaintenanceFlags, Mesh, QueueConfigCache } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
+import { Stages } from "./Stages.js"
 import { type Claimed, type Outgoing, type QueueSettings, Store } from "./Store.js"
 
 /** A push refused because the cluster is in maintenance mode. */
@@ -90,6 +91,7 @@ export const make = Effect.gen(function* () {
   const waker = yield* LocalWaker.LocalWaker
   const flags = yield* MaintenanceFlags.MaintenanceFlags
   const cache = yield* QueueConfigCache.MemoryQueueConfigCache
+  const stages = yield* Stages
 
   /**
    * After the commit, never before: a pop woken before the rows are visible finds nothing and parks
@@ -109,12 +111,15 @@ export const make = Effect.gen(function* () {
   const push: QueuesShape["push"] = (tenant, queue, messages) =>
     Effect.gen(function* () {
       if (yield* SubscriptionRef.get(flags.maintenance)) return yield* new MaintenanceError()
+      yield* stages.mark("insert")
       const ids = yield* store.push(tenant, queue, messages)
+      yield* stages.mark("committed")
       yield* announce(
         tenant,
         queue,
         messages.map((message) => message.partition)
       )
+      yield* stages.mark("hinted")
       yield* Metric.incrementBy(metrics.pushed, ids.length)
       return ids
     })
@@ -147,7 +152,9 @@ export const make = Effect.gen(function* () {
         // committed after the claim's snapshot) is seen below, so the pop claims again instead of
         // parking past it.
         yield* waker.takePartitionHints(target)
+        yield* stages.mark("claim")
         const claimed = yield* store.claim(tenant, queue, options.batch, settings.leaseTimeSeconds)
+        yield* stages.mark("claimed")
         yield* Metric.increment(metrics.claims)
         if (claimed.messages.length > 0) {
           yield* Metric.incrementBy(metrics.popped, claimed.messages.length)
@@ -159,6 +166,7 @@ export const make = Effect.gen(function* () {
         // Parked until a wake names the queue, or the re-poll: long while the mesh wakes this replica's
         // pops, short while it cannot (the waker shortens it by itself, see `Broker.ts`).
         wake = yield* waker.awaitWake(target, { maxWait: Duration.min(Duration.millis(left), config.repoll) })
+        yield* stages.mark("woke")
         yield* Metric.update(metrics.waits, wake)
         if (wake === "shutdown" || (yield* SubscriptionRef.get(flags.popMaintenance)))
           return empty("shutdown")

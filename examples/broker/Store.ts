@@ -75,13 +75,22 @@ export interface StoreShape {
 
 export class Store extends Context.Tag("broker/Store")<Store, StoreShape>() {}
 
-/** The rows a statement returned, checked: what comes back from the database is data from outside. */
-const decodeRows =
-  <A, I>(schema: Schema.Schema<A, I>) =>
-  (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> =>
-    Effect.orDie(Schema.decodeUnknown(Schema.Array(schema))(rows))
+/**
+ * The rows a statement returned, checked: what comes back from the database is data from outside.
+ * Built once per row type, at module load: `Schema.Array(schema)` is a new AST each time it is called,
+ * and a decoder is compiled (and memoized) per AST, so building it per statement compiled one per push.
+ */
+const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknown(Schema.Array(schema))
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> => Effect.orDie(decode(rows))
+}
 
 const IdRow = Schema.Struct({ id: Schema.String })
+const decodeIds = decodeRows(IdRow)
+const decodeClaimed = decodeRows(Claimed)
+const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
+const decodeSettings = decodeRows(SettingsRow)
+const decodeExpired = decodeRows(Expired)
 
 /**
  * The tables, created once however many replicas start together: the advisory lock makes the others
@@ -130,7 +139,7 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
           payload: JSON.stringify(message.payload)
         }))
       )} RETURNING id`.pipe(
-        Effect.flatMap(decodeRows(IdRow)),
+        Effect.flatMap(decodeIds),
         Effect.map((rows) => rows.map((row) => row.id))
       )
 
@@ -153,7 +162,7 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
       FROM picked
       WHERE m.id = picked.id
       RETURNING m.id, m.partition, m.payload, m.deliveries`.pipe(
-        Effect.flatMap(decodeRows(Claimed)),
+        Effect.flatMap(decodeClaimed),
         // RETURNING follows no order; the queue's does.
         Effect.map((messages) => ({
           lease,
@@ -169,11 +178,10 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
           WHERE tenant = ${tenant} AND queue = ${queue} AND lease = ${lease} AND id = ANY(${ids}::bigint[])
           RETURNING id`.pipe(Effect.map((rows) => rows.length))
 
-    const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
     const queueSettings: StoreShape["queueSettings"] = (tenant, queue) =>
       sql`SELECT lease_time_seconds, encrypted FROM broker_queues
         WHERE tenant = ${tenant} AND queue = ${queue}`.pipe(
-        Effect.flatMap(decodeRows(SettingsRow)),
+        Effect.flatMap(decodeSettings),
         Effect.map((rows) =>
           Option.map(Option.fromNullable(rows[0]), (row) => ({
             leaseTimeSeconds: row.lease_time_seconds,
@@ -201,7 +209,7 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
         )
         RETURNING tenant, queue, partition
       )
-      SELECT DISTINCT tenant, queue, partition FROM released`.pipe(Effect.flatMap(decodeRows(Expired)))
+      SELECT DISTINCT tenant, queue, partition FROM released`.pipe(Effect.flatMap(decodeExpired))
 
     return { push, claim, ack, queueSettings, configure, releaseExpired }
   }

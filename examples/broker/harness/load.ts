@@ -228,6 +228,13 @@ export class LatencySeries {
   private readonly pops: ReadonlyArray<PopLoops>
   /** Latencies of the rounds kept, in µs. */
   readonly kept: Array<number> = []
+  /** The rounds kept: the message's id, when its push was sent and answered (`process.hrtime`, ns). */
+  readonly rounds: Array<{
+    readonly seq: number
+    readonly id: string
+    readonly sent: bigint
+    readonly answered: bigint
+  }> = []
 
   constructor(
     readonly options: {
@@ -258,11 +265,15 @@ export class LatencySeries {
       await new Promise((resolve) => setTimeout(resolve, Math.random() * this.options.jitterMs))
     const { seq, push } = this.ledger.payload()
     const at = nowNs()
-    await this.options.pusher.client.push(this.options.queue, [push])
+    const [id] = await this.options.pusher.client.push(this.options.queue, [push])
+    const answered = nowNs()
     this.ledger.markPushed(seq, at)
     await this.ledger.receivedOf(seq, this.options.roundTimeoutMs ?? 30_000)
     const latency = this.ledger.latencyUs(seq)!
-    if (keep) this.kept.push(latency)
+    if (keep) {
+      this.kept.push(latency)
+      if (id !== undefined) this.rounds.push({ seq, id, sent: at, answered })
+    }
     return latency
   }
 
@@ -504,6 +515,98 @@ export const flow = async (options: {
       latencyUs: distribution(latencies),
       lost: ledger.lost().length,
       duplicated: ledger.duplicated().length
+    }
+  } finally {
+    await Promise.all(pops.map((loop) => loop.stop(true)))
+  }
+}
+
+export interface WriteLoadRun {
+  /** Concurrent pushers, spread over the replicas in turn. */
+  readonly pushers: number
+  readonly pushed: number
+  readonly pushesPerSec: number
+  /** Push request sent to the pop's answer that carried it, over every message (µs). */
+  readonly latencyUs: Distribution
+  readonly lost: number
+  readonly duplicated: number
+  /**
+   * CPU per message (µs) from the first push to the last pop, so push, hints, pop and ack: the
+   * replicas together, and PostgreSQL's processes if given.
+   */
+  readonly replicasCpuUsPerPush: number
+  readonly postgresCpuUsPerPush: number | null
+  /** CPU of the driving process itself per push (µs): on a small machine it competes with both. */
+  readonly clientCpuUsPerPush: number
+}
+
+/**
+ * Write load: `pushers` clients, spread over `replicas` in turn, each pushing one message at a time
+ * back to back for `durationMs`, while `loops` pops (batch `popBatch`) wait on every replica and ack
+ * what they get. Counts every message (lost, delivered twice) and the CPU each side spent per push.
+ */
+export const writeLoad = async (options: {
+  readonly replicas: ReadonlyArray<Replica>
+  readonly queue: string
+  readonly pushers: number
+  readonly durationMs: number
+  readonly loops: number
+  readonly popBatch: number
+  readonly postgresCpuNs?: () => number
+  readonly withinMs?: number
+}): Promise<WriteLoadRun> => {
+  const ledger = new Ledger()
+  const pops = options.replicas.map(
+    (replica) =>
+      new PopLoops(replica, {
+        queue: options.queue,
+        ledger,
+        loops: options.loops,
+        batch: options.popBatch,
+        waitMs: 5_000
+      })
+  )
+  try {
+    for (const replica of options.replicas) await waitParked(replica, options.loops)
+    const replicasCpu = () => options.replicas.reduce((sum, replica) => sum + replica.cpuNs(), 0)
+    const replicasCpu0 = replicasCpu()
+    const postgresCpu0 = options.postgresCpuNs?.() ?? 0
+    const clientCpu0 = process.cpuUsage()
+    const started = nowNs()
+    const end = Date.now() + options.durationMs
+    const pusher = async (index: number) => {
+      const replica = options.replicas[index % options.replicas.length]!
+      while (Date.now() < end) {
+        const { seq, push } = ledger.payload()
+        const at = nowNs()
+        await replica.client.push(options.queue, [push])
+        ledger.markPushed(seq, at)
+      }
+    }
+    await Promise.all(Array.from({ length: options.pushers }, (_, i) => pusher(i)))
+    const seconds = Number(nowNs() - started) / 1e9
+    const pushed = ledger.pushed.size
+    // Whatever is still unreceived at the deadline is counted as lost, not thrown: a run reports it.
+    await ledger.allReceived(options.withinMs ?? 60_000).catch(() => undefined)
+    // CPU from the first push to the last pop: a message's whole life (push, hints, pop, ack).
+    const perPush = (ns: number) => Math.round((ns / 1000 / Math.max(1, pushed)) * 10) / 10
+    const clientCpu = process.cpuUsage(clientCpu0)
+    const cpu = {
+      replicas: perPush(replicasCpu() - replicasCpu0),
+      postgres: options.postgresCpuNs === undefined ? null : perPush(options.postgresCpuNs() - postgresCpu0),
+      client: perPush((clientCpu.user + clientCpu.system) * 1000)
+    }
+    const latencies = [...ledger.pushed.keys()].flatMap((seq) => ledger.latencyUs(seq) ?? [])
+    return {
+      pushers: options.pushers,
+      pushed,
+      pushesPerSec: Math.round(pushed / seconds),
+      latencyUs: distribution(latencies),
+      lost: ledger.lost().length,
+      duplicated: ledger.duplicated().length,
+      replicasCpuUsPerPush: cpu.replicas,
+      postgresCpuUsPerPush: cpu.postgres,
+      clientCpuUsPerPush: cpu.client
     }
   } finally {
     await Promise.all(pops.map((loop) => loop.stop(true)))

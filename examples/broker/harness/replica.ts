@@ -52,6 +52,7 @@ export interface Exit {
 
 export class Replica {
   private readonly output: Array<string> = []
+  private readonly listeners: Set<(line: string) => void>
   readonly exited: Promise<Exit>
 
   private constructor(
@@ -60,10 +61,18 @@ export class Replica {
     readonly client: BrokerClient,
     readonly meshPort: number | null,
     exited: Promise<Exit>,
-    output: Array<string>
+    output: Array<string>,
+    listeners: Set<(line: string) => void>
   ) {
     this.exited = exited
     this.output = output
+    this.listeners = listeners
+  }
+
+  /** Calls `listener` with every line it prints on stdout from now on (its stage lines, say); undone by the function returned. */
+  onLine(listener: (line: string) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
   }
 
   /** Starts `entry` with `env` (on top of this process's PATH only) and waits for its ready line. */
@@ -80,6 +89,7 @@ export class Replica {
       stdio: ["ignore", "pipe", "pipe"]
     })
     const output: Array<string> = []
+    const listeners = new Set<(line: string) => void>()
     const keep = (line: string) => {
       output.push(line)
       if (output.length > 200) output.shift()
@@ -101,13 +111,19 @@ export class Replica {
         const lines = (partial + chunk.toString("utf8")).split("\n")
         partial = lines.pop() ?? ""
         for (const line of lines) {
+          if (line.startsWith('{"stages"')) {
+            for (const listener of listeners) listener(line)
+            continue
+          }
           keep(line)
           if (!line.startsWith('{"listening"')) continue
           const ready = Schema.decodeUnknownEither(Listening)(line)
           if (ready._tag === "Left") continue
           clearTimeout(timer)
           const client = new BrokerClient("127.0.0.1", ready.right.listening.http)
-          resolve(new Replica(options.name, child, client, ready.right.listening.mesh, exited, output))
+          resolve(
+            new Replica(options.name, child, client, ready.right.listening.mesh, exited, output, listeners)
+          )
         }
       })
       child.stderr?.on("data", (chunk: Buffer) => {

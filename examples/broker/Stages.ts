@@ -1,0 +1,86 @@
+/**
+ * Where a request's time goes, for the bench: with `BROKER_TRACE_STAGES=true` every answered request
+ * prints one line, `{"stages":{"route":…,"ids":[…],"at":[["in",ns],…]}}`, the times of its stages on
+ * the machine's monotonic clock (`process.hrtime`, the same clock in every process of the machine, so
+ * a push's stages on one replica and its pop's on another line up). Off (the default) it is nothing:
+ * `mark` is `Effect.void` and the middleware is the identity, so the request path carries no tracer.
+ *
+ * Stages marked: `in` (the request's fiber starts, the body not read yet), then what the handlers mark
+ * (`handler`, `decoded`, `insert`, `committed`, `hinted`; a pop's `woke`, `claim`, `claimed`), and
+ * `out` (the answer handed to Node's socket).
+ */
+import { type HttpApp, HttpMiddleware } from "@effect/platform"
+import { Config, type ConfigError, Context, Effect, FiberRef, Layer } from "effect"
+
+/** One request's marks, gathered on its fiber. */
+interface Trail {
+  route: string
+  ids: ReadonlyArray<string>
+  readonly at: Array<[string, string]>
+}
+
+const currentTrail = FiberRef.unsafeMake<Trail | undefined>(undefined)
+
+export interface StagesShape {
+  readonly enabled: boolean
+  /** Records `stage` now, on the current request's trail. */
+  readonly mark: (stage: string) => Effect.Effect<void>
+  /** Names the request's route and the messages it carried, which is how the bench joins the lines. */
+  readonly note: (route: string, ids: ReadonlyArray<string>) => Effect.Effect<void>
+  /** Wraps the app: starts a trail at `in`, prints it at `out`. */
+  readonly middleware: <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E, R>
+}
+
+export class Stages extends Context.Tag("broker/Stages")<Stages, StagesShape>() {}
+
+// The monotonic clock shared by the processes of a machine; Effect's `Clock` is per process.
+const now = () => process.hrtime.bigint().toString()
+
+const off: StagesShape = {
+  enabled: false,
+  mark: () => Effect.void,
+  note: () => Effect.void,
+  middleware: (app) => app
+}
+
+const on: StagesShape = {
+  enabled: true,
+  mark: (stage) =>
+    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+      Effect.sync(() => {
+        trail?.at.push([stage, now()])
+      })
+    ),
+  note: (route, ids) =>
+    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+      Effect.sync(() => {
+        if (trail === undefined) return
+        trail.route = route
+        trail.ids = ids
+      })
+    ),
+  middleware: HttpMiddleware.make((app) =>
+    Effect.suspend(() => {
+      const trail: Trail = { route: "", ids: [], at: [["in", now()]] }
+      return app.pipe(
+        Effect.locally(currentTrail, trail),
+        Effect.ensuring(
+          Effect.sync(() => {
+            trail.at.push(["out", now()])
+            if (trail.route !== "") process.stdout.write(`${JSON.stringify({ stages: trail })}\n`)
+          })
+        )
+      )
+    })
+  )
+}
+
+export const config = Config.boolean("BROKER_TRACE_STAGES").pipe(
+  Config.withDefault(false),
+  Config.withDescription("print every request's stage times (for the bench)")
+)
+
+export const layer: Layer.Layer<Stages, ConfigError.ConfigError> = Layer.effect(
+  Stages,
+  Effect.map(config, (enabled) => (enabled ? on : off))
+)
