@@ -64,6 +64,125 @@ export const bundleOptions = (outdir: string = bundleDirectory): BuildOptions =>
   logLevel: "warning"
 })
 
+// ---------------------------------------------------------------------------------------------
+// source maps: our files only
+// ---------------------------------------------------------------------------------------------
+
+const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+const DIGIT = new Map([...BASE64].map((char, value) => [char, value]))
+
+/** The numbers of one base64 VLQ segment. */
+const decodeSegment = (text: string): Array<number> => {
+  const values: Array<number> = []
+  let value = 0
+  let shift = 0
+  for (const char of text) {
+    const digit = DIGIT.get(char)
+    if (digit === undefined) throw new Error(`bad source map character ${JSON.stringify(char)}`)
+    value += (digit & 31) << shift
+    if (digit & 32) shift += 5
+    else {
+      values.push(value & 1 ? -(value >>> 1) : value >>> 1)
+      value = 0
+      shift = 0
+    }
+  }
+  return values
+}
+
+const encodeValue = (n: number): string => {
+  let rest = n < 0 ? (-n << 1) | 1 : n << 1
+  let out = ""
+  do {
+    const digit = rest & 31
+    rest >>>= 5
+    out += BASE64[rest > 0 ? digit | 32 : digit]
+  } while (rest > 0)
+  return out
+}
+
+interface RawMap {
+  version: number
+  sources: Array<string>
+  names?: Array<string>
+  mappings: string
+  [key: string]: unknown
+}
+
+/**
+ * The map with only the segments that point into our own sources (not `node_modules`), and no names.
+ * Node keeps every map of a loaded file and decodes it whole on the first stack trace through it;
+ * the packages' segments (esbuild carries their own maps on) are nine tenths of the total, and a
+ * trace's frames in them are still named by the bundle's file and line. Where our code gives way to a
+ * package's, a segment maps to nothing, so that a frame there is not credited to our file before it.
+ */
+export const ownSegmentsOnly = (map: RawMap): RawMap => {
+  const kept = map.sources.map((source) => !source.includes("node_modules/"))
+  const index = new Map<number, number>()
+  const sources: Array<string> = []
+  map.sources.forEach((source, i) => {
+    if (kept[i]) {
+      index.set(i, sources.length)
+      sources.push(source)
+    }
+  })
+  // Absolute state of the input (fields are deltas across the whole map), and of the output.
+  let source = 0
+  let line = 0
+  let column = 0
+  let outSource = 0
+  let outLine = 0
+  let outColumn = 0
+  /** Whether the last segment written maps into our sources. */
+  let mapped = false
+  const lines = map.mappings.split(";").map((text) => {
+    let generated = 0
+    let outGenerated = 0
+    const out: Array<string> = []
+    for (const segment of text === "" ? [] : text.split(",")) {
+      const fields = decodeSegment(segment)
+      generated += fields[0] ?? 0
+      if (fields.length < 4) continue
+      source += fields[1]!
+      line += fields[2]!
+      column += fields[3]!
+      const target = index.get(source)
+      if (target === undefined) {
+        // Where a package's code starts after ours, a segment mapping to nothing: a lookup finds the
+        // nearest segment before it, which must not be our file's.
+        if (mapped) {
+          out.push(encodeValue(generated - outGenerated))
+          outGenerated = generated
+          mapped = false
+        }
+        continue
+      }
+      mapped = true
+      out.push(
+        encodeValue(generated - outGenerated) +
+          encodeValue(target - outSource) +
+          encodeValue(line - outLine) +
+          encodeValue(column - outColumn)
+      )
+      outGenerated = generated
+      outSource = target
+      outLine = line
+      outColumn = column
+    }
+    return out.join(",")
+  })
+  return { ...map, sources, names: [], mappings: lines.join(";") }
+}
+
+const trimMaps = (directory: string) => {
+  for (const entry of Fs.readdirSync(directory, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith(".js.map")) continue
+    const file = Path.join(entry.parentPath, entry.name)
+    const map: RawMap = JSON.parse(Fs.readFileSync(file, "utf8"))
+    Fs.writeFileSync(file, JSON.stringify(ownSegmentsOnly(map)))
+  }
+}
+
 const launcherText = `#!/usr/bin/env node
 // The \`queen-mesh\` command (docs/cli.md): source maps on (Node maps only what it loads after this), then
 // the bundle, built from src/cli.ts by scripts/bundle-cli.ts.
@@ -74,6 +193,7 @@ await import("./bin/queen-mesh.js")
 const main = async () => {
   Fs.rmSync(bundleDirectory, { recursive: true, force: true })
   await esbuild.build(bundleOptions())
+  trimMaps(bundleDirectory)
   // tsc's own output for src/cli.ts gives way to the launcher; its map would describe another file.
   Fs.writeFileSync(launcher, launcherText, { mode: 0o755 })
   Fs.rmSync(`${launcher}.map`, { force: true })
