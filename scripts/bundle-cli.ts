@@ -11,7 +11,8 @@
  * import) are tsc's, untouched.
  *
  * The launcher turns on source maps before it loads the bundle (Node maps only the files loaded after
- * that), so a stack trace names `src/` files; the maps point at the `src/` the package ships.
+ * that), so a stack trace names `src/` files; the maps point at the `src/` the package ships. Where
+ * Node has a compile cache (`module.enableCompileCache`, Node 22.1+), it turns that on too.
  *
  * `npx tsx scripts/bundle-cli.ts` (run by `npm run build`).
  */
@@ -184,9 +185,14 @@ const trimMaps = (directory: string) => {
 }
 
 const launcherText = `#!/usr/bin/env node
-// The \`queen-mesh\` command (docs/cli.md): source maps on (Node maps only what it loads after this), then
-// the bundle, built from src/cli.ts by scripts/bundle-cli.ts.
+// The \`queen-mesh\` command (docs/cli.md): source maps on (Node maps only what it loads after this), Node's
+// compile cache on where Node has one (22.1 and later: V8 skips compiling the bundle on later starts),
+// then the bundle, built from src/cli.ts by scripts/bundle-cli.ts.
+import * as Module from "node:module"
 process.setSourceMapsEnabled(true)
+try {
+  Module.enableCompileCache?.()
+} catch {}
 await import("./bin/queen-mesh.js")
 `
 
@@ -195,7 +201,8 @@ const main = async () => {
   await esbuild.build(bundleOptions())
   trimMaps(bundleDirectory)
   // tsc's own output for src/cli.ts gives way to the launcher; its map would describe another file.
-  Fs.writeFileSync(launcher, launcherText, { mode: 0o755 })
+  Fs.writeFileSync(launcher, launcherText)
+  Fs.chmodSync(launcher, 0o755)
   Fs.rmSync(`${launcher}.map`, { force: true })
 }
 
