@@ -116,16 +116,25 @@ describe("package.json", () => {
   })
 })
 
-/** Source files whose build output is missing or older, and build outputs without a source. */
+/**
+ * Source files whose build output is missing or older, and build outputs without a source. The CLI's
+ * bundle (`dist/bin/`, scripts/bundle-cli.ts) is built from all of src/: it must be newer than each.
+ */
 const staleness = () => {
   const sources = walk(join(root, "src")).filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
   const stale = sources.filter((file) => {
     const built = join(root, "dist", file.replace(/\.ts$/, ".js"))
     return !existsSync(built) || statSync(built).mtimeMs < statSync(join(root, "src", file)).mtimeMs
   })
+  const bundle = join(root, "dist", "bin", "queen-mesh.js")
+  if (
+    !existsSync(bundle) ||
+    sources.some((file) => statSync(bundle).mtimeMs < statSync(join(root, "src", file)).mtimeMs)
+  )
+    stale.push("the CLI's bundle (dist/bin/)")
   const orphans = existsSync(join(root, "dist"))
     ? walk(join(root, "dist"))
-        .filter((file) => file.endsWith(".js"))
+        .filter((file) => file.endsWith(".js") && !file.startsWith("bin/"))
         .filter((file) => !existsSync(join(root, "src", file.replace(/\.js$/, ".ts"))))
     : []
   return { stale, orphans }

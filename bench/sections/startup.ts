@@ -3,18 +3,25 @@
  * what a host pays for the library.
  *
  * - Start-up: `queen-mesh node --quiet` with three peers (baseline nodes in one other process that dial
- *   it back), from spawn to its `listening` line, over several runs; the node's CPU at that moment.
+ *   it back), from spawn to its `listening` line, over several runs; the node's CPU at that moment. Two
+ *   builds of the same sources, run by turns: the bundle `queen-mesh` ships (`dist/cli.js`, built by
+ *   `npm run build`: scripts/bundle-cli.ts) and tsc's modules (`.bench-dist/src/cli.js`).
  * - Idle RSS: the same node once its three links are up (three `peer_up` lines) and a few seconds
- *   have passed.
- * - Per part, end to end: the node with one configured peer that is not there (so the mesh is active
- *   and listens), plain, with TLS (`QUEEN_MESH_TLS=psk`), and with the PostgreSQL lane pointed at a
- *   closed loopback port (its module and `pg` load; it keeps retrying, the node runs): start-up and RSS.
+ *   have passed; and once more per build, what it is spent on: `/proc`'s anonymous and file-backed
+ *   resident memory, and the node's own `process.memoryUsage()`, V8 heap spaces and code statistics
+ *   (read by a preloaded module on SIGUSR2).
+ * - Per part, end to end (the bundle): the node with one configured peer that is not there (so the
+ *   mesh is active and listens), plain, with TLS (`QUEEN_MESH_TLS=psk`), and with the PostgreSQL lane
+ *   pointed at a closed loopback port (its module and `pg` load; it keeps retrying, the node runs):
+ *   start-up and RSS.
  * - Per part, import only: a fresh `node` importing a set of the node's modules and nothing else, time
  *   from process start to done and RSS, medians; each part is the difference between two sets.
  * - Host: an Effect program (the `effect` barrel, a runtime) with `Mesh.layer` and three peers against
  *   the same program without it (bench/hostCost.ts): RSS and heap after the links are up and two GCs.
  */
 import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Schema } from "effect"
@@ -46,6 +53,28 @@ const benchDist = Path.resolve(here, "..")
 const root = Path.resolve(benchDist, "../..")
 const srcModule = (path: string) => pathToFileURL(Path.resolve(benchDist, "../src", path)).href
 
+/** The two builds of the CLI: what ships (the bundle behind `dist/cli.js`) and tsc's modules. */
+const builds = {
+  bundle: Path.join(root, "dist", "cli.js"),
+  modules: cliEntry
+} as const
+type Build = keyof typeof builds
+
+/** The newest mtime of the files under `dir` (recursively) passing `test`. */
+const newest = (dir: string, test: (file: string) => boolean): number =>
+  Fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && test(entry.name))
+    .reduce((max, entry) => Math.max(max, Fs.statSync(Path.join(entry.parentPath, entry.name)).mtimeMs), 0)
+
+/** The bundle must be built from the sources as they are: `npm run build` writes it. */
+const checkBundle = () => {
+  const entry = Path.join(root, "dist", "bin", "queen-mesh.js")
+  if (!Fs.existsSync(entry)) throw new Error(`${entry} is missing: run \`npm run build\` first`)
+  const src = newest(Path.join(root, "src"), (file) => /\.(ts|html|css|js)$/.test(file))
+  if (Fs.statSync(entry).mtimeMs < src)
+    throw new Error(`${entry} is older than src/: run \`npm run build\` first`)
+}
+
 const Ports = Schema.Struct({ ports: Numbers })
 
 const spread = (values: ReadonlyArray<number>) => ({
@@ -54,13 +83,89 @@ const spread = (values: ReadonlyArray<number>) => ({
   max: round(Math.max(...values), 1)
 })
 
+/**
+ * Preloaded into a node whose memory is broken down: on SIGUSR2, after a full GC when exposed, it
+ * writes what the node's own heap holds to the file named by the environment.
+ */
+const MEMORY_PROBE = `import v8 from "node:v8"
+import fs from "node:fs"
+process.on("SIGUSR2", () => {
+  globalThis.gc?.()
+  const code = v8.getHeapCodeStatistics()
+  fs.writeFileSync(process.env.QUEEN_BENCH_MEMORY_FILE, JSON.stringify({
+    usage: process.memoryUsage(),
+    spaces: Object.fromEntries(v8.getHeapSpaceStatistics().map((s) => [s.space_name, s.physical_space_size])),
+    code: code.code_and_metadata_size + code.bytecode_and_metadata_size,
+    source: code.external_script_source_size
+  }))
+})`
+
+const MemoryReport = Schema.Struct({
+  usage: Schema.Struct({
+    rss: Schema.Number,
+    heapTotal: Schema.Number,
+    heapUsed: Schema.Number,
+    external: Schema.Number
+  }),
+  spaces: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  code: Schema.Number,
+  source: Schema.Number
+})
+
+/** `RssAnon`, `RssFile` and `RssShmem` of a process, in bytes (`/proc/<pid>/status`). */
+const rssParts = (pid: number | undefined) => {
+  const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
+  const kB = (name: string) =>
+    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024
+  return { anon: kB("RssAnon"), file: kB("RssFile"), shmem: kB("RssShmem") }
+}
+
+const mib = (bytes: number) => round(bytes / MiB, 1)
+
+/** What the idle node's RSS is spent on, read once (MiB). */
+const breakdown = async (node: CliNode, file: string) => {
+  const rss = rssParts(node.process.pid)
+  node.process.kill("SIGUSR2")
+  const deadline = Date.now() + 10_000
+  while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
+    if (Date.now() > deadline) throw new Error("the memory probe wrote nothing")
+    await sleep(20)
+  }
+  await sleep(50)
+  const report = Schema.decodeUnknownSync(Schema.parseJson(MemoryReport))(Fs.readFileSync(file, "utf8"))
+  const spaces = report.spaces
+  return {
+    rssAnon: mib(rss.anon),
+    rssFile: mib(rss.file),
+    heapTotal: mib(report.usage.heapTotal),
+    heapUsed: mib(report.usage.heapUsed),
+    newSpace: mib(spaces.new_space ?? 0),
+    oldSpace: mib(spaces.old_space ?? 0),
+    codeSpace: mib((spaces.code_space ?? 0) + (spaces.code_large_object_space ?? 0)),
+    largeObjects: mib(spaces.large_object_space ?? 0),
+    external: mib(report.usage.external),
+    codeAndBytecode: mib(report.code),
+    scriptSource: mib(report.source)
+  }
+}
+
 /** One `queen-mesh node --quiet`: spawn to `listening`, CPU then, and optionally RSS once idle. */
 const startNode = async (
   env: Record<string, string>,
-  idle: { readonly peers: number; readonly ms: number } | undefined
+  idle: { readonly peers: number; readonly ms: number } | undefined,
+  build: Build = "bundle",
+  probe = false
 ) => {
+  const probeFile = probe ? Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-startup-")), "m") : ""
+  const flags = probe
+    ? ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`]
+    : []
   const started = performance.now()
-  const node = new CliNode("mesh", { file: process.execPath, args: [cliEntry, "node", "--quiet"] }, env)
+  const node = new CliNode(
+    "mesh",
+    { file: process.execPath, args: [...flags, builds[build], "node", "--quiet"] },
+    probe ? { ...env, QUEEN_BENCH_MEMORY_FILE: probeFile } : env
+  )
   try {
     const peerUps = new Set<string>()
     node.onLine = (line) => {
@@ -79,9 +184,11 @@ const startNode = async (
       await sleep(idle.ms)
       rssMiB = node.rssBytes() / MiB
     }
-    return { listeningMs, cpuMs, rssMiB }
+    const memory = probe ? await breakdown(node, probeFile) : undefined
+    return { listeningMs, cpuMs, rssMiB, memory }
   } finally {
     await node.stop()
+    if (probe) Fs.rmSync(Path.dirname(probeFile), { recursive: true, force: true })
   }
 }
 
@@ -98,21 +205,31 @@ const withPeers = async <A>(
   }
 }
 
-/** The node with three peers, `runs` times. */
+/**
+ * The node with three peers, `runs` times per build, the builds by turns (a change in the machine's
+ * load falls on both alike); then once more per build with the memory probe.
+ */
 const withThreePeers = async (driver: Driver, plan: StartupPlan["startup"]) => {
   const port = await freePort()
   return withPeers(driver, port, async (ports) => {
-    const runs: Array<Awaited<ReturnType<typeof startNode>>> = []
+    const env = envFor({ secret: SECRET }, "startup", port, ports)
+    const idle = { peers: PEERS, ms: plan.idleMs }
+    const runs: Record<Build, Array<Awaited<ReturnType<typeof startNode>>>> = { bundle: [], modules: [] }
     for (let i = 0; i < plan.runs; i++) {
-      runs.push(
-        await startNode(envFor({ secret: SECRET }, "startup", port, ports), { peers: PEERS, ms: plan.idleMs })
-      )
+      for (const build of i % 2 === 0 ? (["bundle", "modules"] as const) : (["modules", "bundle"] as const)) {
+        runs[build].push(await startNode(env, idle, build))
+      }
     }
-    return {
-      listeningMs: spread(runs.map((r) => r.listeningMs)),
-      cpuMs: spread(runs.map((r) => r.cpuMs)),
-      idleRssMiB: spread(runs.map((r) => r.rssMiB))
+    const summary = (build: Build) => ({
+      listeningMs: spread(runs[build].map((r) => r.listeningMs)),
+      cpuMs: spread(runs[build].map((r) => r.cpuMs)),
+      idleRssMiB: spread(runs[build].map((r) => r.rssMiB))
+    })
+    const memory = {
+      bundle: (await startNode(env, idle, "bundle", true)).memory,
+      modules: (await startNode(env, idle, "modules", true)).memory
     }
+    return { ...summary("bundle"), modules: summary("modules"), memory }
   })
 }
 
@@ -289,9 +406,10 @@ const host = async (driver: Driver, plan: StartupPlan["startup"]) => {
 }
 
 const run = async (driver: Driver, plan: StartupPlan) => {
+  checkBundle()
   const p = plan.startup
   driver.progress(
-    `startup: queen-mesh node with ${PEERS} peers, spawn to listening and idle RSS, ${p.runs} runs`
+    `startup: queen-mesh node with ${PEERS} peers, spawn to listening and idle RSS, ${p.runs} runs of the bundle and of the modules`
   )
   const node = await withThreePeers(driver, p)
   driver.progress(`startup: each optional part end to end (${p.partRuns} runs each) and import only`)
@@ -318,10 +436,28 @@ const rows = (r: Startup) => {
   }
   const imp = (x: { ms: number; cpuMs: number; rssMiB: number }) =>
     `${fmt(x.ms, 0)} ms (CPU ${fmt(x.cpuMs, 0)} ms), ${fmt(x.rssMiB)} MiB`
+  const memory = (m: (typeof r.node.memory)["bundle"]) =>
+    m === undefined
+      ? "-"
+      : `anon ${fmt(m.rssAnon)} + file ${fmt(m.rssFile)}; heap ${fmt(m.heapTotal)} (used ${fmt(m.heapUsed)}: new ${fmt(m.newSpace)}, old ${fmt(m.oldSpace)}, code ${fmt(m.codeSpace)}, large ${fmt(m.largeObjects)}); code+bytecode ${fmt(m.codeAndBytecode)}, script source ${fmt(m.scriptSource)}, external ${fmt(m.external)}`
   return [
-    row("startup: node, 3 peers, spawn to listening (ms, median (min-max))", spreadText(r.node.listeningMs)),
-    row("startup: node's CPU at listening (ms)", spreadText(r.node.cpuMs)),
-    row("startup: idle node RSS, 3 peers (MiB)", spreadText(r.node.idleRssMiB)),
+    row(
+      "startup: node, 3 peers, spawn to listening (ms, median (min-max)): bundle / tsc's modules",
+      spreadText(r.node.listeningMs),
+      spreadText(r.node.modules.listeningMs)
+    ),
+    row(
+      "startup: node's CPU at listening (ms): bundle / modules",
+      spreadText(r.node.cpuMs),
+      spreadText(r.node.modules.cpuMs)
+    ),
+    row(
+      "startup: idle node RSS, 3 peers (MiB): bundle / modules",
+      spreadText(r.node.idleRssMiB),
+      spreadText(r.node.modules.idleRssMiB)
+    ),
+    row("startup: idle node, where the RSS goes (MiB), bundle", memory(r.node.memory.bundle)),
+    row("startup: idle node, where the RSS goes (MiB), modules", memory(r.node.memory.modules)),
     row(
       "startup: plain node, 1 absent peer: listening (ms) / RSS (MiB)",
       plain === undefined ? "-" : `${fmt(plain.listeningMs, 0)} / ${fmt(plain.rssMiB)}`
@@ -358,14 +494,14 @@ export const startupSection = section({
     check(
       "queen-mesh node spawn to listening, median (ms)",
       r?.node.listeningMs.median,
-      "<= 400",
-      (v) => v <= 400
+      "<= 300",
+      (v) => v <= 300
     ),
     check(
       "idle queen-mesh node RSS, 3 peers, median (MiB)",
       r?.node.idleRssMiB.median,
-      "<= 90",
-      (v) => v <= 90
+      "<= 75",
+      (v) => v <= 75
     ),
     check(
       "host with Mesh.layer + 3 peers: RSS more than without (MiB)",
@@ -381,7 +517,7 @@ export const startupSection = section({
     )
   ],
   notes: (_, plan) => [
-    `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed.`,
+    `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs of each build by turns: the bundle that ships (\`dist/cli.js\`, \`npm run build\`; the targets) and tsc's modules of the same sources; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed. Where the RSS goes: one more run of each build, \`/proc\`'s anonymous and file-backed resident memory, and from inside (a preloaded probe, after a full GC) the V8 heap by space, compiled code and bytecode, the scripts' source text and external memory.`,
     "Per part end to end: the node with one configured peer that is not there (the mesh active, listening), plain, with QUEEN_MESH_TLS=psk, and with QUEEN_MESH_PG_URL at a closed loopback port (the lane's module and pg load; it retries); medians. Import only: a fresh node importing a set of modules, ms from process start, its CPU and RSS, medians over rounds that run every set once, each part the difference of two sets (start-up differences under ~50 ms are within the noise of a busy machine).",
     "Host: the effect barrel and a runtime, with Mesh.layer (shipped in-memory services, TCP) and 3 peers imported from the main entry (as the README does) or from subpaths, against the same program without it; RSS and heap in use after the links are up and two GCs."
   ]

@@ -1,6 +1,7 @@
 /**
- * The package's version, read from its `package.json` (two levels up from `src/cli/` and `dist/cli/`
- * alike), so the CLI never reports a stale literal.
+ * The package's version, read from its `package.json`, so the CLI never reports a stale literal. The
+ * file is looked for upwards from this module's own place, which differs by how the CLI runs: `src/cli/`
+ * (sources), `dist/cli/` (tsc's build) or a chunk under `dist/bin/` (the bundle `queen-mesh` runs).
  *
  * @since 0.1.0
  */
@@ -8,18 +9,30 @@ import { readFileSync } from "node:fs"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 
-const PackageJson = Schema.parseJson(Schema.Struct({ version: Schema.String }))
+const PackageJson = Schema.parseJson(Schema.Struct({ name: Schema.String, version: Schema.String }))
+
+/** The package's root is at most this many directories above this module. */
+const LEVELS = 4
 
 const read = (): string => {
-  try {
-    const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8")
-    return Either.match(Schema.decodeUnknownEither(PackageJson)(text), {
-      onLeft: () => "unknown",
-      onRight: (pkg) => pkg.version
-    })
-  } catch {
-    return "unknown"
+  let directory = new URL(".", import.meta.url)
+  for (let level = 0; level <= LEVELS; level++) {
+    let text: string | undefined
+    try {
+      text = readFileSync(new URL("package.json", directory), "utf8")
+    } catch {
+      text = undefined
+    }
+    if (text !== undefined) {
+      const found = Either.match(Schema.decodeUnknownEither(PackageJson)(text), {
+        onLeft: () => undefined,
+        onRight: (pkg) => (pkg.name === "queen-mesh" ? pkg.version : undefined)
+      })
+      if (found !== undefined) return found
+    }
+    directory = new URL("..", directory)
   }
+  return "unknown"
 }
 
 /**

@@ -1,0 +1,292 @@
+/**
+ * The bundles: the CLI's own (`dist/cli.js` and `dist/bin/`, written by `npm run build` through
+ * scripts/bundle-cli.ts) and a host's, made here with esbuild as a broker would bundle the library.
+ * Each runs from a directory of its own with no `src/` beside it, and serves the cluster page and its
+ * script from what it carries. The CLI's bundle keeps its optional parts out of what a node loads at
+ * start (the build's metafile says which inputs each chunk holds and what it imports statically), and
+ * its source maps name our files.
+ */
+import { execFile, spawn } from "node:child_process"
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
+import { SourceMap } from "node:module"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as esbuild from "esbuild"
+import { bundleDirectory, bundleEntry, bundleOptions, external, launcher } from "../scripts/bundle-cli.js"
+import { freePort } from "./fixtures/ports.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const viewFile = (file: string) => readFileSync(join(root, "src", "view", file), "utf8")
+const version: string = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ version: Schema.String })))(
+  readFileSync(join(root, "package.json"), "utf8")
+).version
+
+interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const run = (args: ReadonlyArray<string>, cwd: string) =>
+  new Promise<Ran>((resolve) => {
+    execFile(process.execPath, args, { cwd, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+const output = (ran: Ran) => `exit ${ran.code}\n--- stdout\n${ran.stdout}\n--- stderr\n${ran.stderr}`
+
+/** What a GET of each of the page's paths answered: status, content type, body. */
+const Answer = Schema.Tuple(Schema.Number, Schema.NullOr(Schema.String), Schema.String)
+const Answers = Schema.Record({ key: Schema.String, value: Answer })
+
+const fetchPage = async (base: string) => {
+  const answers: Record<string, typeof Answer.Type> = {}
+  for (const path of ["/cluster/", "/cluster/cluster.js", "/cluster/cluster.css"]) {
+    const response = await fetch(`${base}${path}`)
+    answers[path] = [response.status, response.headers.get("content-type"), await response.text()]
+  }
+  return answers
+}
+
+const assertPage = (answers: Readonly<Record<string, typeof Answer.Type>>) => {
+  assert.deepStrictEqual(answers["/cluster/"], [200, "text/html; charset=utf-8", viewFile("cluster.html")])
+  assert.deepStrictEqual(answers["/cluster/cluster.js"], [
+    200,
+    "text/javascript; charset=utf-8",
+    viewFile("cluster.js")
+  ])
+  assert.deepStrictEqual(answers["/cluster/cluster.css"], [
+    200,
+    "text/css; charset=utf-8",
+    viewFile("cluster.css")
+  ])
+}
+
+let tmp = ""
+beforeAll(() => {
+  for (const file of [launcher, bundleEntry])
+    if (!existsSync(file)) throw new Error(`${file} is missing: run \`npm run build\` first`)
+  tmp = mkdtempSync(join(tmpdir(), "queen-mesh-bundle-"))
+})
+afterAll(() => {
+  if (tmp !== "") rmSync(tmp, { recursive: true, force: true })
+})
+
+describe("a host's bundle of the library", () => {
+  it("serves the cluster page and its files from one bundled file", async () => {
+    // The host as a broker writes it, importing the package by name (its exports map, its dist/).
+    const host = join(tmp, "host")
+    mkdirSync(join(host, "node_modules"), { recursive: true })
+    symlinkSync(root, join(host, "node_modules", "queen-mesh"), "dir")
+    writeFileSync(
+      join(host, "main.mjs"),
+      `import { Effect, Layer } from "effect"
+import { HttpRoutes, Mesh, MeshConfig } from "queen-mesh"
+
+const program = Effect.gen(function* () {
+  const port = yield* HttpRoutes.serve({ host: "127.0.0.1", port: 0 })
+  const answers = {}
+  for (const path of ["/cluster/", "/cluster/cluster.js", "/cluster/cluster.css"]) {
+    const response = yield* Effect.promise(() => fetch(\`http://127.0.0.1:\${port}\${path}\`))
+    answers[path] = [response.status, response.headers.get("content-type"), yield* Effect.promise(() => response.text())]
+  }
+  console.log(JSON.stringify(answers))
+})
+
+const MeshLive = Mesh.layerTcp().pipe(Layer.provide(MeshConfig.layer({ serverId: "bundled-host", peers: [] })))
+Effect.runPromise(program.pipe(Effect.provide(MeshLive), Effect.scoped))
+`
+    )
+    // One file, in a directory with nothing beside it: no src/view/, no node_modules/.
+    const out = join(tmp, "host-out")
+    await esbuild.build({
+      entryPoints: [join(host, "main.mjs")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      outfile: join(out, "host.mjs"),
+      external: [...external],
+      // The host resolves effect from its own node_modules; here, the repository's.
+      nodePaths: [join(root, "node_modules")],
+      // CommonJS inside (the Node HTTP server's ws and undici) requires Node's built-ins.
+      banner: {
+        js: 'import { createRequire } from "node:module"; const require = createRequire(import.meta.url);'
+      },
+      logLevel: "error"
+    })
+    assert.deepStrictEqual(readdirSync(out), ["host.mjs"])
+    const ran = await run([join(out, "host.mjs")], out)
+    assert.strictEqual(ran.code, 0, output(ran))
+    // The mesh logs its start on stdout too: the answers are the last line.
+    const last = ran.stdout.trim().split("\n").at(-1) ?? ""
+    assertPage(Schema.decodeUnknownSync(Schema.parseJson(Answers))(last))
+  })
+})
+
+describe("the CLI's bundle", () => {
+  /** `dist/cli.js` and `dist/bin/` with the package.json, copied where there is no src/ to read. */
+  const copy = (name: string) => {
+    const pkg = join(tmp, name)
+    mkdirSync(join(pkg, "dist"), { recursive: true })
+    cpSync(launcher, join(pkg, "dist", "cli.js"))
+    cpSync(bundleDirectory, join(pkg, "dist", "bin"), { recursive: true })
+    cpSync(join(root, "package.json"), join(pkg, "package.json"))
+    return join(pkg, "dist", "cli.js")
+  }
+
+  it("reports the package's version from where it is installed", async () => {
+    const ran = await run([copy("cli-version"), "--version"], tmp)
+    assert.strictEqual(ran.code, 0, output(ran))
+    assert.strictEqual(ran.stdout.trim(), version)
+  })
+
+  it("serves the node's cluster page and its files from what it carries", async () => {
+    const cli = copy("cli-node")
+    const absent = await Effect.runPromise(freePort)
+    const child = spawn(process.execPath, [cli, "node", "--quiet"], {
+      cwd: tmp,
+      env: {
+        PATH: process.env.PATH ?? "",
+        QUEEN_SERVER_ID: "bundled-cli",
+        QUEEN_MESH_PORT: "0",
+        QUEEN_MESH_BIND_ADDR: "127.0.0.1",
+        QUEEN_MESH_PEERS: `127.0.0.1:${absent}`,
+        QUEEN_SYNC_SECRET: "s3cr3t",
+        QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+        QUEEN_MESH_HTTP_PORT: "0",
+        QUEEN_MESH_LOG_LEVEL: "warning",
+        NO_COLOR: "1"
+      },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stderr = ""
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const listening = Schema.decodeUnknownOption(
+      Schema.parseJson(Schema.Struct({ event: Schema.Literal("listening"), http_port: Schema.Number }))
+    )
+    try {
+      const httpPort = await new Promise<number>((resolve, reject) => {
+        let out = ""
+        child.stdout.on("data", (chunk: Buffer) => {
+          out += chunk.toString()
+          for (const line of out.split("\n")) {
+            const event = listening(line)
+            if (event._tag === "Some") resolve(event.value.http_port)
+          }
+        })
+        child.once("exit", (code) => reject(new Error(`the node exited with ${code}\n${stderr}`)))
+      })
+      assertPage(await fetchPage(`http://127.0.0.1:${httpPort}`))
+    } finally {
+      child.kill("SIGTERM")
+    }
+  })
+
+  it("keeps the optional parts out of what a node loads at start", async () => {
+    const built = await esbuild.build({ ...bundleOptions(join(tmp, "meta")), write: false, metafile: true })
+    const outputs = built.metafile.outputs
+    const key = (file: string) => Object.keys(outputs).find((name) => outputs[name]?.entryPoint === file)
+    /** The inputs of the outputs Node loads with `from`, following static imports only. */
+    const staticClosure = (from: ReadonlyArray<string>) => {
+      const seen = new Set<string>()
+      const visit = (name: string) => {
+        if (seen.has(name)) return
+        seen.add(name)
+        for (const imported of outputs[name]?.imports ?? [])
+          if (imported.kind === "import-statement" && imported.external !== true) visit(imported.path)
+      }
+      for (const name of from) visit(name)
+      return [...seen].flatMap((name) => Object.keys(outputs[name]?.inputs ?? {}))
+    }
+    const entry = key("src/cli.ts")
+    const nodeCommand = key("src/cli/node.ts")
+    assert.isDefined(entry)
+    assert.isDefined(nodeCommand, "the node command is a chunk of its own")
+    // What every run loads (`--help`, `--version`): no command, no mesh, no HTTP server.
+    const atStart = staticClosure([entry!])
+    for (const part of [
+      /^src\/cli\/(node|stats|demo)\.ts$/,
+      /^src\/Mesh\.ts$/,
+      /@effect\/platform-node\/dist\/esm\/NodeHttpServer\.js$/,
+      /node_modules\/(undici|ws)\//
+    ])
+      assert.isFalse(
+        atStart.some((input) => part.test(input)),
+        `${part} is loaded by --help and --version`
+      )
+    // What `queen-mesh node` loads before it listens: the mesh and the HTTP server it always serves
+    // (docs/cli.md, "Start-up and memory"), and none of the parts loaded on first use.
+    const node = staticClosure([entry!, nodeCommand!])
+    assert.include(node, "src/Mesh.ts")
+    assert.include(node, "node_modules/@effect/platform-node/dist/esm/NodeHttpServer.js")
+    const lazy = [
+      /^src\/TlsTransport\.ts$/,
+      /^src\/internal\/transport\/tls/,
+      /^src\/Postgres\.ts$/,
+      /^src\/internal\/lane\/pg/,
+      /^src\/ClusterView\.ts$/,
+      /^src\/internal\/view\/pageFiles\.ts$/,
+      /node_modules\/undici\//
+    ]
+    assert.deepStrictEqual(
+      node.filter((input) => lazy.some((pattern) => pattern.test(input))),
+      [],
+      "loaded on first use, not at start"
+    )
+    const inputs = Object.keys(built.metafile.inputs)
+    for (const name of external)
+      assert.isFalse(
+        inputs.some((input) => input.includes(`node_modules/${name}/`)),
+        `${name} stays outside the bundle`
+      )
+  })
+
+  it("maps its code back to our sources, and a package's code to nothing of ours", () => {
+    const launched = readFileSync(launcher, "utf8")
+    assert.isBelow(launched.indexOf("process.setSourceMapsEnabled(true)"), launched.indexOf("await import("))
+    assert.isAtLeast(launched.indexOf("process.setSourceMapsEnabled(true)"), 0)
+    const chunks = join(bundleDirectory, "chunks")
+    const find = (test: (text: string) => boolean) => {
+      const file = readdirSync(chunks).find(
+        (name) => name.endsWith(".js") && test(readFileSync(join(chunks, name), "utf8"))
+      )
+      assert.isDefined(file)
+      return join(chunks, file!)
+    }
+    const mapOf = (file: string) => new SourceMap(JSON.parse(readFileSync(`${file}.map`, "utf8")))
+    const source = (entry: object) => ("originalSource" in entry ? entry.originalSource : undefined)
+    // Ours: the node command's `node stopping` line.
+    const needle = '"node stopping"'
+    const nodeChunk = find((text) => text.includes(needle))
+    const lines = readFileSync(nodeChunk, "utf8").split("\n")
+    const line = lines.findIndex((text) => text.includes(needle))
+    const ours = mapOf(nodeChunk).findEntry(line, lines[line]!.indexOf(needle))
+    assert.match(String(source(ours)), /(^|\/)src\/cli\/node\.ts$/, JSON.stringify(ours))
+    const sourceLines = readFileSync(join(root, "src", "cli", "node.ts"), "utf8").split("\n")
+    assert.include(sourceLines["originalLine" in ours ? ours.originalLine : -1] ?? "", needle)
+    // A package's: the first line of effect's `Effect` module, credited to no file of ours.
+    const marker = "// node_modules/effect/dist/esm/Effect.js"
+    const effectChunk = find((text) => text.includes(marker))
+    const effectLines = readFileSync(effectChunk, "utf8").split("\n")
+    const theirs = mapOf(effectChunk).findEntry(effectLines.indexOf(marker) + 1, 2)
+    assert.isUndefined(source(theirs), JSON.stringify(theirs))
+  })
+})
