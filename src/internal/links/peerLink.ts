@@ -87,6 +87,9 @@ export class PeerLink {
   /** When the writer took the frames it is writing now (`undefined` while it writes nothing). */
   private writingSince: number | undefined = undefined
 
+  /** A frame other than a heartbeat was taken since the last heartbeat tick (`heartbeat`). */
+  private carried = false
+
   constructor(
     readonly peer: Peer,
     readonly name: string,
@@ -141,6 +144,7 @@ export class PeerLink {
     }
     const direct = this.direct
     if (direct !== undefined && !this.writing && this.items.length === 0 && direct(bytes)) {
+      this.carried = true
       this.counts.written++
       this.writtenByTag.add(bytes[4]!)
       if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
@@ -157,12 +161,27 @@ export class PeerLink {
     }
     this.items.push(bytes)
     this.bytes += bytes.length
+    this.carried = true
     const waiting = this.waiting
     if (waiting !== undefined) {
       this.waiting = undefined
       waiting()
     }
     return true
+  }
+
+  /**
+   * The heartbeat tick's frame. With `skipBusy`, a link that took another frame since the last tick
+   * carries no heartbeat this one: the peer's liveness counts any frame (spec "Topology"), so the link
+   * is never silent for two intervals. False when it was skipped or dropped.
+   */
+  heartbeat(bytes: Uint8Array, skipBusy: boolean): boolean {
+    const carried = this.carried
+    this.carried = false
+    if (skipBusy && carried && this.connected) return false
+    const taken = this.offer(bytes)
+    this.carried = false
+    return taken
   }
 
   /**
@@ -221,6 +240,7 @@ export class PeerLink {
   down(): void {
     if (this.connected && !this.self) this.counts.reconnects++
     this.connected = false
+    this.carried = false
     this.resolvedIp = undefined
     this.direct = undefined
     this.writing = false
