@@ -52,6 +52,8 @@ const SLICED_BATCH = 1024 * 1024
 /** Characters scanned, and items applied, per slice of a large batch. */
 const SCAN_SLICE = 1024 * 1024
 const ITEM_SLICE = 4096
+/** The longest heartbeat payload kept to compare the next ones with (a server id is far shorter). */
+const HEARTBEAT_KEPT = 512
 /** Invalid frames of one chunk described in events and logs; the rest are only counted. */
 const NOTES_PER_CHUNK = 8
 
@@ -96,6 +98,12 @@ export class InboundLink {
   /** What a chunk's frames still need once the decoder is done with it: the effects that apply them. */
   private later: Array<Effect.Effect<void>> = []
   private notes: Array<{ readonly tag: number; readonly detail: string }> = []
+  /**
+   * The payload of the last heartbeat this peer sent that decoded: a peer sends the same heartbeat,
+   * byte for byte, every interval, and the same bytes decode to the same frame, so they skip the
+   * decode (a heartbeat does nothing on receipt beyond the liveness every chunk refreshes).
+   */
+  private heartbeatBytes: Uint8Array | undefined = undefined
 
   constructor(
     private readonly deps: InboundDeps,
@@ -252,6 +260,14 @@ export class InboundLink {
     const state = this.deps.state
     state.frameRead()
     this.countRead!(tag)
+    if (
+      tag === Frames.Tag.HEARTBEAT &&
+      this.heartbeatBytes !== undefined &&
+      sameBytes(this.heartbeatBytes, payload)
+    ) {
+      state.frameDispatched(0)
+      return
+    }
     if (payload.length >= LARGE_FRAME) this.large = true
     if (
       payload.length >= SLICED_BATCH &&
@@ -273,6 +289,9 @@ export class InboundLink {
       state.frameUnknown()
       return
     }
+    // A copy: the payload is a view of the chunk.
+    if (frame._tag === "Heartbeat" && payload.length <= HEARTBEAT_KEPT)
+      this.heartbeatBytes = Uint8Array.from(payload)
     state.frameDispatched(
       (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
         frame.skipped !== undefined
@@ -374,6 +393,13 @@ export class InboundLink {
       }
     })
   }
+}
+
+/** Whether two short byte strings are equal. */
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
 }
 
 /** A verified first frame written back by a v2 listener: the challenge, or none in legacy mode. */

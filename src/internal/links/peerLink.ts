@@ -70,6 +70,7 @@ export class PeerLink {
   /** This entry of the peer list is this node itself: never dialled again, never handed a frame. */
   private self = false
   private resolvedIp: string | undefined = undefined
+  private upHost: string | undefined = undefined
   private lastResolvedIp: string | undefined = undefined
   private lastError: string | undefined = undefined
   private learnedId: string | undefined = undefined
@@ -199,6 +200,7 @@ export class PeerLink {
   up(remoteAddress: string | undefined, direct: ((bytes: Uint8Array) => boolean) | undefined): void {
     this.connected = true
     this.resolvedIp = remoteAddress
+    this.upHost = remoteAddress?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")
     if (remoteAddress !== undefined) this.lastResolvedIp = remoteAddress
     this.direct = direct
     this.writing = false
@@ -211,8 +213,17 @@ export class PeerLink {
 
   /** Who the link reaches, as far as it knows: the server id its challenge gave, the address it is up to. */
   get identity(): { readonly learnedId: string | undefined; readonly host: string | undefined } {
-    const host = this.resolvedIp?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")
-    return { learnedId: this.learnedId, host }
+    return { learnedId: this.learnedId, host: this.host }
+  }
+
+  /** The server id the peer's v2 challenge gave, the last time it sent one. */
+  get learnedServerId(): string | undefined {
+    return this.learnedId
+  }
+
+  /** The address the link is up to, an IPv4-mapped IPv6 address as its IPv4 form (asked every tick). */
+  get host(): string | undefined {
+    return this.upHost
   }
 
   /** Since when the writer has been writing what it holds, if it is (writes not draining). */
@@ -242,6 +253,7 @@ export class PeerLink {
     this.connected = false
     this.carried = false
     this.resolvedIp = undefined
+    this.upHost = undefined
     this.direct = undefined
     this.writing = false
     this.writingSince = undefined

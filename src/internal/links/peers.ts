@@ -112,9 +112,10 @@ export const make = (
       // The server a link reaches: by the id its challenge gave, else by its address when one server
       // alone dialled in from there.
       peerSilence: (link: PeerLink): number | undefined => {
-        const state = link.identity
-        if (state.learnedId !== undefined) return liveness.silentFor(state.learnedId)
-        return state.host === undefined ? undefined : liveness.silentForHost(state.host)
+        const learnedId = link.learnedServerId
+        if (learnedId !== undefined) return liveness.silentFor(learnedId)
+        const host = link.host
+        return host === undefined ? undefined : liveness.silentForHost(host)
       }
     }
 
