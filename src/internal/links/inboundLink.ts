@@ -25,7 +25,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
-import type { FramingError, HandshakeError, TransportError } from "../../MeshError.js"
+import {
+  FrameDecodeError,
+  type FramingError,
+  type HandshakeError,
+  type TransportError
+} from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection } from "../../Transport.js"
 import type { DispatchShape } from "../mesh/dispatch.js"
@@ -278,13 +283,12 @@ export class InboundLink {
       this.later.push(this.slicedBatch(from, tag, text))
       return
     }
-    const decoded = Codec.decodePayload(tag, payload)
-    if (Either.isLeft(decoded)) {
+    const frame = Codec.decodeFrame(tag, payload)
+    if (frame instanceof FrameDecodeError) {
       state.frameInvalid()
-      this.note(tag, decoded.left.detail)
+      this.note(tag, frame.detail)
       return
     }
-    const frame = decoded.right
     if (frame._tag === "Unknown") {
       state.frameUnknown()
       return

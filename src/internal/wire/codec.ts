@@ -173,16 +173,34 @@ export const decodePayload = (
   tag: number,
   payload: Uint8Array
 ): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
-  if (schemas[tag] === undefined) return Either.right({ _tag: "Unknown", tag, payload })
-  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(PayloadChecks.heartbeatNoId)
+  const decoded = decodeFrame(tag, payload)
+  return decoded instanceof FrameDecodeError ? Either.left(decoded) : Either.right(decoded)
+}
+
+/**
+ * {@link decodePayload} without the `Either` around the verdict, for the receive path (one object less
+ * per frame): the frame, or the error. Never throws, whatever the bytes.
+ */
+export const decodeFrame = (tag: number, payload: Uint8Array): Frame | UnknownFrame | FrameDecodeError => {
+  const schema = schemas[tag]
+  if (schema === undefined) return { _tag: "Unknown", tag, payload }
+  if (payload.length === 0 && tag === Tag.HEARTBEAT) return PayloadChecks.heartbeatNoId
   let json: unknown
   try {
     json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
   } catch (error) {
     const detail = `not JSON: ${excerpt(error instanceof Error ? error.message : String(error))}`
-    return Either.left(new FrameDecodeError({ tag, detail }))
+    return new FrameDecodeError({ tag, detail })
   }
-  return decodeJson(tag, json)
+  try {
+    const quick = quickDecoders[tag]?.(json)
+    if (quick !== undefined) return quick
+    const checked = schemaDecoderOf(tag, schema)(json)
+    return Either.isRight(checked) ? checked.right : new FrameDecodeError({ tag, detail: checked.left })
+  } catch {
+    // Total on any input: whatever a peer sends is refused with a reason, never thrown.
+    return new FrameDecodeError({ tag, detail: "payload could not be checked" })
+  }
 }
 
 /**
