@@ -608,7 +608,8 @@ export const bounds: { readonly [K in NumericField]: Bound } = {
   },
   heartbeatInterval: {
     variable: "QUEEN_SYNC_HEARTBEAT_MS",
-    description: "heartbeat period on every link, busy or not (upstream sends them so)",
+    description:
+      "heartbeat period on every link (one that carried another frame since the last beat skips it)",
     min: 1,
     max: HOUR,
     unit: "ms"

@@ -106,6 +106,67 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
+  it.scoped("a link busy within the interval skips its heartbeat; both ends stay alive all along", () =>
+    Effect.gen(function* () {
+      const { network, transportLayer } = yield* memoryNetwork
+      const config = { heartbeatInterval: Duration.millis(1000), deadThreshold: Duration.millis(3000) }
+      const b = yield* memoryNode(transportLayer, { serverId: "b", port: 7092, peers: [7091], config })
+      const a = yield* memoryNode(transportLayer, { serverId: "a", port: 7091, peers: [7092], config })
+      const transitions = yield* Ref.make<ReadonlyArray<string>>([])
+      for (const node of [a, b]) {
+        yield* node.mesh.events.pipe(
+          Stream.runForEach((e) =>
+            e._tag === "PeerDown"
+              ? Ref.update(transitions, (all) => [...all, `${e._tag}:${e.serverId}`])
+              : Effect.void
+          ),
+          Effect.forkScoped
+        )
+      }
+      // B dialled before A listened: linked after its first retry.
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust("250 millis")
+        yield* settle
+      }
+      const dials = (yield* network.dials).length
+      const alive = Effect.gen(function* () {
+        for (const node of [a, b])
+          assert.include(active(yield* node.mesh.stats), { servers_alive: 1, servers_dead: 0 })
+      })
+      yield* alive
+      // A pushes half-way through every interval for 10 s; B only heartbeats.
+      const sentBefore = [
+        active(yield* a.mesh.stats).messages_sent,
+        active(yield* b.mesh.stats).messages_sent
+      ]
+      const receivedBefore = active(yield* b.mesh.stats).messages_received
+      yield* TestClock.adjust("500 millis")
+      yield* settle
+      for (let i = 0; i < 10; i++) {
+        yield* a.mesh.messageAvailable({ queue: "q", partition: String(i), tenant: TENANT_T })
+        yield* settle
+        yield* TestClock.adjust("1000 millis")
+        yield* settle
+        yield* alive
+      }
+      // A's link carried its ten wakes and no heartbeat; B's quiet link beat on every tick of its timer
+      // (its link came up at 250 ms: 1.25 s to 11.25 s).
+      assert.strictEqual(active(yield* a.mesh.stats).messages_sent - sentBefore[0]!, 10)
+      assert.strictEqual(active(yield* b.mesh.stats).messages_received - receivedBefore, 10)
+      assert.strictEqual(active(yield* b.mesh.stats).messages_sent - sentBefore[1]!, 11)
+      // Quiet again: A's heartbeats come back from the first tick that finds no wake since the last, and nobody was ever declared dead or closed as idle.
+      for (let i = 0; i < 6; i++) {
+        yield* TestClock.adjust("1000 millis")
+        yield* settle
+        yield* alive
+      }
+      assert.strictEqual(active(yield* a.mesh.stats).messages_sent - sentBefore[0]!, 16)
+      assert.deepStrictEqual(yield* Ref.get(transitions), [])
+      for (const node of [a, b]) assert.strictEqual(active(yield* node.mesh.stats).inbound.closed_idle, 0)
+      assert.strictEqual((yield* network.dials).length, dials)
+    })
+  )
+
   it.scoped("a peer turns dead one threshold after its last frame, and alive on its next", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork

@@ -1,6 +1,7 @@
 /**
- * One timer for the heartbeats of every outbound link of a node (spec "Topology": a heartbeat every
- * interval on every link, busy or not). Each tick hands every link that is up its heartbeat and runs
+ * One timer for the heartbeats of every outbound link of a node (spec "Topology": heartbeats every
+ * interval keep liveness fresh on an idle link). Each tick hands every link that is up its heartbeat
+ * (a link busy since the last tick may skip it: `PeerLink.heartbeat`) and runs
  * its liveness check, all in one turn of the event loop. A timer per link woke the process once per
  * link per interval, and what an idle node costs is mostly its wake-ups; with one timer a node of 16
  * wakes as often as a node of 2. While no link is up the loop waits with no timer armed.

@@ -25,7 +25,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
-import type { FramingError, HandshakeError, TransportError } from "../../MeshError.js"
+import {
+  FrameDecodeError,
+  type FramingError,
+  type HandshakeError,
+  type TransportError
+} from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection } from "../../Transport.js"
 import type { DispatchShape } from "../mesh/dispatch.js"
@@ -52,6 +57,8 @@ const SLICED_BATCH = 1024 * 1024
 /** Characters scanned, and items applied, per slice of a large batch. */
 const SCAN_SLICE = 1024 * 1024
 const ITEM_SLICE = 4096
+/** The longest heartbeat payload kept to compare the next ones with (a server id is far shorter). */
+const HEARTBEAT_KEPT = 512
 /** Invalid frames of one chunk described in events and logs; the rest are only counted. */
 const NOTES_PER_CHUNK = 8
 
@@ -96,6 +103,12 @@ export class InboundLink {
   /** What a chunk's frames still need once the decoder is done with it: the effects that apply them. */
   private later: Array<Effect.Effect<void>> = []
   private notes: Array<{ readonly tag: number; readonly detail: string }> = []
+  /**
+   * The payload of the last heartbeat this peer sent that decoded: a peer sends the same heartbeat,
+   * byte for byte, every interval, and the same bytes decode to the same frame, so they skip the
+   * decode (a heartbeat does nothing on receipt beyond the liveness every chunk refreshes).
+   */
+  private heartbeatBytes: Uint8Array | undefined = undefined
 
   constructor(
     private readonly deps: InboundDeps,
@@ -252,6 +265,14 @@ export class InboundLink {
     const state = this.deps.state
     state.frameRead()
     this.countRead!(tag)
+    if (
+      tag === Frames.Tag.HEARTBEAT &&
+      this.heartbeatBytes !== undefined &&
+      sameBytes(this.heartbeatBytes, payload)
+    ) {
+      state.frameDispatched(0)
+      return
+    }
     if (payload.length >= LARGE_FRAME) this.large = true
     if (
       payload.length >= SLICED_BATCH &&
@@ -262,17 +283,19 @@ export class InboundLink {
       this.later.push(this.slicedBatch(from, tag, text))
       return
     }
-    const decoded = Codec.decodePayload(tag, payload)
-    if (Either.isLeft(decoded)) {
+    const frame = Codec.decodeFrame(tag, payload)
+    if (frame instanceof FrameDecodeError) {
       state.frameInvalid()
-      this.note(tag, decoded.left.detail)
+      this.note(tag, frame.detail)
       return
     }
-    const frame = decoded.right
     if (frame._tag === "Unknown") {
       state.frameUnknown()
       return
     }
+    // A copy: the payload is a view of the chunk.
+    if (frame._tag === "Heartbeat" && payload.length <= HEARTBEAT_KEPT)
+      this.heartbeatBytes = Uint8Array.from(payload)
     state.frameDispatched(
       (frame._tag === "MessageAvailableBatch" || frame._tag === "HotlistDirtyBatch") &&
         frame.skipped !== undefined
@@ -374,6 +397,13 @@ export class InboundLink {
       }
     })
   }
+}
+
+/** Whether two short byte strings are equal. */
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
 }
 
 /** A verified first frame written back by a v2 listener: the challenge, or none in legacy mode. */

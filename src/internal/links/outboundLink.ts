@@ -4,8 +4,9 @@
  *
  * A session dials (the transport resolves the name afresh every time), reads the v2 challenge where the
  * auth mode waits for one, writes the HELLO, then writes the peer's queue (every waiting frame in one
- * write) and a heartbeat carrying our server id every heartbeat interval, busy or not, as upstream
- * does. Outbound connections are send-only: after the challenge, reading only notices the close.
+ * write) and a heartbeat carrying our server id every heartbeat interval, skipped on a tick when the
+ * link carried another frame since the last one (any frame is liveness to the peer, upstream's too).
+ * Outbound connections are send-only: after the challenge, reading only notices the close.
  *
  * Any failure marks the link down and retries on the reconnect `Schedule` (default 250 ms doubling,
  * capped at 5 s, started afresh after a session that was established: up for a heartbeat interval past
@@ -105,6 +106,12 @@ export interface OutboundOptions {
    * that is (the id its v2 challenge gave, or the one server that dialled in from its address).
    */
   readonly peerSilence: (link: PeerLink) => number | undefined
+  /**
+   * No heartbeat on a tick when the link took another frame since the last one (`PeerLink.heartbeat`).
+   * Safe only while twice the interval stays within the peer's dead threshold and idle timeout (the
+   * longest a busy-then-quiet link goes without a frame); the node decides (`Peers`). Default false.
+   */
+  readonly skipBusyHeartbeats?: boolean
 }
 
 export class OutboundLink {
@@ -234,11 +241,12 @@ export class OutboundLink {
         const writing = link.writeStartedAt
         return writing !== undefined && now - writing >= deadMs ? "write stalled" : undefined
       }
-      // A heartbeat every interval, busy or not, as upstream sends them: on the node's one heartbeat
-      // timer, which also runs the check.
+      // A heartbeat every interval on a quiet link (on a busy one too unless `skipBusyHeartbeats`):
+      // on the node's one heartbeat timer, which also runs the check.
+      const skipBusy = this.options.skipBusyHeartbeats === true
       const heartbeats = Effect.async<never, "peer silent" | "write stalled">((resume) => {
         const remove = this.options.heartbeats.add((now) => {
-          link.offer(this.heartbeat)
+          link.heartbeat(this.heartbeat, skipBusy)
           const reason = verdict(now)
           if (reason === undefined) return
           remove()

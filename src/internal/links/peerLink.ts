@@ -70,6 +70,7 @@ export class PeerLink {
   /** This entry of the peer list is this node itself: never dialled again, never handed a frame. */
   private self = false
   private resolvedIp: string | undefined = undefined
+  private upHost: string | undefined = undefined
   private lastResolvedIp: string | undefined = undefined
   private lastError: string | undefined = undefined
   private learnedId: string | undefined = undefined
@@ -86,6 +87,9 @@ export class PeerLink {
 
   /** When the writer took the frames it is writing now (`undefined` while it writes nothing). */
   private writingSince: number | undefined = undefined
+
+  /** A frame other than a heartbeat was taken since the last heartbeat tick (`heartbeat`). */
+  private carried = false
 
   constructor(
     readonly peer: Peer,
@@ -141,6 +145,7 @@ export class PeerLink {
     }
     const direct = this.direct
     if (direct !== undefined && !this.writing && this.items.length === 0 && direct(bytes)) {
+      this.carried = true
       this.counts.written++
       this.writtenByTag.add(bytes[4]!)
       if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
@@ -157,12 +162,27 @@ export class PeerLink {
     }
     this.items.push(bytes)
     this.bytes += bytes.length
+    this.carried = true
     const waiting = this.waiting
     if (waiting !== undefined) {
       this.waiting = undefined
       waiting()
     }
     return true
+  }
+
+  /**
+   * The heartbeat tick's frame. With `skipBusy`, a link that took another frame since the last tick
+   * carries no heartbeat this one: the peer's liveness counts any frame (spec "Topology"), so the link
+   * is never silent for two intervals. False when it was skipped or dropped.
+   */
+  heartbeat(bytes: Uint8Array, skipBusy: boolean): boolean {
+    const carried = this.carried
+    this.carried = false
+    if (skipBusy && carried && this.connected) return false
+    const taken = this.offer(bytes)
+    this.carried = false
+    return taken
   }
 
   /**
@@ -180,6 +200,7 @@ export class PeerLink {
   up(remoteAddress: string | undefined, direct: ((bytes: Uint8Array) => boolean) | undefined): void {
     this.connected = true
     this.resolvedIp = remoteAddress
+    this.upHost = remoteAddress?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")
     if (remoteAddress !== undefined) this.lastResolvedIp = remoteAddress
     this.direct = direct
     this.writing = false
@@ -192,8 +213,17 @@ export class PeerLink {
 
   /** Who the link reaches, as far as it knows: the server id its challenge gave, the address it is up to. */
   get identity(): { readonly learnedId: string | undefined; readonly host: string | undefined } {
-    const host = this.resolvedIp?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "")
-    return { learnedId: this.learnedId, host }
+    return { learnedId: this.learnedId, host: this.host }
+  }
+
+  /** The server id the peer's v2 challenge gave, the last time it sent one. */
+  get learnedServerId(): string | undefined {
+    return this.learnedId
+  }
+
+  /** The address the link is up to, an IPv4-mapped IPv6 address as its IPv4 form (asked every tick). */
+  get host(): string | undefined {
+    return this.upHost
   }
 
   /** Since when the writer has been writing what it holds, if it is (writes not draining). */
@@ -221,7 +251,9 @@ export class PeerLink {
   down(): void {
     if (this.connected && !this.self) this.counts.reconnects++
     this.connected = false
+    this.carried = false
     this.resolvedIp = undefined
+    this.upHost = undefined
     this.direct = undefined
     this.writing = false
     this.writingSince = undefined

@@ -8,6 +8,7 @@
  * @internal
  */
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
 import * as Layer from "effect/Layer"
@@ -102,12 +103,19 @@ export const make = (
       events,
       startGrace: config.deadThreshold,
       deadThreshold: config.deadThreshold,
+      // A link busy since the last tick skips its heartbeat: it then goes at most two intervals without
+      // a frame, so only where that stays within the dead threshold and the idle timeout (the peers
+      // share them: the spec's settings are cluster-wide). Upstream counts any frame as liveness too.
+      skipBusyHeartbeats:
+        2 * Duration.toMillis(config.heartbeatInterval) <=
+        Math.min(Duration.toMillis(config.deadThreshold), Duration.toMillis(config.idleTimeout)),
       // The server a link reaches: by the id its challenge gave, else by its address when one server
       // alone dialled in from there.
       peerSilence: (link: PeerLink): number | undefined => {
-        const state = link.identity
-        if (state.learnedId !== undefined) return liveness.silentFor(state.learnedId)
-        return state.host === undefined ? undefined : liveness.silentForHost(state.host)
+        const learnedId = link.learnedServerId
+        if (learnedId !== undefined) return liveness.silentFor(learnedId)
+        const host = link.host
+        return host === undefined ? undefined : liveness.silentForHost(host)
       }
     }
 

@@ -113,11 +113,25 @@ const schemaDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   }
 }
 
-const schemaDecoders: ReadonlyArray<((json: unknown) => Either.Either<Frame, string>) | undefined> = (() => {
-  const out: Array<((json: unknown) => Either.Either<Frame, string>) | undefined> = []
-  for (const r of rows) out[r.tag] = schemaDecoder<Frame, unknown>(r.schema as Schema.Schema<Frame, unknown>)
+type SchemaDecoder = (json: unknown) => Either.Either<Frame, string>
+
+/** Each row's Schema by tag; its decoder is compiled on the tag's first use (`schemaDecoderOf`), so
+ * importing the codec compiles none, and a node that never reads some frames never compiles theirs. */
+const schemas: ReadonlyArray<Schema.Schema<Frame, unknown> | undefined> = (() => {
+  const out: Array<Schema.Schema<Frame, unknown> | undefined> = []
+  for (const r of rows) out[r.tag] = r.schema as Schema.Schema<Frame, unknown>
   return out
 })()
+const schemaDecoders: Array<SchemaDecoder | undefined> = []
+
+const schemaDecoderOf = (tag: number, schema: Schema.Schema<Frame, unknown>): SchemaDecoder => {
+  let decoder = schemaDecoders[tag]
+  if (decoder === undefined) {
+    decoder = schemaDecoder(schema)
+    schemaDecoders[tag] = decoder
+  }
+  return decoder
+}
 
 const quickDecoders: ReadonlyArray<((json: unknown) => Frame | undefined) | undefined> = (() => {
   const out: Array<((json: unknown) => Frame | undefined) | undefined> = []
@@ -135,12 +149,15 @@ export const decodeJson = (
   tag: number,
   json: unknown
 ): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
-  const schema = schemaDecoders[tag]
+  const schema = schemas[tag]
   if (schema === undefined) return Either.right({ _tag: "Unknown", tag, payload: new Uint8Array(0) })
   try {
     const quick = quickDecoders[tag]?.(json)
     if (quick !== undefined) return Either.right(quick)
-    return Either.mapLeft(schema(json), (detail) => new FrameDecodeError({ tag, detail }))
+    return Either.mapLeft(
+      schemaDecoderOf(tag, schema)(json),
+      (detail) => new FrameDecodeError({ tag, detail })
+    )
   } catch {
     // Total on any input: whatever a peer sends is refused with a reason, never thrown.
     return Either.left(new FrameDecodeError({ tag, detail: "payload could not be checked" }))
@@ -156,16 +173,34 @@ export const decodePayload = (
   tag: number,
   payload: Uint8Array
 ): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
-  if (schemaDecoders[tag] === undefined) return Either.right({ _tag: "Unknown", tag, payload })
-  if (payload.length === 0 && tag === Tag.HEARTBEAT) return Either.right(PayloadChecks.heartbeatNoId)
+  const decoded = decodeFrame(tag, payload)
+  return decoded instanceof FrameDecodeError ? Either.left(decoded) : Either.right(decoded)
+}
+
+/**
+ * {@link decodePayload} without the `Either` around the verdict, for the receive path (one object less
+ * per frame): the frame, or the error. Never throws, whatever the bytes.
+ */
+export const decodeFrame = (tag: number, payload: Uint8Array): Frame | UnknownFrame | FrameDecodeError => {
+  const schema = schemas[tag]
+  if (schema === undefined) return { _tag: "Unknown", tag, payload }
+  if (payload.length === 0 && tag === Tag.HEARTBEAT) return PayloadChecks.heartbeatNoId
   let json: unknown
   try {
     json = JSON.parse(Buffer.isBuffer(payload) ? payload.toString("utf8") : utf8.decode(payload))
   } catch (error) {
     const detail = `not JSON: ${excerpt(error instanceof Error ? error.message : String(error))}`
-    return Either.left(new FrameDecodeError({ tag, detail }))
+    return new FrameDecodeError({ tag, detail })
   }
-  return decodeJson(tag, json)
+  try {
+    const quick = quickDecoders[tag]?.(json)
+    if (quick !== undefined) return quick
+    const checked = schemaDecoderOf(tag, schema)(json)
+    return Either.isRight(checked) ? checked.right : new FrameDecodeError({ tag, detail: checked.left })
+  } catch {
+    // Total on any input: whatever a peer sends is refused with a reason, never thrown.
+    return new FrameDecodeError({ tag, detail: "payload could not be checked" })
+  }
 }
 
 /**

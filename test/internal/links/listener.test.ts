@@ -106,6 +106,35 @@ describe("Listener", () => {
     })
   )
 
+  it.scoped("a repeated heartbeat skips the decode, and any other heartbeat is still checked", () =>
+    Effect.gen(function* () {
+      const { transport, node } = yield* setup
+      const connection = yield* transport.dial("127.0.0.1", 7100)
+      const beat = Frame.encode(Frame.heartbeat("peer"))
+      // The same heartbeat, split across chunks too: each is dispatched.
+      yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), beat, beat]))
+      yield* connection.write(Buffer.concat([beat, beat.subarray(0, 7)]))
+      yield* connection.write(beat.subarray(7))
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).messages_received === 4))
+      assert.include(active(yield* node.mesh.stats), { frames_dispatched: 4, frames_invalid: 0 })
+      // Other bytes under the heartbeat's tag go through the checks: valid, or counted invalid.
+      yield* connection.write(
+        Buffer.concat([
+          Frame.encode(Frame.heartbeat("other")),
+          Frame.frameBytes(Frame.Tag.HEARTBEAT, '{"server_id":7}'),
+          rawFrame(Frame.Tag.HEARTBEAT, '{"server_id":"peer"'),
+          beat
+        ])
+      )
+      yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).messages_received === 8))
+      assert.include(active(yield* node.mesh.stats), {
+        frames_dispatched: 6,
+        frames_invalid: 2,
+        servers_alive: 1
+      })
+    })
+  )
+
   it.scoped("a framing error closes only that connection", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup

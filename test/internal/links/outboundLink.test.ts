@@ -647,6 +647,87 @@ describe("OutboundLink", () => {
     )
   })
 
+  describe("heartbeats on a busy link", () => {
+    const wake = Frame.encode({
+      _tag: "MessageAvailable",
+      ...Frame.queueItem({ queue: "q", partition: "p" })
+    })
+    /** The tag and clock time of every frame written after the HELLO. */
+    const afterHello = (end: PeerEnd) => end.written.slice(1).map((w) => [w.tag, w.at] as const)
+    const { HEARTBEAT, MESSAGE_AVAILABLE } = Frame.Tag
+
+    it.scoped("a link that carried a frame within the interval sends no heartbeat that tick", () =>
+      Effect.gen(function* () {
+        const dialer = yield* start({ skipBusyHeartbeats: true })
+        yield* until(() => dialer.ends[0]?.written.length === 1)
+        const end = dialer.ends[0]!
+        yield* advance(500)
+        assert.isTrue(dialer.link.offer(wake))
+        yield* until(() => end.written.length === 2)
+        // The tick at 1 s finds the wake of 0.5 s: no heartbeat. The one at 2 s finds nothing since.
+        yield* advance(500)
+        yield* advance(1000)
+        assert.deepStrictEqual(afterHello(end), [
+          [MESSAGE_AVAILABLE, 500],
+          [HEARTBEAT, 2000]
+        ])
+        // A frame on every interval: no heartbeat at all, and never two intervals without a frame.
+        for (let i = 0; i < 5; i++) {
+          yield* advance(500)
+          assert.isTrue(dialer.link.offer(wake))
+          yield* advance(500)
+        }
+        const frames = afterHello(end)
+        assert.deepStrictEqual(frames.slice(2), [
+          [MESSAGE_AVAILABLE, 2500],
+          [MESSAGE_AVAILABLE, 3500],
+          [MESSAGE_AVAILABLE, 4500],
+          [MESSAGE_AVAILABLE, 5500],
+          [MESSAGE_AVAILABLE, 6500]
+        ])
+        // Quiet again: the heartbeat comes back on the first tick that finds nothing since the last.
+        yield* advance(1000)
+        yield* advance(1000)
+        assert.deepStrictEqual(afterHello(end).slice(7), [
+          [HEARTBEAT, 8000],
+          [HEARTBEAT, 9000]
+        ])
+        const times = [0, ...afterHello(end).map(([, at]) => at)]
+        assert.isTrue(times.slice(1).every((at, i) => at - times[i]! < 2000))
+        // Skipped heartbeats are never handed to the link: nothing dropped, nothing queued.
+        assert.include(dialer.link.snapshot().counters, { handed: 9, written: 9, dropped_full: 0 })
+      })
+    )
+
+    it.scoped("a quiet link still beats every interval", () =>
+      Effect.gen(function* () {
+        const dialer = yield* start({ skipBusyHeartbeats: true })
+        yield* until(() => dialer.ends[0]?.written.length === 1)
+        for (let i = 0; i < 4; i++) yield* advance(1000)
+        assert.deepStrictEqual(afterHello(dialer.ends[0]!), [
+          [HEARTBEAT, 1000],
+          [HEARTBEAT, 2000],
+          [HEARTBEAT, 3000],
+          [HEARTBEAT, 4000]
+        ])
+      })
+    )
+
+    it.scoped("without skipBusyHeartbeats, a busy link beats every interval too", () =>
+      Effect.gen(function* () {
+        const dialer = yield* start()
+        yield* until(() => dialer.ends[0]?.written.length === 1)
+        yield* advance(500)
+        assert.isTrue(dialer.link.offer(wake))
+        yield* advance(500)
+        assert.deepStrictEqual(afterHello(dialer.ends[0]!), [
+          [MESSAGE_AVAILABLE, 500],
+          [HEARTBEAT, 1000]
+        ])
+      })
+    )
+  })
+
   describe("the failure log", () => {
     const warnings = (lines: ReadonlyArray<LogLine>) =>
       lines
