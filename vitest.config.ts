@@ -11,17 +11,29 @@ import { defineConfig } from "vitest/config"
  * - `release`, `*.release.test.ts`: what a release ships (the packed tarball, the API reference, every
  *   example in the docs).
  *
- * `npm test` runs them all.
+ * `npm test` runs them all. A new file lands in its tier by its name alone.
  */
 const tiers = ["int", "solo", "release"] as const
 const named = (tier: (typeof tiers)[number]) => `test/**/*.${tier}.test.ts`
 
+/** Unit files at once: they only use the CPU, and the machine has two cores. */
+const UNIT_THREADS = 2
+
 export default defineConfig({
   test: {
-    // Most files wait on sockets, child processes and timers rather than the CPU: three at a time keep
-    // two cores busy and the suite within its budget.
+    // Most integration files wait on sockets, child processes and timers rather than the CPU: three at a
+    // time keep two cores busy and the suite within its budget. Each runs in a process of its own.
     maxWorkers: 3,
     minWorkers: 1,
+    poolOptions: {
+      // The unit tier runs in worker threads that each load effect and the sources once and then run file
+      // after file (`isolate: false`): loading them afresh for each file was most of the tier's time.
+      // So a unit file leaves no global state behind (a swapped global is put back in `finally`), and
+      // no two unit files may depend on running in a fresh module graph. `minThreads` equals
+      // `maxThreads`: a pool that shrinks idle non-isolated workers can tear one down twice, failing the
+      // run with "Terminating worker thread".
+      threads: { isolate: false, minThreads: UNIT_THREADS, maxThreads: UNIT_THREADS }
+    },
     projects: [
       {
         extends: true,
@@ -29,8 +41,11 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts"],
           exclude: tiers.map(named),
-          testTimeout: 30_000,
-          hookTimeout: 30_000
+          pool: "threads",
+          // Only ends a stuck test: the heaviest (16 MiB batches, 600 connections) take seconds alone
+          // and may take ten times that on a machine shared with other work.
+          testTimeout: 60_000,
+          hookTimeout: 60_000
         }
       },
       {

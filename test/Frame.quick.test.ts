@@ -4,6 +4,7 @@ import * as Frame from "../src/Frame.js"
 import * as Codec from "../src/internal/wire/codec.js"
 import * as Frames from "../src/internal/wire/frames.js"
 import * as Quick from "../src/internal/wire/payloadChecks.js"
+import { numRuns } from "./fixtures/budget.js"
 import { assertEqual } from "./fixtures/equality.js"
 
 // Values shaped like payloads, with every field sometimes missing, null, empty or of the wrong type.
@@ -71,7 +72,7 @@ describe("Frame quick decoders", () => {
       const decoded = Frame.decodePayload(tag, Buffer.from(JSON.stringify(payload)))
       assert.strictEqual(Either.isRight(decoded), Either.isRight(schema))
     },
-    { fastCheck: { numRuns: 3000 } }
+    { fastCheck: { numRuns: numRuns(3000) } }
   )
 
   it("take every well-formed payload without falling back to the Schema", () => {

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
 import { frameBytes as frame } from "../../../src/Frame.js"
 import * as Envelope from "../../../src/internal/lane/pgEnvelope.js"
+import { numRuns } from "../../fixtures/budget.js"
 import { rawFrame } from "../../fixtures/frames.js"
 
 const CHANNEL = "queen_mesh"
@@ -212,7 +213,7 @@ describe("pgEnvelope", () => {
         assert.strictEqual(received.length, sealed.frames)
         assert.strictEqual(s.seq, sealed.payloads.length)
       },
-      { fastCheck: { numRuns: 200 } }
+      { fastCheck: { numRuns: numRuns(200) } }
     )
 
     it("a 16 MiB batch is split into notifications of at most 7999 bytes whose items reassemble exactly", () => {
@@ -623,7 +624,7 @@ describe("pgEnvelope", () => {
         assert.isTrue(Either.isLeft(opened) || Either.isRight(opened))
         if (Either.isLeft(opened)) assert.include(Envelope.refusalReasons, opened.left)
       },
-      { fastCheck: { numRuns: 500 } }
+      { fastCheck: { numRuns: numRuns(500) } }
     )
 
     it("probes are recognised by their prefix and nonce only", () => {

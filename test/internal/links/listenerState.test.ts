@@ -8,6 +8,7 @@ import { Effect, FastCheck as fc, Stream, TestClock } from "effect"
 import { ListenerState, refusal } from "../../../src/internal/links/listenerState.js"
 import { handshakeReasonList } from "../../../src/MeshError.js"
 import * as MeshEvent from "../../../src/MeshEvent.js"
+import { numRuns } from "../../fixtures/budget.js"
 import { captureLogs } from "../../fixtures/logs.js"
 
 type Mode = "legacy" | "permissive" | "required"
@@ -164,7 +165,7 @@ describe("ListenerState", () => {
         }
         assert.strictEqual(state.counts().inbound.open, 0)
       },
-      { fastCheck: { numRuns: 500 } }
+      { fastCheck: { numRuns: numRuns(500) } }
     )
   })
 

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FastCheck as fc, Option } from "effect"
 import * as Frame from "../../../src/Frame.js"
 import { PeerLink, type PeerLinkState } from "../../../src/internal/links/peerLink.js"
+import { numRuns } from "../../fixtures/budget.js"
 
 const PEER = { host: "b", port: 6633 }
 
@@ -500,7 +501,7 @@ describe("PeerLink", () => {
           assert.strictEqual(state.connected, connected && !self)
         }
       },
-      { fastCheck: { numRuns: 500 } }
+      { fastCheck: { numRuns: numRuns(500) } }
     )
   })
 })

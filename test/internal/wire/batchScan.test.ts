@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import { BatchScanner, parseItems, type ScanResult, scan } from "../../../src/internal/wire/batchScan.js"
+import { numRuns } from "../../fixtures/budget.js"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -311,7 +312,7 @@ describe("BatchScanner", () => {
       const result = scanWith(text)
       assert.strictEqual(result._tag !== "Invalid", oracle(text).ok, JSON.stringify(text.slice(0, 80)))
     },
-    { fastCheck: { numRuns: 3000 } }
+    { fastCheck: { numRuns: numRuns(3000) } }
   )
 
   it.prop(
@@ -320,7 +321,7 @@ describe("BatchScanner", () => {
     ([text]) => {
       checkAgainstOracle(text, scanWith(text))
     },
-    { fastCheck: { numRuns: 2000 } }
+    { fastCheck: { numRuns: numRuns(2000) } }
   )
 
   it.prop(
@@ -332,7 +333,7 @@ describe("BatchScanner", () => {
       sameResult(whole, split)
       checkAgainstOracle(text, split)
     },
-    { fastCheck: { numRuns: 2000 } }
+    { fastCheck: { numRuns: numRuns(2000) } }
   )
 
   it.prop("(5) accepts whitespace everywhere JSON allows it", [batchValue, style, budgets], ([v, s, bs]) => {

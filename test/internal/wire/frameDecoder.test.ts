@@ -9,6 +9,7 @@ import * as Frame from "../../../src/Frame.js"
 import * as FrameDecoder from "../../../src/internal/wire/frameDecoder.js"
 import { FramingError } from "../../../src/MeshError.js"
 import * as Arb from "../../fixtures/arbitraries.js"
+import { numRuns } from "../../fixtures/budget.js"
 import { assertEqual } from "../../fixtures/equality.js"
 
 const MAX = Frame.MAX_FRAME_LENGTH
@@ -122,7 +123,7 @@ describe("FrameDecoder", () => {
         assert.strictEqual(decoder.buffered, 0)
         assertEqual(out, frames)
       },
-      { fastCheck: { numRuns: 250 } }
+      { fastCheck: { numRuns: numRuns(250) } }
     )
 
     it("decodes one frame split across many chunks, holding exactly the bytes seen so far", () => {
@@ -242,7 +243,7 @@ describe("FrameDecoder", () => {
           else assertFraming(end, "Truncated", expected.trailing)
         }
       },
-      { fastCheck: { numRuns: 400 } }
+      { fastCheck: { numRuns: numRuns(400) } }
     )
 
     it("rejects the 4-byte header 0xFFFFFFFF immediately, holding nothing", () => {
