@@ -126,8 +126,9 @@ export type FetchStatus = typeof FetchStatus.Type
 
 /**
  * A node as the page shows it: `up` (its stats read, or heard alive where there is nothing to read),
- * `no_answer` (heard alive, but its stats route does not answer), `down` (silent past the dead
- * threshold, and no stats), `unknown` (nothing heard of it yet).
+ * `no_answer` (heard alive, but its stats route does not answer), `down` (no stats, and silent past
+ * the dead threshold or neither its stats route nor its mesh port answers this node), `unknown`
+ * (nothing heard of it yet).
  *
  * @since 0.1.0
  * @category schemas
