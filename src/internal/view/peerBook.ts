@@ -205,8 +205,12 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
       Effect.gen(function* () {
         const result = yield* Effect.either(options.ask(question.serverId, question.httpAddr))
         const now = yield* Clock.currentTimeMillis
-        if (Either.isRight(result)) book.answered(question, result.right)
-        else book.unanswered(question, result.left.reason, now)
+        if (Either.isLeft(result)) return book.unanswered(question, result.left.reason, now)
+        book.answered(question, result.right)
+        const addresses = fromBody(result.right, question.httpAddr).map(([address]) => address)
+        yield* Effect.logDebug("cluster page: peer's addresses learnt").pipe(
+          Effect.annotateLogs({ peer: question.serverId, addresses: addresses.join(",") })
+        )
       })
     const pass = Effect.gen(function* () {
       const members = yield* mesh.members
