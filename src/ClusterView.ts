@@ -33,6 +33,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as EventStream from "./internal/eventStream.js"
 import * as ViewAssets from "./internal/view/assets.js"
+import * as ViewHistory from "./internal/view/history.js"
 import * as ViewPaths from "./internal/view/paths.js"
 import * as PeerBook from "./internal/view/peerBook.js"
 import { SingleFlight } from "./internal/view/singleFlight.js"
@@ -779,12 +780,13 @@ const histogramOf = (state: MetricState.MetricState.Histogram): Histogram => {
 /**
  * The kinds of event the page lists: peers and links coming and going, health changes, members
  * joining and leaving, refusals, the lane, maintenance flips. Wakes and hints are left out: the page
- * shows their rate.
+ * shows their rate. The last 64 are kept from the start (`learnPeers`), and an event stream begins
+ * with them, so a page opened after a fault lists it.
  *
  * @since 0.1.0
  * @category events
  */
-export const eventTags = [
+export const eventTags: readonly [
   "PeerUp",
   "PeerDown",
   "LinkUp",
@@ -798,7 +800,7 @@ export const eventTags = [
   "SelfRecognized",
   "Maintenance",
   "PopMaintenance"
-] as const satisfies ReadonlyArray<MeshEvent["_tag"]>
+] = ViewHistory.tags
 
 /**
  * One line of the page's event list.
@@ -1123,6 +1125,7 @@ const eventsHandler = (settings: Settings) =>
     if (state.places.full) return json({ error: "too_many_streams", max: settings.maxStreams }, 503)
     const stream = EventStream.eventStream(mesh, {
       tags: eventTags,
+      recent: ViewHistory.historyOf(mesh).recent(),
       format: (event, at) => eventOf(event, mesh.serverId, at),
       places: state.places,
       lifetime: settings.streamLifetime

@@ -262,6 +262,9 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium, first open
         const card = yield* Effect.promise(() => page.textContent('#nodes [data-node="node-b"]'))
         assert.notInclude(card ?? "", "no stats address announced")
         assert.include(card ?? "", "unreachable")
+        // What happened before the page was opened is listed too: node-b heard, then dead.
+        yield* until(page, "node-b's PeerDown in the event list", hasEvent("PeerDown", "node-b"))
+        yield* until(page, "node-b's PeerUp in the event list", hasEvent("PeerUp", "node-b"))
       }),
     120_000
   )

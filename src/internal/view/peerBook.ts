@@ -26,6 +26,7 @@ import type * as Scope from "effect/Scope"
 import type * as Membership from "../../Membership.js"
 import { Mesh, type MeshShape } from "../../Mesh.js"
 import type * as MeshStats from "../../MeshStats.js"
+import { historyOf } from "./history.js"
 import * as StatsFetch from "./statsFetch.js"
 
 /** `host:port`, an IPv6 literal in brackets: a peer entry's name, as `Membership.Address.name`. */
@@ -239,13 +240,15 @@ export const learnPeers = (options: {
   readonly fetchTimeout?: Duration.DurationInput | undefined
   readonly maxBodyBytes?: number | undefined
 }): Effect.Effect<void, never, Mesh | Scope.Scope> =>
-  Effect.flatMap(Mesh, (mesh) => {
+  Effect.gen(function* () {
+    const mesh = yield* Mesh
     const fetchOptions: StatsFetch.FetchOptions = {
       path: options.statsPath,
       timeout: Duration.decode(options.fetchTimeout ?? StatsFetch.defaults.timeout),
       maxBytes: options.maxBodyBytes ?? StatsFetch.defaults.maxBytes
     }
-    return learn(mesh, {
+    yield* historyOf(mesh).record(mesh)
+    return yield* learn(mesh, {
       ask: (serverId, httpAddr) => StatsFetch.fetchStats(serverId, httpAddr, fetchOptions)
     })
   })
