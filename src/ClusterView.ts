@@ -19,7 +19,6 @@
  *
  * @since 0.1.0
  */
-import * as Os from "node:os"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -31,9 +30,12 @@ import * as Metric from "effect/Metric"
 import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as EventStream from "./internal/eventStream.js"
 import * as ViewAssets from "./internal/view/assets.js"
+import * as ViewHistory from "./internal/view/history.js"
 import * as ViewPaths from "./internal/view/paths.js"
+import * as PeerBook from "./internal/view/peerBook.js"
 import { SingleFlight } from "./internal/view/singleFlight.js"
 import * as StatsFetch from "./internal/view/statsFetch.js"
 import type * as Membership from "./Membership.js"
@@ -89,8 +91,8 @@ export interface Options {
  * @category defaults
  */
 export const defaults = {
-  fetchTimeout: Duration.seconds(1),
-  maxBodyBytes: 1024 * 1024,
+  fetchTimeout: StatsFetch.defaults.timeout,
+  maxBodyBytes: StatsFetch.defaults.maxBytes,
   refreshInterval: Duration.seconds(1),
   maxPeers: 64,
   maxStreams: 8,
@@ -125,8 +127,9 @@ export type FetchStatus = typeof FetchStatus.Type
 
 /**
  * A node as the page shows it: `up` (its stats read, or heard alive where there is nothing to read),
- * `no_answer` (heard alive, but its stats route does not answer), `down` (silent past the dead
- * threshold, and no stats), `unknown` (nothing heard of it yet).
+ * `no_answer` (heard alive, but its stats route does not answer), `down` (no stats, and silent past
+ * the dead threshold or neither its stats route nor its mesh port answers this node), `unknown`
+ * (nothing heard of it yet).
  *
  * @since 0.1.0
  * @category schemas
@@ -359,7 +362,10 @@ export interface Sources {
   /** Its members (`Mesh.members`). */
   readonly members: ReadonlyArray<Membership.Member>
   readonly remotes: ReadonlyArray<Remote>
-  /** Peer-list addresses (`host:port`) known to name a server id, from earlier views (`learn`). */
+  /**
+   * Peer-list addresses (`host:port`) known to name a server id: learnt since the node heard each peer
+   * (`learnPeers`), and from earlier views (`learn`).
+   */
   readonly addresses: ReadonlyMap<string, string>
   readonly local: LocalMetrics
   readonly now: number
@@ -375,15 +381,7 @@ const MAX_NODES = 256
 
 const WAKE_TAGS: ReadonlySet<string> = new Set(["MESSAGE_AVAILABLE", "MESSAGE_AVAILABLE_BATCH"])
 
-const addressName = (host: string, port: number): string =>
-  `${host.includes(":") ? `[${host}]` : host}:${port}`
-
-/** The host of an `http_addr`, as it would appear in a peer list. */
-const httpHost = (httpAddr: string): string | undefined =>
-  Either.match(StatsFetch.parseHttpAddr(httpAddr), {
-    onLeft: () => undefined,
-    onRight: (target) => target.host
-  })
+const addressName = PeerBook.addressName
 
 const bodies = (sources: Pick<Sources, "self" | "remotes">): ReadonlyArray<MeshStats.MeshStats> => [
   sources.self,
@@ -394,7 +392,8 @@ const bodies = (sources: Pick<Sources, "self" | "remotes">): ReadonlyArray<MeshS
  * The peer-list addresses this round tells the server id of: members the node joined to their server
  * (a v2 challenge names the node dialled), entries a node recognised as itself, each fetched node's
  * mesh port at the host of its `http_addr`, and this node's mesh port at this machine's own names.
- * Kept across views, so that a node that stops answering is still drawn at its address.
+ * Kept across views, with what the node learnt of each peer as soon as it heard it (`learnPeers`), so
+ * that a node that stops answering is still drawn at its address, by its name.
  *
  * @since 0.1.0
  * @category building
@@ -406,22 +405,10 @@ export const learn = (
   const self = sources.self
   if (self.enabled && self.port !== null)
     for (const host of sources.hosts ?? []) out.push([addressName(host, self.port), self.server_id])
-  for (const member of sources.members) {
-    if (member.self || Option.isNone(member.address) || Option.isNone(member.serverId)) continue
-    out.push([member.address.value.name, member.serverId.value])
-  }
-  for (const body of bodies(sources)) {
-    if (!body.enabled) continue
-    for (const peer of body.peers)
-      if (peer.self) out.push([addressName(peer.host, peer.port), body.server_id])
-  }
-  for (const remote of sources.remotes) {
-    if (Either.isLeft(remote.stats) || remote.httpAddr === null) continue
-    const body = remote.stats.right
-    const host = httpHost(remote.httpAddr)
-    if (body.enabled && body.port !== null && host !== undefined)
-      out.push([addressName(host, body.port), body.server_id])
-  }
+  out.push(...PeerBook.fromMembers(sources.members))
+  out.push(...PeerBook.fromBody(self, null))
+  for (const remote of sources.remotes)
+    if (Either.isRight(remote.stats)) out.push(...PeerBook.fromBody(remote.stats.right, remote.httpAddr))
   return out
 }
 
@@ -453,7 +440,7 @@ export const build = (sources: Sources): View => {
   for (const [address, serverId] of learn(sources)) addresses.set(address, serverId)
 
   // Every server id the sources name, for entries whose host is the server's own name.
-  const serverIds = new Set<string>([selfId])
+  const serverIds = new Set<string>([selfId, ...addresses.values()])
   for (const remote of sources.remotes) serverIds.add(remote.serverId)
   for (const member of sources.members)
     if (Option.isSome(member.serverId)) serverIds.add(member.serverId.value)
@@ -557,7 +544,14 @@ export const build = (sources: Sources): View => {
   for (const parts of links.values()) out.push(linkView(parts, stats, sources.local, selfId))
 
   // Node states, once links are known.
-  for (const entry of nodes.values()) entry.state = nodeState(entry, out)
+  for (const entry of nodes.values()) entry.state = nodeState(entry, out, selfId)
+  // A down node's links known from their receiver alone (its own stats unread) are down too: the
+  // receiver's last frame from it may be younger than the dead threshold, but nothing more will come.
+  for (const [i, link] of out.entries()) {
+    if (link.seen_by !== "receiver" || link.state !== "linked") continue
+    if (nodes.get(link.from)?.state !== "down") continue
+    out[i] = { ...link, state: "down", reason: `${link.from} is down` }
+  }
 
   // This node first, then the servers by id, then peer entries known only by their address.
   const rank = (entry: NodeView) => (entry.self ? 0 : entry.server_id !== null ? 1 : 2)
@@ -704,13 +698,18 @@ const dialerHearsDead = (dialerStats: MeshStats.MeshStats | undefined, to: strin
   dialerStats?.enabled === true &&
   dialerStats.servers.some((server) => server.server_id === to && !server.alive)
 
-const nodeState = (entry: NodeView, links: ReadonlyArray<LinkView>): NodeView["state"] => {
+const nodeState = (entry: NodeView, links: ReadonlyArray<LinkView>, selfId: string): NodeView["state"] => {
   if (entry.self || entry.fetch.status === "ok") return "up"
   const nothingToRead =
     entry.fetch.status === "no_address" ||
     entry.fetch.status === "not_stats" ||
     entry.fetch.status === "bad_address" ||
     entry.fetch.status === "skipped"
+  // Both of this node's own ways to it fail (its stats unreachable, and the link this node dials to it
+  // down): down now, not only once it has been silent for the dead threshold (a killed process).
+  const unreachable = entry.fetch.status === "unreachable" || entry.fetch.status === "timeout"
+  const dialled = links.find((link) => link.from === selfId && link.to === entry.id)
+  if (unreachable && (dialled?.state === "down" || dialled?.state === "refused")) return "down"
   if (entry.heard !== null) {
     if (!entry.heard.alive) return "down"
     return nothingToRead ? "up" : "no_answer"
@@ -781,12 +780,13 @@ const histogramOf = (state: MetricState.MetricState.Histogram): Histogram => {
 /**
  * The kinds of event the page lists: peers and links coming and going, health changes, members
  * joining and leaving, refusals, the lane, maintenance flips. Wakes and hints are left out: the page
- * shows their rate.
+ * shows their rate. The last 64 are kept from the start (`learnPeers`), and an event stream begins
+ * with them, so a page opened after a fault lists it.
  *
  * @since 0.1.0
  * @category events
  */
-export const eventTags = [
+export const eventTags: readonly [
   "PeerUp",
   "PeerDown",
   "LinkUp",
@@ -800,7 +800,7 @@ export const eventTags = [
   "SelfRecognized",
   "Maintenance",
   "PopMaintenance"
-] as const satisfies ReadonlyArray<MeshEvent["_tag"]>
+] = ViewHistory.tags
 
 /**
  * One line of the page's event list.
@@ -914,25 +914,19 @@ export const eventOf = (event: MeshEvent, selfId: string, at: number): ViewEvent
 // per-node state of the routes
 // ---------------------------------------------------------------------------------------------
 
-/** Addresses learned are forgotten past this many (a cluster has a handful). */
-const MAX_ADDRESSES = 1024
-
-/** What the routes keep for one mesh: the shared fetch, the addresses learned, open event streams. */
+/**
+ * What the routes keep for one mesh: the shared fetch and open event streams. The addresses learned
+ * are the mesh's `PeerBook`, which `learnPeers` keeps from the start whether or not a page is opened.
+ */
 class ViewState {
   readonly flight: SingleFlight<ReadonlyArray<Remote>>
-  readonly addresses = new Map<string, string>()
   readonly places: EventStream.Places
 
   constructor(settings: Settings) {
-    this.flight = new SingleFlight(Duration.toMillis(settings.refreshInterval))
+    const refresh = Duration.toMillis(settings.refreshInterval)
+    // Stats begun more than a refresh and a fetch ago are never shown: the next view waits instead.
+    this.flight = new SingleFlight(refresh, refresh + Duration.toMillis(settings.fetchTimeout))
     this.places = new EventStream.Places(settings.maxStreams)
-  }
-
-  remember(learned: ReadonlyArray<readonly [string, string]>): void {
-    for (const [address, serverId] of learned) {
-      if (!this.addresses.has(address) && this.addresses.size >= MAX_ADDRESSES) this.addresses.clear()
-      this.addresses.set(address, serverId)
-    }
   }
 }
 
@@ -1093,24 +1087,37 @@ const viewWith = (settings: Settings): Effect.Effect<View, never, Mesh> =>
   Effect.gen(function* () {
     const mesh = yield* Mesh
     const state = stateOf(mesh, settings)
+    const book = PeerBook.bookOf(mesh)
+    const remotes = yield* state.flight.get(
+      Effect.flatMap(mesh.members, (members) => fetchRemotes(targets(members, mesh.serverId), settings))
+    )
+    // Members and stats as of now, after the fetch: liveness is the mesh's, never older than the view.
     const members = yield* mesh.members
-    const remotes = yield* state.flight.get(fetchRemotes(targets(members, mesh.serverId), settings))
     const self = yield* mesh.stats
     yield* mesh.syncMetrics
     const local = yield* localMetrics(mesh.serverId)
     const now = yield* Clock.currentTimeMillis
-    const hosts = ownHosts()
-    state.remember(learn({ self, members, remotes, hosts }))
-    return build({ self, members, remotes, addresses: state.addresses, local, now, hosts })
+    const hosts = PeerBook.ownHosts()
+    book.remember(learn({ self, members, remotes, hosts }))
+    return build({ self, members, remotes, addresses: book.addresses, local, now, hosts })
   })
 
-/** This machine's names and interface addresses (loopback included). */
-const ownHosts = (): ReadonlyArray<string> => {
-  const out = new Set(["localhost", Os.hostname()])
-  for (const list of Object.values(Os.networkInterfaces()))
-    for (const entry of list ?? []) out.add(entry.address.replace(/%.*$/, ""))
-  return [...out]
-}
+/**
+ * Keeps, from now until the scope closes, what the page needs to name its peers, whether or not it is
+ * ever opened: as soon as the mesh in context hears a server announcing an `http_addr`, the node asks
+ * its stats once (the page's own bounded request: see `Options`) and records which peer-list address
+ * is that server, so a page first opened after the server died still draws it by its name, at its
+ * address. Asked again when the server announces another address or boot epoch; retried while it is
+ * alive and does not answer. `HttpRoutes.serve`, `HttpRoutes.layer` and `queen-mesh node` run it; a
+ * host that mounts `HttpRoutes.router` into its own server runs it in the mesh's scope (without it,
+ * the page learns each address only while it is open).
+ *
+ * @since 0.1.0
+ * @category building
+ */
+export const learnPeers = (
+  options: Pick<Options, "statsPath" | "fetchTimeout" | "maxBodyBytes">
+): Effect.Effect<void, never, Mesh | Scope.Scope> => PeerBook.learnPeers(options)
 
 const eventsHandler = (settings: Settings) =>
   Effect.map(Mesh, (mesh) => {
@@ -1118,6 +1125,7 @@ const eventsHandler = (settings: Settings) =>
     if (state.places.full) return json({ error: "too_many_streams", max: settings.maxStreams }, 503)
     const stream = EventStream.eventStream(mesh, {
       tags: eventTags,
+      recent: ViewHistory.historyOf(mesh).recent(),
       format: (event, at) => eventOf(event, mesh.serverId, at),
       places: state.places,
       lifetime: settings.streamLifetime

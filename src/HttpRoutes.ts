@@ -19,7 +19,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ClusterView from "./ClusterView.js"
@@ -321,12 +321,36 @@ export const makeApp = (options: RouterOptions = {}): HttpApp.Default<never, Mes
 export const app: HttpApp.Default<never, Mesh> = makeApp()
 
 /**
- * Serves `app` on whatever `HttpServer` is provided, for the life of the layer.
+ * The cluster page's learner (`ClusterView.learnPeers`) for the mesh in context, in the current scope,
+ * unless the page is off: from the start, so that a page first opened after a peer died still names it.
+ * Its module is loaded only here, not with the routes.
+ */
+const learnPeers = (options: RouterOptions): Effect.Effect<void, never, Mesh | Scope.Scope> => {
+  const cluster = options.cluster
+  return cluster === false
+    ? Effect.void
+    : Effect.flatMap(
+        Effect.promise(() => import("./internal/view/peerBook.js")),
+        (PeerBook) =>
+          PeerBook.learnPeers({
+            statsPath: paths.sharedStateStats,
+            fetchTimeout: cluster?.fetchTimeout,
+            maxBodyBytes: cluster?.maxBodyBytes
+          })
+      )
+}
+
+/**
+ * Serves `app` on whatever `HttpServer` is provided, for the life of the layer (and keeps what the
+ * cluster page learns of each peer from the start: `ClusterView.learnPeers`).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Mesh> = HttpServer.serve(app)
+export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Mesh> = Layer.merge(
+  HttpServer.serve(app),
+  Layer.scopedDiscard(learnPeers({}))
+)
 
 /**
  * @since 0.1.0
@@ -397,7 +421,8 @@ export const makeServer = (options: Omit<ServeOptions, "host" | "port"> = {}): H
 /**
  * Starts a Node HTTP server (see {@link makeServer}) serving `app` in the current scope, and returns the
  * bound port once it is listening. When the scope closes, open connections are closed with the server
- * (an open event stream of the cluster page would otherwise hold it).
+ * (an open event stream of the cluster page would otherwise hold it). Unless the page is off, it also
+ * runs `ClusterView.learnPeers` in the scope.
  *
  * @since 0.1.0
  * @category constructors
@@ -418,5 +443,6 @@ export const serve = (
     yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
     const served = makeApp(options)
     yield* HttpServer.serveEffect(served).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    yield* learnPeers(options)
     return server.address._tag === "TcpAddress" ? server.address.port : options.port
   })

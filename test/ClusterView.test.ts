@@ -5,8 +5,10 @@
  * browser in view.int.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Option, Schema, TestClock } from "effect"
+import { Effect, Either, Exit, Option, Schema, Scope, TestClock } from "effect"
 import * as ClusterView from "../src/ClusterView.js"
+import * as PeerBook from "../src/internal/view/peerBook.js"
+import { StatsFetchError } from "../src/internal/view/statsFetch.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import type * as MeshStats from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
@@ -252,6 +254,94 @@ describe("ClusterView.build", () => {
       )
       assert.strictEqual(later.nodes.find((node) => node.id === "c")!.state, "no_answer")
     })
+  )
+
+  it.scoped(
+    "a peer killed before the page is ever opened: three nodes, the dead one by its name, down at once",
+    () =>
+      Effect.gen(function* () {
+        // Listed by address (not by server id), legacy auth: only a peer's own stats say which address
+        // is which server, and a dead peer can no longer say it.
+        const network = yield* MeshTest.network
+        const hosts = { a: "127.0.0.11", b: "127.0.0.12", c: "127.0.0.13" } as const
+        const names = ["a", "b", "c"] as const
+        const scopes = { a: yield* Scope.make(), b: yield* Scope.make(), c: yield* Scope.make() }
+        yield* Effect.addFinalizer(() =>
+          Effect.forEach(names, (name) => Scope.close(scopes[name], Exit.void), { discard: true })
+        )
+        const nodes: Record<string, MeshTest.Node> = {}
+        for (const name of names)
+          nodes[name] = yield* MeshTest.node(network, {
+            serverId: name,
+            host: hosts[name],
+            peers: names.filter((n) => n !== name).map((n) => hosts[n]),
+            config: { ...durations, advertiseHost: hosts[name] }
+          }).pipe(Scope.extend(scopes[name]))
+        const [a, c] = [nodes.a!, nodes.c!]
+        // c's stats route, as the page's request would reach each peer's: none once the peer is gone.
+        const gone = new Set<string>()
+        const ask: PeerBook.Ask = (serverId, httpAddr) => {
+          const name = names.find((n) => httpAddr === `http://${hosts[n]}:6632`)
+          return name === undefined || gone.has(name)
+            ? Effect.fail(new StatsFetchError({ reason: "unreachable", detail: "ECONNREFUSED" }))
+            : Effect.filterOrDie(
+                nodes[name]!.mesh.stats,
+                (stats) => stats.server_id === serverId,
+                () => new Error("another node's stats")
+              )
+        }
+        yield* PeerBook.learn(c.mesh, { ask })
+        yield* advance(1_500)
+        // b is killed; nobody has opened c's page yet.
+        gone.add("b")
+        yield* Scope.close(scopes.b, Exit.void)
+        yield* advance(300)
+
+        const viewOfC = (addresses: ReadonlyMap<string, string>) =>
+          Effect.gen(function* () {
+            return ClusterView.build({
+              self: yield* c.mesh.stats,
+              members: yield* c.mesh.members,
+              remotes: [
+                ok("a", yield* a.mesh.stats, "http://127.0.0.11:6632"),
+                failed("b", "unreachable", "http://127.0.0.12:6632")
+              ],
+              addresses,
+              local: noMetrics,
+              now: 0,
+              hosts: [hosts.c]
+            })
+          })
+        // What a page that learns only while open draws: b's entry as a fourth node, by its address.
+        const lazy = yield* viewOfC(new Map())
+        assert.deepStrictEqual(
+          lazy.nodes.map((node) => node.id),
+          ["c", "a", "b", "127.0.0.12:6633"]
+        )
+
+        // Within the dead threshold: c still hears b, but its stats and c's link to it both fail.
+        const early = yield* viewOfC(PeerBook.bookOf(c.mesh).addresses)
+        assert.deepStrictEqual(
+          early.nodes.map((node) => [node.id, node.state, node.address]),
+          [
+            ["c", "up", "127.0.0.13:6633"],
+            ["a", "up", "127.0.0.11:6633"],
+            ["b", "down", "127.0.0.12:6633"]
+          ]
+        )
+        const b = early.nodes.find((node) => node.id === "b")!
+        assert.deepStrictEqual([b.fetch.status, b.heard?.alive], ["unreachable", true])
+        const { links } = states(early)
+        for (const key of ["a->b", "b->a", "b->c", "c->b"]) assert.strictEqual(links[key], "down", key)
+        assert.strictEqual(links["a->c"], "linked")
+        assert.strictEqual(links["c->a"], "linked")
+
+        // Past the dead threshold: the same three, b heard dead.
+        yield* advance(6_000)
+        const late = yield* viewOfC(PeerBook.bookOf(c.mesh).addresses)
+        assert.deepStrictEqual(states(late).nodes, { a: "up", b: "down", c: "up" })
+        assert.strictEqual(late.nodes.find((node) => node.id === "b")!.heard?.alive, false)
+      })
   )
 
   it.scoped("a peer's body naming thousands of servers leaves the view at 256 nodes", () =>

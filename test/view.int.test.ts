@@ -30,9 +30,16 @@ const screenshot =
 /** Generous: CI is a busy two-core machine; every wait is for a condition, never a duration. */
 const WITHIN = 45_000
 
-const startNode = (id: string, port: number, http: number, peers: ReadonlyArray<number>) =>
+const startNode = (
+  id: string,
+  port: number,
+  http: number,
+  peers: ReadonlyArray<number>,
+  extra: Readonly<Record<string, string>> = {}
+) =>
   Effect.gen(function* () {
     const node = yield* spawnCli(["node", "--quiet"], {
+      ...extra,
       QUEEN_SERVER_ID: id,
       QUEEN_MESH_PORT: String(port),
       QUEEN_MESH_BIND_ADDR: "127.0.0.1",
@@ -212,6 +219,52 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
         console.log(
           `node-c shown in trouble ${shownTroubledAfter} ms and down ${shownDownAfter} ms after SIGSTOP (dead threshold ${DEAD_THRESHOLD_MS} ms)`
         )
+      }),
+    120_000
+  )
+})
+
+describe.skipIf(missing !== undefined)("the cluster page in Chromium, first opened after a death", () => {
+  it.scopedLive(
+    "node-b SIGKILLed before anyone opened node-c's page: three nodes, node-b by its name, down",
+    () =>
+      Effect.gen(function* () {
+        yield* ensureBuilt
+        const ports = [yield* freePort, yield* freePort, yield* freePort]
+        const https = [yield* freePort, yield* freePort, yield* freePort]
+        const names = ["node-a", "node-b", "node-c"]
+        const nodes: Array<CliProcess> = []
+        // Every node lists all three (itself included), by loopback port, in the default (legacy)
+        // auth: only a peer's own stats say which of those addresses it is.
+        for (const [i, name] of names.entries())
+          nodes.push(yield* startNode(name, ports[i]!, https[i]!, ports, { QUEEN_MESH_LOG_LEVEL: "debug" }))
+        const [, b, c] = nodes as [CliProcess, CliProcess, CliProcess]
+        // node-c has heard node-b and asked it which address is its own; nobody has opened a page yet.
+        yield* c.waitForStderr(
+          (stderr) => /cluster page: peer's addresses learnt.*peer=node-b/.test(stderr),
+          Duration.millis(WITHIN)
+        )
+        b.child.kill("SIGKILL")
+
+        const context = yield* launch()
+        const page = yield* Effect.promise(() => context.newPage())
+        yield* Effect.promise(() => page.goto(`http://127.0.0.1:${https[2]}/cluster/`))
+        const shown = yield* until(page, "node-b down among three nodes", (shown) =>
+          shown.nodes.some((node) => node.id === "node-b" && node.state === "down")
+        )
+        assert.deepStrictEqual(
+          shown.nodes.map((node) => node.id),
+          ["node-c", "node-a", "node-b"]
+        )
+        assert.match(shown.status, /^1 node\(s\) in trouble/)
+        for (const link of shown.links.filter((link) => link.from === "node-b" || link.to === "node-b"))
+          assert.strictEqual(link.state, "down", `${link.from} → ${link.to}`)
+        const card = yield* Effect.promise(() => page.textContent('#nodes [data-node="node-b"]'))
+        assert.notInclude(card ?? "", "no stats address announced")
+        assert.include(card ?? "", "unreachable")
+        // What happened before the page was opened is listed too: node-b heard, then dead.
+        yield* until(page, "node-b's PeerDown in the event list", hasEvent("PeerDown", "node-b"))
+        yield* until(page, "node-b's PeerUp in the event list", hasEvent("PeerUp", "node-b"))
       }),
     120_000
   )

@@ -19,6 +19,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as HotList from "../HotList.js"
 import * as HttpRoutes from "../HttpRoutes.js"
+import * as PeerBook from "../internal/view/peerBook.js"
 import * as MaintenanceFlags from "../MaintenanceFlags.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
@@ -439,6 +440,8 @@ const serve = (
         })
       })
     ).pipe(Effect.provide(context), Effect.provideService(HttpServer.HttpServer, httpServer))
+    // What the cluster page needs to name each peer, kept from the start (ClusterView.learnPeers).
+    yield* PeerBook.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats }).pipe(Effect.provide(context))
 
     yield* printLine(Events.listening({ serverId: mesh.serverId, port: mesh.port, httpPort }))
     yield* ready.open

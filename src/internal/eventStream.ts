@@ -61,6 +61,8 @@ export interface Options<A> {
   readonly format: (event: MeshEvent, at: number) => A | undefined
   readonly places: Places
   readonly lifetime: Duration.Duration
+  /** Events observed before the stream opened, oldest first: its first message carries them. */
+  readonly recent?: ReadonlyArray<readonly [MeshEvent, number]>
 }
 
 /** The stream's bytes: `data: {"events":[...],"dropped":n}` messages. */
@@ -78,6 +80,7 @@ export const eventStream = <A>(mesh: MeshShape, options: Options<A>): Stream.Str
       // Lost the race for the last place: say so and end (the page tries again later).
       if (!open) return Stream.make(encoder.encode("retry: 10000\nevent: busy\ndata: {}\n\n"))
       const buffer = new EventBuffer(options.format)
+      for (const [event, at] of options.recent ?? []) buffer.push(event, at)
       yield* mesh.observe((event) => buffer.push(event, Date.now()), options.tags)
       let idle = 0
       const ticks = Stream.fromSchedule(Schedule.spaced(TICK_MILLIS)).pipe(

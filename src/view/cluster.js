@@ -423,11 +423,17 @@
   // events
   // -------------------------------------------------------------------------------------------
 
+  /** Events listed, by what they say: a new stream begins with the node's recent events again. */
+  const listed = new Set()
   const addEvents = (batch) => {
     const list = $("events")
     const events = Array.isArray(batch.events) ? batch.events : []
     const latest = history[history.length - 1]
     for (const event of events) {
+      const key = `${event.at}|${event.tag}|${event.subject}|${event.detail}`
+      if (listed.has(key)) continue
+      listed.add(key)
+      if (listed.size > 4 * MAX_EVENTS) listed.delete(listed.values().next().value)
       const time = new Date(event.at).toLocaleTimeString()
       // Links are named by their peer-list address: say which node that is, where the view knows.
       const known = latest?.nodes.find((node) => node.address === event.subject && node.id !== event.subject)

@@ -91,6 +91,12 @@ export const parseHttpAddr = (raw: string): Either.Either<HttpTarget, string> =>
   return Either.right({ protocol, host, port })
 }
 
+/** The fetch's bounds unless the page's options say otherwise (`ClusterView.defaults`). */
+export const defaults = {
+  timeout: Duration.seconds(1),
+  maxBytes: 1024 * 1024
+} as const
+
 export interface FetchOptions {
   /** The path requested: always the stats path. */
   readonly path: string
