@@ -267,6 +267,25 @@ describe("faultProxy", () => {
     })
   )
 
+  it.scopedLive("a target that closed while the hole was on is seen closed once it is lifted", () =>
+    Effect.gen(function* () {
+      const { echo, proxy } = yield* setup
+      const c = yield* client(proxy.port)
+      c.socket.write("x")
+      yield* eventually(() => received(c.chunks) === "x")
+      proxy.blackHole(true)
+      // The listener gives up on a silent dialer (as a mesh node closes a silent inbound link) and
+      // closes; the dialer keeps writing into the hole.
+      echo.connections[0]!.socket.destroy()
+      yield* write(c.socket, "y")
+      yield* Effect.sleep("200 millis")
+      assert.isFalse(c.state.closed)
+      proxy.blackHole(false)
+      // Once the path is back, the close reaches the dialer, as a real peer's FIN or RST would.
+      yield* eventually(() => c.state.closed)
+    })
+  )
+
   it.scopedLive("limitBytes forwards exactly n bytes, then cuts", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup

@@ -1,0 +1,63 @@
+/**
+ * The fault run's short version (`npm run chaos` is the long one; test/fixtures/chaos/ holds both's
+ * machinery): the reference broker's three replicas over one embedded PostgreSQL, pushes and pops the
+ * whole time, and each fault once, brief, on a fixed seed: PostgreSQL shut down at once and started
+ * again, a replica killed and started again, a replica frozen past the dead threshold, a link
+ * black-holed (a mesh link with the TCP mesh, a replica's lane connection with the lane) and backends
+ * terminated; once with the TCP mesh and once on the lane. The checker must find nothing lost and
+ * nothing delivered twice under a live lease, the queue must drain, and after every fault every replica
+ * must be clustered again and a push on each must wake a pop parked on each other. Waits are on
+ * conditions, bounded generously; the recovery times are printed, never asserted (the long run checks
+ * them against their bounds).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { buildExample } from "./fixtures/broker.js"
+import { type Database, startDatabase } from "./fixtures/chaos/cluster.js"
+import { passed, runChaos, summarize } from "./fixtures/chaos/run.js"
+import { type Carrier, faultKinds } from "./fixtures/chaos/schedule.js"
+
+describe("faults under load", () => {
+  let db: Database | undefined
+  let example: ReturnType<typeof buildExample> | undefined
+
+  const run = async (carrier: Carrier) => {
+    example ??= buildExample()
+    db ??= await startDatabase()
+    const result = await runChaos({
+      carrier,
+      seed: 37,
+      durationMs: 24_000,
+      db,
+      entry: example.entry,
+      timing: { heartbeatMs: 250, deadMs: 1500, repollMs: 10_000, repollDegradedMs: 200, leaseSeconds: 2 },
+      gapMs: 1500,
+      overlap: 0,
+      quietMs: 1500,
+      pushPauseMs: 30,
+      maxFaults: faultKinds.length,
+      brief: true
+    })
+    const summary = summarize(result)
+    process.stdout.write(`${summary}\n`)
+    assert.deepStrictEqual(
+      [...result.faults.map((f) => f.fault.kind)].sort(),
+      [...faultKinds].sort(),
+      "each fault once"
+    )
+    assert.isTrue(passed(result, { timedAcceptance: false }), summary)
+    assert.isAbove(result.verdict.committed, 100)
+  }
+
+  it(
+    "with the TCP mesh: nothing lost, nothing delivered twice, every fault recovered",
+    () => run("tcp"),
+    120_000
+  )
+
+  it("on the PostgreSQL lane: the same", () => run("lane"), 120_000)
+
+  it("stops its PostgreSQL", async () => {
+    await db?.close()
+    example?.remove()
+  })
+})
