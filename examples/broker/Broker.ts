@@ -18,7 +18,7 @@ import { HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Console, Effect, Layer, Option } from "effect"
-import { LocalWaker, Mesh } from "queen-mesh"
+import { ClusterView, HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
 import * as Postgres from "queen-mesh/Postgres"
 import * as Api from "./Api.js"
 import { BrokerConfig, layer as BrokerConfigLive } from "./BrokerConfig.js"
@@ -80,6 +80,14 @@ const Drain = Layer.scopedDiscard(
 )
 
 /**
+ * What the cluster page (mounted with `HttpRoutes.router` in `Api.ts`) needs to name each peer, kept
+ * from the moment the mesh hears it: a page first opened after a replica died still draws that replica
+ * by its name, down, instead of an unknown address. `HttpRoutes.serve` runs this itself; a broker that
+ * mounts the router into its own server runs it in the mesh's scope.
+ */
+const PageLearner = Layer.scopedDiscard(ClusterView.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats }))
+
+/**
  * The API, served; with the stage tracer's middleware when it is on (`Stages.ts`). No span per request:
  * the platform's server span (the URL parsed, the headers copied into attributes) is the largest
  * fixed cost of a request, for a tracer that exports nowhere (see {@link layer}).
@@ -95,6 +103,7 @@ const ServeLive = Layer.unwrapEffect(
  */
 export const layer = Drain.pipe(
   Layer.provide(ServeLive),
+  Layer.provide(PageLearner),
   Layer.provideMerge(ServerLive),
   Layer.provideMerge(ServicesLive),
   Layer.provide(Layer.setTracerEnabled(false))
