@@ -73,7 +73,13 @@ const run = async (driver: Driver, plan: WriteLoadSectionPlan) => {
 type Result = Awaited<ReturnType<typeof run>>
 type Measured = Extract<Result, { readonly measured: true }>
 
-/** Per K: the mesh's commits/s over NOTIFY's and over no carrier's, its p99 over NOTIFY's. */
+/**
+ * Per K: the mesh's commits/s over NOTIFY's and over no carrier's, its p99 over NOTIFY's. Push-to-pop is
+ * from the push's statement sent to the claim, what a producer and a consumer see between them: a
+ * notifying commit waits its turn for the notify lock before its acknowledgement, so measured from the
+ * acknowledgement NOTIFY's latency would leave out the very wait it causes (commit-to-claim, beside it,
+ * is information).
+ */
 const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
   const ks = [...new Set(cells.map((c) => c.k))]
   return ks.map((k) => {
@@ -85,7 +91,8 @@ const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
       tcpOverNoneCommits: ratio(tcp?.commitsPerSec, none?.commitsPerSec),
       laneOverNoneCommits: ratio(lane?.commitsPerSec, none?.commitsPerSec),
       laneOverNotifyCommits: ratio(lane?.commitsPerSec, notify?.commitsPerSec),
-      tcpOverNotifyP99: ratio(tcp?.pushToPopUs.p99, notify?.pushToPopUs.p99)
+      tcpOverNotifyP99: ratio(tcp?.sentToPopUs.p99, notify?.sentToPopUs.p99),
+      tcpOverNotifyCommitToClaimP99: ratio(tcp?.pushToPopUs.p99, notify?.pushToPopUs.p99)
     }
   })
 }
@@ -146,7 +153,7 @@ const targets = (result: Result | undefined): ReadonlyArray<Target> => {
         (v) => v >= 0.9
       ),
       check(
-        `write load K=${k}: TCP mesh push-to-pop p99 / NOTIFY's`,
+        `write load K=${k}: TCP mesh push-to-pop p99 (statement sent to claim) / NOTIFY's`,
         c?.tcpOverNotifyP99,
         "<= 0.5",
         (v) => v <= 0.5
@@ -171,6 +178,7 @@ const targets = (result: Result | undefined): ReadonlyArray<Target> => {
     for (const k of [32, 64]) {
       const c = at(k)
       out.push(
+        info(`write load K=${k}: TCP mesh commit-to-claim p99 / NOTIFY's`, c?.tcpOverNotifyCommitToClaimP99),
         info(`write load K=${k}: lane commits/s / no carrier's`, c?.laneOverNoneCommits),
         info(`write load K=${k}: lane commits/s / NOTIFY's`, c?.laneOverNotifyCommits)
       )
