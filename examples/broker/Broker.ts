@@ -85,7 +85,9 @@ const Drain = Layer.scopedDiscard(
  * by its name, down, instead of an unknown address. `HttpRoutes.serve` runs this itself; a broker that
  * mounts the router into its own server runs it in the mesh's scope.
  */
-const PageLearner = Layer.scopedDiscard(ClusterView.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats }))
+const PageLearner = Layer.scopedDiscard(
+  ClusterView.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats })
+)
 
 /**
  * The API, served; with the stage tracer's middleware when it is on (`Stages.ts`). No span per request:
