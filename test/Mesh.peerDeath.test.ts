@@ -86,7 +86,7 @@ describe("a peer that stops", () => {
           () =>
             Effect.gen(function* () {
               const { nodes, scopes, downs } = yield* three(auth, selfListed)
-              yield* run(5000)
+              yield* run(2000)
               for (const name of ["a", "c"] as const) {
                 assert.include(yield* nodes[name].mesh.stats, { servers_alive: 2, servers_dead: 0 }, name)
                 assert.strictEqual((yield* nodes[name].mesh.health).status, "clustered", name)
@@ -107,7 +107,7 @@ describe("a peer that stops", () => {
   it.scoped("is heard dead as soon, when its links were busy and skipped their heartbeats", () =>
     Effect.gen(function* () {
       const { nodes, scopes, downs } = yield* three("legacy", false)
-      yield* run(5000)
+      yield* run(2000)
       // b wakes its peers every 100 ms: its links carry a frame every tick and send no heartbeat.
       let wakes = 0
       const wake = Effect.asVoid(
