@@ -1,12 +1,20 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Option, Scope, SubscriptionRef } from "effect"
-import { allConnected, eventually, freePort, hearsFrom, type Node, tcpNode } from "./fixtures/cluster.js"
+import {
+  allConnected,
+  eventually,
+  freePort,
+  hearsFrom,
+  type Node,
+  SECRET,
+  tcpNode
+} from "./fixtures/cluster.js"
 
 /** A tenant is a UUID (the default `tenants: "uuid"`). */
 const TENANT_T = "7e7e7e7e-0000-4000-8000-000000000001"
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
 
-const cluster = (secrets: readonly [string, string, string] = ["s3cr3t", "s3cr3t", "s3cr3t"]) =>
+const cluster = (secrets: readonly [string, string, string] = [SECRET, SECRET, SECRET]) =>
   Effect.gen(function* () {
     const ports = [yield* freePort, yield* freePort, yield* freePort] as const
     const nodes: Array<Node> = []
@@ -91,7 +99,7 @@ describe("Mesh over loopback TCP", () => {
 
   it.scopedLive("a wrong secret is refused, counted, and wakes nobody", () =>
     Effect.gen(function* () {
-      const { nodes } = yield* cluster(["s3cr3t", "s3cr3t", "wrong"])
+      const { nodes } = yield* cluster([SECRET, SECRET, "wrong"])
       const [a, b, c] = nodes as [Node, Node, Node]
       // C dials A and B with the wrong secret: both count handshake failures.
       yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.handshake_failures > 0))
