@@ -78,9 +78,11 @@ const heardDead = (node: MeshTest.Node) =>
   })
 
 describe("a peer that stops", () => {
+  // On a tick and just before the next: the two ends of where a stop can fall against the heartbeat
+  // (a stop between them was tried too, and behaves as one of the two).
   for (const auth of ["legacy", "permissive"] as const)
     for (const selfListed of [false, true])
-      for (const offset of [0, 1, HEARTBEAT / 2, HEARTBEAT - 1]) {
+      for (const offset of [0, HEARTBEAT - 1]) {
         it.scoped(
           `is heard dead within the threshold and a heartbeat (${auth}, ${selfListed ? "each node listed by itself" : "peers only"}, ${offset} ms past a tick)`,
           () =>
