@@ -17,6 +17,7 @@ import type { ActiveStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
+import { SECRET } from "./fixtures/secret.js"
 
 const NAME = "queen-mesh-headless.test"
 const ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] as const
@@ -89,7 +90,7 @@ describe("DNS discovery across processes", () => {
                     QUEEN_MESH_BIND_ADDR: ADDRESSES[i]!,
                     QUEEN_MESH_DISCOVERY: `dns:${NAME}`,
                     QUEEN_MESH_DISCOVERY_INTERVAL_MS: String(INTERVAL_MS),
-                    QUEEN_SYNC_SECRET: "s3cr3t",
+                    QUEEN_SYNC_SECRET: SECRET,
                     QUEEN_MESH_HTTP_PORT: "0",
                     QUEEN_MESH_LOG_FORMAT: "json"
                   },
@@ -183,7 +184,7 @@ describe("a discovery name that never resolves, on a real process", () => {
                 QUEEN_MESH_DISCOVERY: "dns:nothing.invalid",
                 QUEEN_MESH_DISCOVERY_INTERVAL_MS: "500",
                 QUEEN_SYNC_DEAD_THRESHOLD_MS: "2000",
-                QUEEN_SYNC_SECRET: "s3cr3t",
+                QUEEN_SYNC_SECRET: SECRET,
                 QUEEN_MESH_HTTP_PORT: "0",
                 QUEEN_MESH_LOG_FORMAT: "json"
               },

@@ -16,6 +16,7 @@ import * as MeshTest from "../src/MeshTest.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
 import { active } from "./fixtures/memory.js"
+import { SECRET } from "./fixtures/secret.js"
 
 /** A tenant is a UUID (the default `tenants: "uuid"`). */
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
@@ -250,7 +251,7 @@ const uniformCluster = (peersOf: (port: number) => string, wrap: ReadonlyArray<s
           QUEEN_MESH_PORT: String(port),
           QUEEN_MESH_BIND_ADDR: address,
           QUEEN_MESH_PEERS: peersOf(port),
-          QUEEN_SYNC_SECRET: "s3cr3t",
+          QUEEN_SYNC_SECRET: SECRET,
           QUEEN_MESH_HTTP_PORT: "0",
           QUEEN_MESH_LOG_FORMAT: "json",
           // The start-up window, long enough that a busy machine links well within it.

@@ -31,8 +31,8 @@ import {
   type Node,
   nodeFromContext
 } from "./fixtures/cluster.js"
+import { SECRET } from "./fixtures/secret.js"
 
-const SECRET = "s3cr3t"
 const LOOPBACK = { host: "127.0.0.1", port: 0 }
 
 const socketHandles = () =>

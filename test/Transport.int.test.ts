@@ -11,6 +11,7 @@ import * as MeshTest from "../src/MeshTest.js"
 import * as Transport from "../src/Transport.js"
 import { freePort, nodeFromContext } from "./fixtures/cluster.js"
 import { active } from "./fixtures/memory.js"
+import { SECRET } from "./fixtures/secret.js"
 
 const SocketTransport = Layer.succeed(
   Transport.Transport,
@@ -20,7 +21,7 @@ const SocketTransport = Layer.succeed(
   })
 )
 
-const node = (serverId: string, port: number, peer: number, secret = "s3cr3t") =>
+const node = (serverId: string, port: number, peer: number, secret = SECRET) =>
   Effect.map(
     Layer.build(
       Mesh.layerLocal().pipe(

@@ -27,6 +27,7 @@ import { Effect, Schema } from "effect"
 import * as esbuild from "esbuild"
 import { bundleDirectory, bundleEntry, bundleOptions, external, launcher } from "../scripts/bundle-cli.js"
 import { freePort } from "./fixtures/ports.js"
+import { SECRET } from "./fixtures/secret.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const viewFile = (file: string) => readFileSync(join(root, "src", "view", file), "utf8")
@@ -167,7 +168,7 @@ describe("the CLI's bundle", () => {
         QUEEN_MESH_PORT: "0",
         QUEEN_MESH_BIND_ADDR: "127.0.0.1",
         QUEEN_MESH_PEERS: `127.0.0.1:${absent}`,
-        QUEEN_SYNC_SECRET: "s3cr3t",
+        QUEEN_SYNC_SECRET: SECRET,
         QUEEN_MESH_HTTP_HOST: "127.0.0.1",
         QUEEN_MESH_HTTP_PORT: "0",
         QUEEN_MESH_LOG_LEVEL: "warning",

@@ -8,9 +8,8 @@ import { Effect, Schema } from "effect"
 import * as Frame from "../src/Frame.js"
 import { ensureBuilt, isListening, Listening, spawnCli } from "./fixtures/cli.js"
 import { eventually, freePort } from "./fixtures/cluster.js"
+import { SECRET } from "./fixtures/secret.js"
 import { dialUpstream } from "./fixtures/upstream.js"
-
-const SECRET = "s3cr3t"
 
 describe("queen-mesh node: stdout fairness", () => {
   it.scopedLive("a flooding peer cannot crowd another peer's wake lines out of stdout", () =>

@@ -36,6 +36,7 @@ import {
   type Node,
   nodeFromContext
 } from "./fixtures/cluster.js"
+import { SECRET } from "./fixtures/secret.js"
 import {
   dialUpstream,
   encodeFrame,
@@ -56,7 +57,6 @@ import {
 
 const OUR_ID = "qm-node-1"
 const UPSTREAM_ID = "queen-upstream-1"
-const SECRET = "s3cr3t"
 /**
  * Our heartbeat interval where the test watches heartbeats; quiet links use an hour. The dead threshold
  * (ours, and upstream's as its model reads it) is far longer: a peer heard once stays alive through

@@ -13,6 +13,7 @@ import * as MeshConfig from "../src/MeshConfig.js"
 import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import type * as Resolver from "../src/Resolver.js"
+import { SECRET } from "./fixtures/secret.js"
 
 v8.setFlagsFromString("--expose-gc")
 const gcFunction: unknown = vm.runInNewContext("gc")
@@ -121,7 +122,7 @@ describe("failed dials leave nothing behind", () => {
               port: listen,
               bindHost: "127.0.0.1",
               peers: [{ host: "gone.invalid", port }],
-              secret: Redacted.make("s3cr3t")
+              secret: Redacted.make(SECRET)
             })
           )
         )
