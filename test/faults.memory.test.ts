@@ -6,7 +6,7 @@
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Option, type Scope, TestClock } from "effect"
+import { Context, Effect, Fiber, Layer, Option, type Scope, Stream, TestClock } from "effect"
 import * as HotList from "../src/HotList.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
@@ -17,6 +17,7 @@ import type { ActiveStats, MeshStats } from "../src/MeshStats.js"
 import * as MeshTest from "../src/MeshTest.js"
 import * as QueueConfigCache from "../src/QueueConfigCache.js"
 import { type Connection, Transport, type TransportShape } from "../src/Transport.js"
+import * as StalledClock from "./fixtures/stalledClock.js"
 
 v8.setFlagsFromString("--expose-gc")
 const gcFunction: unknown = vm.runInNewContext("gc")
@@ -131,6 +132,64 @@ const wakeThrough = (from: MeshTest.Node, node: MeshTest.Node, queue: string) =>
   })
 
 describe("faults over the in-memory transport (TestClock)", () => {
+  // Real-world scenario: a replica frozen (SIGSTOP) past the dead threshold, then resumed. Its timers
+  // run before it reads what its peer sent meanwhile; they must not judge that peer silent for time it
+  // spent stopped: no link closed, no peer marked dead, on either side.
+  it.scoped("a replica resumed after a stall past the dead threshold reads its peer before judging it", () =>
+    Effect.gen(function* () {
+      const net = yield* MeshTest.network
+      const clock = yield* StalledClock.make
+      const a = yield* MeshTest.node(net, { serverId: "a", peers: ["b"] })
+      const b = yield* Effect.withClock(MeshTest.node(net, { serverId: "b", peers: ["a"] }), clock)
+      yield* TestClock.adjust(1)
+      const linkedAndHeard = Effect.map(
+        Effect.all(
+          [a, b].map((n) => Effect.zipWith(MeshTest.linked(n), MeshTest.hears(n, 1), (x, y) => x && y))
+        ),
+        (all) => all.every(Boolean)
+      )
+      yield* stepUntil(linkedAndHeard)
+      const linkOf = (node: MeshTest.Node, host: string) =>
+        Effect.map(node.mesh.stats, (raw) => {
+          const link = active(raw).peers.find((p) => p.host === host)!
+          return {
+            reconnects: link.reconnects,
+            silent_closes: link.silent_closes,
+            stalled: link.stalled_closes
+          }
+        })
+      const before = [yield* linkOf(a, "b"), yield* linkOf(b, "a")]
+      const downs: Array<string> = []
+      for (const node of [a, b]) {
+        yield* node.mesh.events.pipe(
+          Stream.runForEach((event) =>
+            Effect.sync(() => {
+              if (event._tag === "PeerDown" || event._tag === "LinkDown")
+                downs.push(`${node.serverId}: ${event._tag}`)
+            })
+          ),
+          Effect.forkScoped
+        )
+      }
+      yield* MeshTest.settle
+      // b stops reading; a's next heartbeat reaches b's socket and waits there.
+      yield* net.network.stopReading("b", true)
+      yield* TestClock.adjust(1000)
+      yield* MeshTest.settle
+      // b is stopped for 10 s (twice the dead threshold); it reads again once it runs.
+      clock.stall(10_000, () => Effect.runSync(net.network.stopReading("b", false)))
+      for (let i = 0; i < 30; i++) {
+        yield* TestClock.adjust(100)
+        yield* MeshTest.settle
+      }
+      assert.deepStrictEqual(downs, [])
+      assert.isTrue(yield* aliveOf(b, "a"))
+      assert.isTrue(yield* aliveOf(a, "b"))
+      assert.deepStrictEqual([yield* linkOf(a, "b"), yield* linkOf(b, "a")], before)
+      assert.isTrue(yield* linkedAndHeard)
+    })
+  )
+
   // Real-world scenario: a peer paused (SIGSTOP, a long GC, a stuck VM) for 30 s, then resumed. Here:
   // its readers stopped for a full 30 s of virtual time at the spec's default timings, while a neighbour
   // keeps broadcasting 10 wakes per 100 ms. The paused peer's own timers still run (as they would not

@@ -762,6 +762,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       assert.strictEqual(yield* wake(c.node, a.node), "woken")
       // Hold the pause for 7 s in all (a pause, not an assertion about time).
       yield* Effect.sleep(Duration.millis(Math.max(0, 7000 - (Date.now() - pausedAt))))
+      const linesBeforeResume = child.lines.length
       yield* resumed
 
       yield* MeshTest.eventually(
@@ -788,6 +789,12 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
           ),
           Effect.retry({ times: 30 })
         )
+      // On resuming, B read what its neighbours sent while it was stopped before judging them: it never
+      // declared them dead for the time it itself was not running.
+      assert.deepStrictEqual(
+        child.lines.slice(linesBeforeResume).filter((line) => line.includes('"peer_down"')),
+        []
+      )
       yield* equationsHold(neighbours)
       for (const from of neighbours)
         for (const to of neighbours) if (from !== to) assert.strictEqual(yield* wake(from, to), "woken")

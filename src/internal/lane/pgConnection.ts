@@ -47,6 +47,7 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import pg from "pg"
 import { loop } from "../loop.js"
+import * as Stall from "../stall.js"
 import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import * as Envelope from "./pgEnvelope.js"
@@ -749,24 +750,27 @@ class Lane {
           "the probe's pg_notify"
         )
         .pipe(
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () =>
+          Stall.within(
+            timeout,
+            () =>
               new PgLaneError({
                 reason: "Deaf",
                 detail: `the server did not answer pg_notify within ${millis(timeout)}`
               })
-          })
+          )
         )
-      const came = yield* Deferred.await(arrived).pipe(Effect.timeout(timeout), Effect.option)
-      if (Option.isNone(came)) {
-        return yield* new PgLaneError({
-          reason: "Deaf",
-          detail:
-            `no notification came back within ${millis(timeout)}: a pooler in transaction mode ` +
-            "(e.g. PgBouncer), or a channel the server rewrites"
-        })
-      }
+      yield* Deferred.await(arrived).pipe(
+        Stall.within(
+          timeout,
+          () =>
+            new PgLaneError({
+              reason: "Deaf",
+              detail:
+                `no notification came back within ${millis(timeout)}: a pooler in transaction mode ` +
+                "(e.g. PgBouncer), or a channel the server rewrites"
+            })
+        )
+      )
     }).pipe(
       Effect.ensuring(
         Effect.sync(() => {
@@ -789,14 +793,14 @@ class Lane {
           "the listening check"
         )
         .pipe(
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () =>
+          Stall.within(
+            timeout,
+            () =>
               new PgLaneError({
                 reason: "Check",
                 detail: `the server did not answer a check within ${millis(timeout)}`
               })
-          })
+          )
         )
       const row = rows[0]
       const usage = row?.usage

@@ -18,6 +18,7 @@ import type * as Lane from "../../Lane.js"
 import type * as MeshStats from "../../MeshStats.js"
 import * as Keyring from "../keyring.js"
 import { loop } from "../loop.js"
+import * as Stall from "../stall.js"
 import * as Codec from "../wire/codec.js"
 import * as Frames from "../wire/frames.js"
 import { LaneMembers } from "./members.js"
@@ -331,7 +332,8 @@ export const make = (
       minimum: Duration.millis(20),
       maximum: Duration.seconds(1)
     })
-    yield* loop("Postgres.members", members.sweep, { sleep: sweepEvery, annotations })
+    // Woken late (this process was held up), it reads the notifications that came meanwhile first.
+    yield* loop("Postgres.members", members.sweep, { before: Stall.sleep(sweepEvery), annotations })
 
     return {
       kind: "pg",

@@ -15,6 +15,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { loop } from "../loop.js"
+import * as Stall from "../stall.js"
 
 /** What one link does on a tick, given the clock's time in milliseconds. */
 export type Beat = (now: number) => void
@@ -61,6 +62,7 @@ export const make = (interval: Duration.Duration): Effect.Effect<Heartbeats, nev
     const some = yield* Effect.makeLatch(false)
     const heartbeats = new Heartbeats(some)
     const tick = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => heartbeats.tick(now)))
-    yield* loop("Heartbeats", Effect.zipRight(Effect.sleep(interval), tick), { before: some.await })
+    // A late tick reads what arrived meanwhile before its liveness checks judge (`Stall`).
+    yield* loop("Heartbeats", Effect.zipRight(Stall.sleep(interval), tick), { before: some.await })
     return heartbeats
   })

@@ -34,6 +34,7 @@ import {
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection } from "../../Transport.js"
 import type { DispatchShape } from "../mesh/dispatch.js"
+import * as Stall from "../stall.js"
 import { parseItems, scan, yieldToEventLoop } from "../wire/batchScan.js"
 import * as Codec from "../wire/codec.js"
 import { FrameDecoder } from "../wire/frameDecoder.js"
@@ -124,13 +125,12 @@ export class InboundLink {
   /** The connection's whole life: read until it ends, within the HELLO deadline and the idle timeout. */
   readonly run: Effect.Effect<void> = Effect.suspend(() => {
     const deps = this.deps
-    const deadline = Deferred.await(this.hello).pipe(
-      Effect.timeoutFail({
-        duration: deps.handshakeTimeout,
-        onTimeout: () => refusal("Timeout")
-      }),
-      Effect.zipRight(this.idle)
+    // The HELLO's deadline, judged once what arrived while this process was held up has been read.
+    const late = Stall.sleep(deps.handshakeTimeout).pipe(
+      Effect.zipRight(Deferred.isDone(this.hello)),
+      Effect.flatMap((came) => (came ? Effect.never : Effect.fail(refusal("Timeout"))))
     )
+    const deadline = Effect.raceFirst(Deferred.await(this.hello), late).pipe(Effect.zipRight(this.idle))
     return Effect.raceFirst(this.read, deadline).pipe(
       Effect.catchTags({
         OwnDial: () => deps.state.ownDial(this.remote),
@@ -182,7 +182,10 @@ export class InboundLink {
     return failure === undefined ? Effect.void : Effect.fail(failure)
   }
 
-  /** After the HELLO: closes a link silent past the idle timeout (the peer is gone or stalled). */
+  /**
+   * After the HELLO: closes a link silent past the idle timeout (the peer is gone or stalled). A check
+   * woken late reads what arrived meanwhile first (`Stall`): this process being held up is no silence.
+   */
   private readonly idle: Effect.Effect<void> = Effect.suspend(() => {
     const idleMillis = Duration.toMillis(this.deps.idleTimeout)
     const silent = this.deps.clock.unsafeCurrentTimeMillis() - this.lastChunkAt
@@ -192,7 +195,7 @@ export class InboundLink {
         Effect.annotateLogs({ remote: this.remote, peer: this.peerName(), silent_ms: silent })
       )
     }
-    return Effect.zipRight(Effect.sleep(Duration.millis(idleMillis - silent)), this.idle)
+    return Effect.zipRight(Stall.sleep(Duration.millis(idleMillis - silent)), this.idle)
   })
 
   /** Socket data: frames out of the decoder, applied at once or by the effect returned. */

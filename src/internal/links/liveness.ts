@@ -23,6 +23,7 @@ import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents } from "../../MeshEvent.js"
 import { loop } from "../loop.js"
+import * as Stall from "../stall.js"
 import { printable } from "../wire/peerText.js"
 import { type Advert, ephemeralCapable } from "./handshake.js"
 
@@ -198,9 +199,10 @@ export const make = (
     }
 
     // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones and
-    // forgets the long silent. A peer heard meanwhile only moves its deadline later.
-    let wakeAt = 0
-    const monitor = Effect.suspend(() => {
+    // forgets the long silent. A peer heard meanwhile only moves its deadline later. Woken late (this
+    // process was held up), it reads what arrived meanwhile before it judges (`Stall`).
+    let wakeAt = clock.unsafeCurrentTimeMillis()
+    const judge = Effect.suspend(() => {
       const now = clock.unsafeCurrentTimeMillis()
       wakeAt = now + threshold
       for (const entry of [...entries.values()]) {
@@ -219,6 +221,10 @@ export const make = (
       }
       return Effect.void
     })
+    const monitor = Effect.zipRight(
+      Effect.suspend(() => Stall.caughtUp(wakeAt)),
+      judge
+    )
     yield* loop("Liveness", monitor, {
       sleep: () => Duration.millis(Math.max(1, wakeAt - clock.unsafeCurrentTimeMillis()))
     })

@@ -32,6 +32,7 @@ import * as Schedule from "effect/Schedule"
 import { LinkDown, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
 import type { Connection, TransportShape } from "../../Transport.js"
+import * as Stall from "../stall.js"
 import * as Codec from "../wire/codec.js"
 import { FrameDecoder } from "../wire/frameDecoder.js"
 import * as Frames from "../wire/frames.js"
@@ -284,8 +285,9 @@ export class OutboundLink {
       return Handshake.makeHello(options.serverId, options.secret, options.advert)
     return Effect.gen(function* () {
       const wait = options.auth === "required" ? options.handshakeTimeout : options.challengeWait
+      // Judged once what arrived while this process was held up has been read (`Stall`).
       const got = yield* Deferred.await(challenge).pipe(
-        Effect.timeout(wait),
+        Stall.within(wait, () => "no challenge"),
         Effect.catchAll(() => Effect.succeed(Either.left("no challenge")))
       )
       if (Either.isRight(got)) {

@@ -7,6 +7,7 @@ import { Duration, Effect, TestClock } from "effect"
 import * as Heartbeats from "../../../src/internal/links/heartbeats.js"
 import { LoopFaults, loopFaults } from "../../../src/internal/loop.js"
 import * as MeshTest from "../../../src/MeshTest.js"
+import * as StalledClock from "../../fixtures/stalledClock.js"
 
 const advance = (millis: number) => Effect.zipRight(TestClock.adjust(millis), MeshTest.settle)
 
@@ -66,6 +67,25 @@ describe("Heartbeats", () => {
       yield* advance(1000)
       assert.deepStrictEqual(seen, ["once", "steady", "steady"])
       assert.strictEqual(faults.caught("Heartbeats"), 2)
+    })
+  )
+
+  // The tick runs the outbound liveness checks: after a stall of this process it must see the frames
+  // that arrived meanwhile (here, one refreshing `heardAt`) before the beats judge.
+  it.scoped("a tick late after a stall of this process runs after what arrived meanwhile was read", () =>
+    Effect.gen(function* () {
+      const clock = yield* StalledClock.make
+      const heartbeats = yield* Effect.withClock(Heartbeats.make(Duration.seconds(1)), clock)
+      let heardAt = 0
+      const silences: Array<number> = []
+      heartbeats.add((now) => silences.push(now - heardAt))
+      yield* MeshTest.settle
+      yield* advance(1000)
+      clock.stall(10_000, () => {
+        heardAt = clock.unsafeCurrentTimeMillis()
+      })
+      yield* advance(1000)
+      assert.deepStrictEqual(silences, [1000, 0])
     })
   )
 })

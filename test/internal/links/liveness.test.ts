@@ -4,9 +4,10 @@ import * as Handshake from "../../../src/internal/links/handshake.js"
 import * as Liveness from "../../../src/internal/links/liveness.js"
 import * as MeshEvent from "../../../src/MeshEvent.js"
 import { settle } from "../../fixtures/memory.js"
+import * as StalledClock from "../../fixtures/stalledClock.js"
 
 /** Liveness alone, over its own event hub, recording PeerUp/PeerDown. */
-const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
+const setup = (options: Partial<Liveness.LivenessOptions> = {}, clock?: StalledClock.StalledClock) =>
   Effect.gen(function* () {
     const events = yield* MeshEvent.make
     const transitions = yield* Ref.make<ReadonlyArray<string>>([])
@@ -22,9 +23,10 @@ const setup = (options: Partial<Liveness.LivenessOptions> = {}) =>
       Effect.forkScoped
     )
     yield* settle
-    const liveness = yield* Liveness.make({ deadThreshold: "5 seconds", ...options }).pipe(
+    const made = Liveness.make({ deadThreshold: "5 seconds", ...options }).pipe(
       Effect.provideService(MeshEvent.MeshEvents, events)
     )
+    const liveness = yield* clock === undefined ? made : Effect.withClock(made, clock)
     return { liveness, transitions }
   })
 
@@ -54,6 +56,31 @@ describe("Liveness", () => {
       assert.deepStrictEqual(yield* Ref.get(transitions), ["a:up", "b:up", "a:down", "b:down", "a:up"])
       const ids = (yield* liveness.servers).map((s) => s.serverId)
       assert.deepStrictEqual(ids, ["a", "b"])
+    })
+  )
+
+  // A process stopped past the dead threshold runs its timers before it reads its sockets: the frames
+  // its peers sent meanwhile are read before the monitor judges, and a silent peer still dies at once.
+  it.scoped("after a stall of this process, a peer whose frames wait unread is not declared dead", () =>
+    Effect.gen(function* () {
+      const clock = yield* StalledClock.make
+      const { liveness, transitions } = yield* setup({}, clock)
+      const a = liveness.register("a", V1)
+      liveness.register("b", V1)
+      yield* TestClock.adjust("1 second")
+      yield* settle
+      // Stopped for 10 s; a's heartbeats wait in its socket, b sent nothing.
+      clock.stall(10_000, a)
+      yield* TestClock.adjust("4 seconds")
+      yield* settle
+      assert.deepStrictEqual(yield* Ref.get(transitions), ["a:up", "b:up", "b:down"])
+      assert.deepStrictEqual(
+        (yield* liveness.servers).map((s) => [s.serverId, s.alive]),
+        [
+          ["a", true],
+          ["b", false]
+        ]
+      )
     })
   )
 

@@ -1,0 +1,47 @@
+/**
+ * Judging silence after a stall of this process. A process that was stopped (SIGSTOP, a VM pause) or
+ * whose event loop was held (a long GC, synchronous work) runs its overdue timers before it reads what
+ * its sockets received meanwhile: Node's timers phase comes before its poll phase. A check fired then
+ * would judge a peer silent whose frames are waiting unread, and a deadline spent while this process
+ * was not running says nothing about the peer. So a check that wakes late by more than `LATE_MILLIS`
+ * first yields one real turn of the event loop (a `setImmediate`, which runs after the poll phase, so
+ * the pending data has been read and has refreshed whatever it refreshes), then judges on the clock as
+ * it reads then. A check on time judges at once, as before.
+ *
+ * Every silence or deadline judgment of the links, the liveness map and the lane's members waits
+ * through `sleep` here rather than `Effect.sleep`.
+ *
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { yieldToEventLoop } from "./wire/batchScan.js"
+
+/** A check this much later than it was due was held up: what arrived meanwhile is read first. */
+export const LATE_MILLIS = 20
+
+/** Once the clock reads `due` or later: at once when on time, after one turn of the event loop when late. */
+export const caughtUp = (due: number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => (now - due > LATE_MILLIS ? yieldToEventLoop : Effect.void))
+
+/** `Effect.sleep` for a check that judges silence: a wake-up late past `LATE_MILLIS` reads pending I/O first. */
+export const sleep = (duration: Duration.DurationInput): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (start) =>
+    Effect.zipRight(Effect.sleep(duration), caughtUp(start + Duration.toMillis(Duration.decode(duration))))
+  )
+
+/**
+ * `Effect.timeoutFail` for an answer awaited from elsewhere (the lane's checks): the deadline is judged
+ * only once what arrived while this process was held up has been read.
+ */
+export const within =
+  <E2>(duration: Duration.DurationInput, onTimeout: () => E2) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | E2, R> =>
+    Effect.raceFirst(
+      effect,
+      Effect.zipRight(
+        sleep(duration),
+        Effect.suspend(() => Effect.fail(onTimeout()))
+      )
+    )
