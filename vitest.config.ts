@@ -42,6 +42,8 @@ export default defineConfig({
           include: ["test/**/*.test.ts"],
           exclude: tiers.map(named),
           pool: "threads",
+          // Zero-delay timeouts as `setImmediate`: TestClock's yields, without Node's 1 ms clamp.
+          setupFiles: ["test/fixtures/zeroDelayTimers.ts"],
           // Only ends a stuck test: the heaviest (16 MiB batches, 600 connections) take seconds alone
           // and may take ten times that on a machine shared with other work.
           testTimeout: 60_000,

@@ -24,6 +24,7 @@
  * message, lost / delivered twice / unknown (bench/deliveries.ts), PostgreSQL's CPU per commit (every
  * server process's schedstat over the window, over the commits), and each process's CPU.
  */
+import * as Fs from "node:fs"
 import { Effect, Option, Schema } from "effect"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
@@ -134,6 +135,14 @@ export interface Cell {
   /** The busiest producer process, in % of one core over its window. */
   readonly producerCpuPercentMax: number
   readonly consumerCpuPercent: ReadonlyArray<number>
+  /**
+   * Every producer's and every consumer's time on CPU over the window, over the commits: with
+   * PostgreSQL's, where a commit's CPU goes on this machine (the carrier's own share included).
+   */
+  readonly producerCpuUsPerCommit: number
+  readonly consumerCpuUsPerCommit: number
+  /** The whole machine's CPU busy over the window (all cores, /proc/stat), in %: 100 is saturated. */
+  readonly machineBusyPercent: number
   /** Claims made, and those that found nothing (woken or polled for no message). */
   readonly claims: number
   readonly emptyClaims: number
@@ -210,6 +219,31 @@ export const runLoad = async (
   }
 }
 
+/** The machine's CPU ticks since boot, all cores: busy and idle (idle and iowait), from /proc/stat. */
+const machineTicks = (): { readonly busy: number; readonly idle: number } => {
+  try {
+    const fields = Fs.readFileSync("/proc/stat", "utf8")
+      .split("\n")[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number)
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0)
+    return { busy: fields.reduce((a, b) => a + b, 0) - idle, idle }
+  } catch {
+    return { busy: Number.NaN, idle: Number.NaN }
+  }
+}
+
+const machineBusy = (
+  before: ReturnType<typeof machineTicks>,
+  after: ReturnType<typeof machineTicks>
+): number => {
+  const busy = after.busy - before.busy
+  const idle = after.idle - before.idle
+  return (busy * 100) / Math.max(1, busy + idle)
+}
+
 /** Numbers the cells: a message's source names its cell, so a late claim of an earlier one stays apart. */
 let cellsRun = 0
 
@@ -237,11 +271,14 @@ const runCell = async (
   const cpuBefore = db.cpuByPid()
   const start = nowNs()
   for (const p of active) p.send({ kind: "go", data: plan.cellMs })
+  const machineBefore = machineTicks()
   const done = await Promise.all(
     active.map(async (p) => Schema.decodeUnknownSync(Done)((await p.take("done", LONG_WAIT_MS)).data))
   )
   const windowNs = nowNs() - start
   const pgNs = cpuDeltaNs(cpuBefore, db.cpuByPid())
+  for (const p of active) p.send({ kind: "close" })
+  const machine = machineBusy(machineBefore, machineTicks())
   // What is left is the consumers' to claim, within `drainMs`.
   const drainUntil = Date.now() + plan.drainMs
   for (;;) {
@@ -277,6 +314,9 @@ const runCell = async (
     pgCpuUsPerCommit: round(pgNs / 1000 / Math.max(1, commits), 1),
     pgCpuCores: round(pgNs / windowNs, 2),
     producerCpuPercentMax: round(Math.max(...done.map((d) => (d.cpuUs * 1000 * 100) / d.wallNs)), 1),
+    producerCpuUsPerCommit: round(done.reduce((n, d) => n + d.cpuUs, 0) / Math.max(1, commits), 1),
+    consumerCpuUsPerCommit: round(claimed.reduce((n, c) => n + c.cpuUs, 0) / Math.max(1, commits), 1),
+    machineBusyPercent: round(machine, 1),
     consumerCpuPercent: claimed.map((c) => round((c.cpuUs * 1000 * 100) / windowNs, 1)),
     claims: claimed.reduce((n, c) => n + c.claims, 0),
     emptyClaims: claimed.reduce((n, c) => n + c.emptyClaims, 0),
@@ -383,6 +423,8 @@ export const producer = async (params: RoleParams): Promise<void> => {
             frames: laneAfter.frames - laneBefore.frames
           }
     toParent({ kind: "done", data: { committed, errors, wallNs, cpuUs: used.user + used.system, lane } })
+    // Held until the driver has read PostgreSQL's CPU: a backend gone takes its CPU out of the count.
+    await inbox.take("close", LONG_WAIT_MS * 10)
     // Closed after each cell: every carrier's producers stay up for the whole section, and their
     // connections at K = 64 together would pass max_connections.
     await Promise.all(clients.splice(0).map((client) => client.end().catch(() => undefined)))

@@ -80,6 +80,12 @@ type Measured = Extract<Result, { readonly measured: true }>
  * acknowledgement NOTIFY's latency would leave out the very wait it causes (commit-to-claim, beside it,
  * is information).
  */
+/** A cell's CPU per commit, every process of it: PostgreSQL's, the producers' and the consumers'. */
+const cpuPerCommit = (cell: WriteLoad.Cell | undefined): number | undefined =>
+  cell === undefined
+    ? undefined
+    : cell.pgCpuUsPerCommit + cell.producerCpuUsPerCommit + cell.consumerCpuUsPerCommit
+
 const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
   const ks = [...new Set(cells.map((c) => c.k))]
   return ks.map((k) => {
@@ -92,7 +98,9 @@ const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
       laneOverNoneCommits: ratio(lane?.commitsPerSec, none?.commitsPerSec),
       laneOverNotifyCommits: ratio(lane?.commitsPerSec, notify?.commitsPerSec),
       tcpOverNotifyP99: ratio(tcp?.sentToPopUs.p99, notify?.sentToPopUs.p99),
-      tcpOverNotifyCommitToClaimP99: ratio(tcp?.pushToPopUs.p99, notify?.pushToPopUs.p99)
+      tcpOverNotifyCommitToClaimP99: ratio(tcp?.pushToPopUs.p99, notify?.pushToPopUs.p99),
+      tcpOverNoneCpuPerCommit: ratio(cpuPerCommit(tcp), cpuPerCommit(none)),
+      tcpMachineBusy: tcp?.machineBusyPercent
     }
   })
 }
@@ -106,6 +114,10 @@ const cellRows = (cells: ReadonlyArray<WriteLoad.Cell>): ReadonlyArray<Row> =>
     row(
       `  K=${c.k}, ${c.carrier}: statement-sent-to-claim p50 / p99 (ms); claims (empty); producer CPU max (%)${c.laneNotifications === null ? "" : "; lane notifications (hints)"}`,
       `${fmt(c.sentToPopUs.p50 / 1000, 2)} / ${fmt(c.sentToPopUs.p99 / 1000, 2)}; ${c.claims} (${c.emptyClaims}); ${fmt(c.producerCpuPercentMax, 0)}${c.laneNotifications === null ? "" : `; ${c.laneNotifications} (${c.laneFrames})`}`
+    ),
+    row(
+      `  K=${c.k}, ${c.carrier}: CPU per commit (µs), PostgreSQL + producers + consumers; machine busy (%)`,
+      `${fmt(c.pgCpuUsPerCommit)} + ${fmt(c.producerCpuUsPerCommit)} + ${fmt(c.consumerCpuUsPerCommit)} = ${fmt(c.pgCpuUsPerCommit + c.producerCpuUsPerCommit + c.consumerCpuUsPerCommit)}; ${fmt(c.machineBusyPercent, 0)}`
     )
   ])
 
@@ -180,7 +192,12 @@ const targets = (result: Result | undefined): ReadonlyArray<Target> => {
       out.push(
         info(`write load K=${k}: TCP mesh commit-to-claim p99 / NOTIFY's`, c?.tcpOverNotifyCommitToClaimP99),
         info(`write load K=${k}: lane commits/s / no carrier's`, c?.laneOverNoneCommits),
-        info(`write load K=${k}: lane commits/s / NOTIFY's`, c?.laneOverNotifyCommits)
+        info(`write load K=${k}: lane commits/s / NOTIFY's`, c?.laneOverNotifyCommits),
+        info(
+          `write load K=${k}: CPU per commit, every process, TCP mesh / no carrier's`,
+          c?.tcpOverNoneCpuPerCommit
+        ),
+        info(`write load K=${k}: machine CPU busy with the TCP mesh (%)`, c?.tcpMachineBusy)
       )
     }
   }
@@ -193,7 +210,7 @@ const note = (result: Result, plan: WriteLoadSectionPlan["writeload"]): string =
   const settings = Object.entries(result.settings)
     .map(([k, v]) => `${k}=${v}`)
     .join(", ")
-  return `Write load: bench/writeload.ts on an embedded PostgreSQL ${result.postgres} (${settings}), a database per carrier. Per cell, K producer connections (${load.perProducer} per producer process at most) each commit one INSERT per transaction back to back for ${load.cellMs} ms; two consumer processes claim up to ${load.batch} at a time (DELETE ... FOR UPDATE SKIP LOCKED ... RETURNING). Carriers: tcp = unsafeMessageAvailable after each commit over the TCP mesh, consumers parked on LocalWaker; lane = the same on lane-only nodes; notify = pg_notify in the INSERT's statement, consumers LISTEN; none = an idle consumer re-polls every ${load.pollMs} ms. A parked consumer re-claims after ${load.fallbackMs} ms without a wake. Push-to-pop = the claim returned (consumer) minus the commit acknowledged (producer), CLOCK_MONOTONIC, over every message (it can be slightly negative: a consumer may claim a row before its producer has read the acknowledgement). Lost / delivered twice: every message's (connection, number) checked after a drain of up to ${load.drainMs} ms. PostgreSQL's CPU = every server process's schedstat over the window, over the commits (the consumers' claims included). Hand-off: bench/handoff.ts, ${handoff.rounds} one-at-a-time rounds per way after ${handoff.warmup} warm-up, the two ways in alternating blocks of ${handoff.block}; push begun (producer) to claim returned (worker), stages stamped where they happen.`
+  return `Write load: bench/writeload.ts on an embedded PostgreSQL ${result.postgres} (${settings}), a database per carrier. Per cell, K producer connections (${load.perProducer} per producer process at most) each commit one INSERT per transaction back to back for ${load.cellMs} ms; two consumer processes claim up to ${load.batch} at a time (DELETE ... FOR UPDATE SKIP LOCKED ... RETURNING). Carriers: tcp = unsafeMessageAvailable after each commit over the TCP mesh, consumers parked on LocalWaker; lane = the same on lane-only nodes; notify = pg_notify in the INSERT's statement, consumers LISTEN; none = an idle consumer re-polls every ${load.pollMs} ms. A parked consumer re-claims after ${load.fallbackMs} ms without a wake. Push-to-pop = the claim returned (consumer) minus the commit acknowledged (producer), CLOCK_MONOTONIC, over every message (it can be slightly negative: a consumer may claim a row before its producer has read the acknowledgement). Lost / delivered twice: every message's (connection, number) checked after a drain of up to ${load.drainMs} ms. PostgreSQL's CPU = every server process's schedstat over the window, over the commits (the consumers' claims included; the producers' backends are read before they close); the producers' and consumers' CPU likewise, and the machine's busy share from /proc/stat: where every process shares the machine's cores and it is saturated, a carrier's own CPU per commit comes out of PostgreSQL's commit rate. Hand-off: bench/handoff.ts, ${handoff.rounds} one-at-a-time rounds per way after ${handoff.warmup} warm-up, the two ways in alternating blocks of ${handoff.block}; push begun (producer) to claim returned (worker), stages stamped where they happen.`
 }
 
 export const writeload = section({

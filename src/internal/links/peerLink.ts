@@ -148,7 +148,7 @@ export class PeerLink {
       this.carried = true
       this.counts.written++
       this.writtenByTag.add(bytes[4]!)
-      if (this.directInTick++ === 0) process.nextTick(this.endDirectTick)
+      if (this.directInTick++ === 0) setImmediate(this.endDirectTick)
       return true
     }
     // The frames the writer holds count against the bounds too: all of them are held for this peer.
@@ -186,8 +186,9 @@ export class PeerLink {
   }
 
   /**
-   * Frames the direct path took this tick. The transport writes them as one write when the tick ends
-   * (a lone frame at once), so the frames-per-write histogram is observed once per tick, not per frame.
+   * Frames the direct path took this turn of the event loop. The transport writes them as one write
+   * when the turn ends (a lone frame at once), so the frames-per-write histogram is observed once per
+   * turn, not per frame.
    */
   private directInTick = 0
   private readonly endDirectTick = () => {

@@ -20,29 +20,35 @@ export const KEEPALIVE_MS = 10_000
 
 /** A connected socket as the mesh's `Connection`, `address` naming the other end in errors. */
 export const connectionOf = (socket: Net.Socket, address: string): Connection => {
-  // A lone frame is written at once: a wake leaves before the caller's fiber finishes its turn. Once a
-  // tick carries more than one frame the link is busy, and from then on the frames of a tick are
-  // gathered and leave as one buffer, in one write, when it ends (one system call per tick, not per
-  // frame), until a tick carries a single frame again.
+  // A lone frame is written at once: a wake leaves before the caller's fiber finishes its turn. The
+  // frames that follow it in the same turn of the event loop (every I/O callback of one poll, say the
+  // acknowledgements of many commits arriving together) are gathered and leave as one buffer, in one
+  // write, when the turn ends (`setImmediate`): one system call per turn, not per frame. Once a turn
+  // carries more than one frame the link is busy, and the next turn gathers from its first frame, until
+  // a turn carries a single frame again.
   let pending: Array<Uint8Array> = []
   let scheduled = false
   let wroteAtOnce = false
   let busy = false
-  const endTick = () => {
-    scheduled = false
+  const flush = () => {
+    if (pending.length === 0) return
     const frames = pending
     pending = []
-    busy = frames.length + (wroteAtOnce ? 1 : 0) > 1
-    wroteAtOnce = false
-    if (frames.length === 0 || socket.destroyed || !socket.writable) return
+    if (socket.destroyed || !socket.writable) return
     socket.write(frames.length === 1 ? frames[0]! : Buffer.concat(frames))
+  }
+  const endTurn = () => {
+    scheduled = false
+    busy = pending.length + (wroteAtOnce ? 1 : 0) > 1
+    wroteAtOnce = false
+    flush()
   }
   return {
     unsafeTryWrite: (bytes) => {
       if (socket.destroyed || !socket.writable || socket.writableNeedDrain) return false
       if (!scheduled) {
         scheduled = true
-        process.nextTick(endTick)
+        setImmediate(endTurn)
         if (!busy) {
           wroteAtOnce = true
           socket.write(bytes)
@@ -132,6 +138,8 @@ export const connectionOf = (socket: Net.Socket, address: string): Connection =>
           resume(Effect.fail(new TransportError({ reason: "Closed", address })))
           return
         }
+        // Frames gathered this turn went first: they were handed first.
+        flush()
         if (socket.write(bytes)) {
           resume(Effect.void)
           return

@@ -32,7 +32,7 @@ const balanced = (state: PeerLinkState): boolean =>
 
 const sum = (rows: ReadonlyArray<readonly [number, number]>) => rows.reduce((total, [, n]) => total + n, 0)
 
-/** One turn of the event loop: the direct path's per-tick write observation runs on `nextTick`. */
+/** One turn of the event loop: the direct path's per-turn write observation runs on `setImmediate`. */
 const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 describe("PeerLink", () => {
