@@ -10,9 +10,10 @@
  * from `node_modules` as before. The library's own modules in `dist/` (what hosts and their bundlers
  * import) are tsc's, untouched.
  *
- * The launcher turns on source maps before it loads the bundle (Node maps only the files loaded after
- * that), so a stack trace names `src/` files; the maps point at the `src/` the package ships. Where
- * Node has a compile cache (`module.enableCompileCache`, Node 22.1+), it turns that on too.
+ * The launcher maps a stack trace's frames back to `src/` files (the maps point at the `src/` the
+ * package ships) when the trace is formatted, reading a file's map then: Node's own source-map support
+ * reads and decodes every map at load, a sixth of a node's start. Where Node has a compile cache
+ * (`module.enableCompileCache`, Node 22.1+), it turns that on too.
  *
  * `npx tsx scripts/bundle-cli.ts` (run by `npm run build`).
  */
@@ -185,11 +186,13 @@ const trimMaps = (directory: string) => {
 }
 
 const launcherText = `#!/usr/bin/env node
-// The \`queen-mesh\` command (docs/cli.md): source maps on (Node maps only what it loads after this), Node's
-// compile cache on where Node has one (22.1 and later: V8 skips compiling the bundle on later starts),
-// then the bundle, built from src/cli.ts by scripts/bundle-cli.ts.
+// The \`queen-mesh\` command (docs/cli.md), built by scripts/bundle-cli.ts: stack traces mapped back to
+// our sources as they are formatted (src/cli/stackTraces.ts: not at load, as Node's own source maps
+// would), Node's compile cache on where Node has one (22.1 and later: V8 skips compiling the bundle on
+// later starts), then the bundle.
 import * as Module from "node:module"
-process.setSourceMapsEnabled(true)
+import { mapStackTraces } from "./cli/stackTraces.js"
+mapStackTraces(new URL("./bin/", import.meta.url).href)
 try {
   Module.enableCompileCache?.()
 } catch {}

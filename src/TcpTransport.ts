@@ -1,8 +1,8 @@
 /**
- * The TCP transport (spec "Topology"): `@effect/platform-node`'s socket server for listening, plain
- * `node:net` connections for dialling, and reads straight from the socket's 'data' event: the mesh's
- * wake latency is one event-loop turn, not a stream pipeline. A reader that needs an effect for a
- * chunk pauses the socket meanwhile, so a slow reader back-pressures the peer instead of buffering.
+ * The TCP transport (spec "Topology"): plain `node:net` for listening and for dialling, and reads
+ * straight from the socket's 'data' event: the mesh's wake latency is one event-loop turn, not a stream
+ * pipeline. A reader that needs an effect for a chunk pauses the socket meanwhile, so a slow reader
+ * back-pressures the peer instead of buffering.
  *
  * Every dial resolves the hostname again, so a peer whose IP moved is picked up without a DNS refresh
  * loop; no-delay is on, since the mesh carries small latency-bound frames and coalesces its own writes.
@@ -10,18 +10,16 @@
  * @since 0.1.0
  */
 import * as Net from "node:net"
-import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import {
   connectionOf,
   destroy,
   KEEPALIVE_MS as SOCKET_KEEPALIVE_MS
 } from "./internal/transport/nodeSocket.js"
+import * as TcpListener from "./internal/transport/tcpListener.js"
 import * as MeshConfig from "./MeshConfig.js"
 import { type TlsConfigError, TransportError } from "./MeshError.js"
 import * as Resolver from "./Resolver.js"
@@ -121,49 +119,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
     ).pipe(Effect.map((socket) => connectionOf(socket, address)))
   }
 
-  const listen: TransportShape["listen"] = (listenOptions, onConnection) =>
-    Effect.gen(function* () {
-      const server = yield* NodeSocketServer.make({
-        host: listenOptions.host,
-        port: listenOptions.port
-      }).pipe(
-        Effect.mapError(
-          (cause) =>
-            new TransportError({
-              reason: "Listen",
-              address: `${listenOptions.host}:${listenOptions.port}`,
-              cause: cause.cause
-            })
-        )
-      )
-      const port = server.address._tag === "TcpAddress" ? server.address.port : listenOptions.port
-      yield* server
-        .run(() =>
-          Effect.flatMap(
-            Effect.serviceOption(NodeSocket.NetSocket),
-            Option.match({
-              onNone: () => Effect.void,
-              onSome: (socket) =>
-                Effect.acquireUseRelease(
-                  Effect.succeed(socket),
-                  (socket) => {
-                    socket.setNoDelay(true)
-                    socket.setKeepAlive(true, KEEPALIVE_MS)
-                    return onConnection(
-                      connectionOf(socket, `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`)
-                    )
-                  },
-                  destroy
-                )
-            })
-          )
-        )
-        .pipe(
-          Effect.catchAllCause((cause) => Effect.logError("mesh listener stopped", cause)),
-          Effect.forkScoped
-        )
-      return port
-    })
+  const listen: TransportShape["listen"] = TcpListener.listen
 
   return { dial, listen }
 }

@@ -94,7 +94,13 @@ export const make: Effect.Effect<
         if (Either.isLeft(written)) return
       }
       yield* link.run
-    }).pipe(Effect.scoped, Effect.withSpan("queen-mesh.inbound"), Effect.annotateLogs({ module: "Listener" }))
+    }).pipe(
+      Effect.scoped,
+      // No stack trace on the span: its failures are the peer's, and reading one costs a formatted trace
+      // per refused connection.
+      Effect.withSpan("queen-mesh.inbound", { captureStackTrace: false }),
+      Effect.annotateLogs({ module: "Listener" })
+    )
 
   const port = (yield* Topology.decide).tcp
     ? Option.some(yield* transport.listen({ host: config.bindHost, port: config.port }, accept))

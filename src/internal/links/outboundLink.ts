@@ -261,7 +261,9 @@ export class OutboundLink {
       return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
     }).pipe(
       Effect.scoped,
-      Effect.withSpan("queen-mesh.dial", { attributes: { peer: this.link.name } }),
+      // No stack trace on the span: a dial to a peer not yet up fails every few hundred milliseconds,
+      // and each failure would format one, saying only that it came from here.
+      Effect.withSpan("queen-mesh.dial", { attributes: { peer: this.link.name }, captureStackTrace: false }),
       Effect.ensuring(
         Effect.sync(() => {
           if (this.link.isConnected) {
