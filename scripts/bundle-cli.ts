@@ -47,7 +47,11 @@ export const external = [
  */
 export const bundleOptions = (outdir: string = bundleDirectory): BuildOptions => ({
   absWorkingDir: root,
-  entryPoints: { "queen-mesh": Path.join(root, "src", "cli.ts") },
+  // The stack-trace mapper is an entry of its own: the launcher installs it before the command loads.
+  entryPoints: {
+    "queen-mesh": Path.join(root, "src", "cli.ts"),
+    "stack-traces": Path.join(root, "src", "cli", "stackTraces.ts")
+  },
   bundle: true,
   platform: "node",
   format: "esm",
@@ -176,23 +180,30 @@ export const ownSegmentsOnly = (map: RawMap): RawMap => {
   return { ...map, sources, names: [], mappings: lines.join(";") }
 }
 
-const trimMaps = (directory: string) => {
+/** Trims every map to our own segments; the bundle's files (relative to `directory`) that keep any. */
+const trimMaps = (directory: string): Array<string> => {
+  const ours: Array<string> = []
   for (const entry of Fs.readdirSync(directory, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !entry.name.endsWith(".js.map")) continue
     const file = Path.join(entry.parentPath, entry.name)
     const map: RawMap = JSON.parse(Fs.readFileSync(file, "utf8"))
-    Fs.writeFileSync(file, JSON.stringify(ownSegmentsOnly(map)))
+    const trimmed = ownSegmentsOnly(map)
+    Fs.writeFileSync(file, JSON.stringify(trimmed))
+    if (trimmed.sources.length > 0) {
+      ours.push(Path.relative(directory, file.slice(0, -".map".length)).split(Path.sep).join("/"))
+    }
   }
+  return ours.sort()
 }
 
-const launcherText = `#!/usr/bin/env node
+const launcherText = (ours: ReadonlyArray<string>) => `#!/usr/bin/env node
 // The \`queen-mesh\` command (docs/cli.md), built by scripts/bundle-cli.ts: stack traces mapped back to
 // our sources as they are formatted (src/cli/stackTraces.ts: not at load, as Node's own source maps
 // would), Node's compile cache on where Node has one (22.1 and later: V8 skips compiling the bundle on
 // later starts), then the bundle.
 import * as Module from "node:module"
-import { mapStackTraces } from "./cli/stackTraces.js"
-mapStackTraces(new URL("./bin/", import.meta.url).href)
+import { mapStackTraces } from "./bin/stack-traces.js"
+mapStackTraces(new URL("./bin/", import.meta.url).href, ${JSON.stringify(ours)})
 try {
   Module.enableCompileCache?.()
 } catch {}
@@ -202,9 +213,9 @@ await import("./bin/queen-mesh.js")
 const main = async () => {
   Fs.rmSync(bundleDirectory, { recursive: true, force: true })
   await esbuild.build(bundleOptions())
-  trimMaps(bundleDirectory)
+  const ours = trimMaps(bundleDirectory)
   // tsc's own output for src/cli.ts gives way to the launcher; its map would describe another file.
-  Fs.writeFileSync(launcher, launcherText)
+  Fs.writeFileSync(launcher, launcherText(ours))
   Fs.chmodSync(launcher, 0o755)
   Fs.rmSync(`${launcher}.map`, { force: true })
 }

@@ -20,7 +20,7 @@ import {
 } from "node:fs"
 import { SourceMap } from "node:module"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { basename, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -261,9 +261,15 @@ describe("the CLI's bundle", () => {
   })
 
   it("maps its code back to our sources, and a package's code to nothing of ours", () => {
+    // The launcher installs the mapper (src/cli/stackTraces.ts, test/cli.stackTraces.test.ts) before it
+    // loads the command, with the files whose maps name our sources.
     const launched = readFileSync(launcher, "utf8")
-    assert.isBelow(launched.indexOf("process.setSourceMapsEnabled(true)"), launched.indexOf("await import("))
-    assert.isAtLeast(launched.indexOf("process.setSourceMapsEnabled(true)"), 0)
+    const installed = /^mapStackTraces\(new URL\("\.\/bin\/", import\.meta\.url\)\.href, (\[.*\])\)$/m.exec(
+      launched
+    )
+    assert.isNotNull(installed, launched)
+    assert.isBelow(installed!.index, launched.indexOf("await import("))
+    const listed = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.String)))(installed![1])
     const chunks = join(bundleDirectory, "chunks")
     const find = (test: (text: string) => boolean) => {
       const file = readdirSync(chunks).find(
@@ -283,11 +289,15 @@ describe("the CLI's bundle", () => {
     assert.match(String(source(ours)), /(^|\/)src\/cli\/node\.ts$/, JSON.stringify(ours))
     const sourceLines = readFileSync(join(root, "src", "cli", "node.ts"), "utf8").split("\n")
     assert.include(sourceLines["originalLine" in ours ? ours.originalLine : -1] ?? "", needle)
+    assert.include(listed, `chunks/${basename(nodeChunk)}`)
     // A package's: the first line of effect's `Effect` module, credited to no file of ours.
     const marker = "// node_modules/effect/dist/esm/Effect.js"
     const effectChunk = find((text) => text.includes(marker))
     const effectLines = readFileSync(effectChunk, "utf8").split("\n")
     const theirs = mapOf(effectChunk).findEntry(effectLines.indexOf(marker) + 1, 2)
     assert.isUndefined(source(theirs), JSON.stringify(theirs))
+    // A chunk of packages only: its map is never read for a trace.
+    if (mapOf(effectChunk).payload.sources.length === 0)
+      assert.notInclude(listed, `chunks/${basename(effectChunk)}`)
   })
 })

@@ -71,4 +71,17 @@ describe("the bundled command's stack traces", () => {
     }
     assert.strictEqual(Error.prepareStackTrace, before)
   })
+
+  it("read no map of a file left out of the list of ours", async () => {
+    const { dir, bin } = bundle()
+    const restore = mapStackTraces(bin, ["bare.js"])
+    try {
+      const stack = await stackOf(`${bin}mapped.js?listed`)
+      assert.notInclude(stack, "fake.ts")
+      assert.match(stack.split("\n")[1] ?? "", /mapped\.js(\?listed)?:\d+:\d+\)$/)
+    } finally {
+      restore()
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })

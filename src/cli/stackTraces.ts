@@ -35,15 +35,21 @@ const frameOf = (site: NodeJS.CallSite, bin: string, mapOf: (file: string) => Mo
 
 /**
  * Maps the frames of every trace formatted from now on in files under `bin` (a `file:` URL ending in
- * `/`), each through the `.map` beside it. Nothing is done where Node's own source maps are on. Returns
- * what puts the previous formatter back.
+ * `/`), each through the `.map` beside it; with `files` (paths under `bin`), only in those: the files
+ * whose maps name our sources, so a frame in a package's chunk reads no map at all. Nothing is done
+ * where Node's own source maps are on. Returns what puts the previous formatter back.
  */
-export const mapStackTraces = (bin: string): (() => void) => {
+export const mapStackTraces = (bin: string, files?: ReadonlyArray<string>): (() => void) => {
   const previous = Error.prepareStackTrace
   if (process.sourceMapsEnabled) return () => {}
   const maps = new Map<string, Module.SourceMap | null>()
+  const only = files === undefined ? undefined : new Set(files.map((file) => new URL(file, bin).href))
   const mapOf = (file: string) => {
     let map = maps.get(file)
+    if (map === undefined && only !== undefined && !only.has(file)) {
+      map = null
+      maps.set(file, map)
+    }
     if (map === undefined) {
       try {
         map = new Module.SourceMap(JSON.parse(Fs.readFileSync(`${Url.fileURLToPath(file)}.map`, "utf8")))
