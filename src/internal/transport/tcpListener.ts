@@ -13,11 +13,11 @@ import * as Net from "node:net"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { TransportError } from "../../MeshError.js"
+import type { TransportError } from "../../MeshError.js"
 import type { Connection, ListenOptions } from "../../Transport.js"
 import { connectionOf, destroy, KEEPALIVE_MS } from "./nodeSocket.js"
+import * as ServerScope from "./serverScope.js"
 
 const noop = () => {}
 
@@ -29,8 +29,6 @@ export const listen = (
   onConnection: (connection: Connection) => Effect.Effect<void>
 ): Effect.Effect<number, TransportError, Scope.Scope> =>
   Effect.gen(function* () {
-    const address = `${listenOptions.host}:${listenOptions.port}`
-    const runtime = yield* Effect.runtime<never>()
     const fibers = yield* FiberSet.make<void, never>()
     const run = yield* FiberSet.runtime(fibers)<never>()
     // Every accepted socket until it closes, so the scope can end those still open.
@@ -60,46 +58,14 @@ export const listen = (
       )
     }
 
-    const server = yield* Effect.acquireRelease(
-      Effect.async<Net.Server, TransportError>((resume) => {
-        const server = Net.createServer(onSocket)
-        const onListenError = (cause: Error) => {
-          server.close()
-          resume(Effect.fail(new TransportError({ reason: "Listen", address, cause })))
-        }
-        server.once("error", onListenError)
-        server.listen({ host: listenOptions.host, port: listenOptions.port }, () => {
-          server.off("error", onListenError)
-          // Later server errors (an accept failure) are logged; they must not crash the process.
-          server.on("error", (cause) => {
-            Runtime.runFork(runtime)(
-              Effect.logWarning("mesh listener error").pipe(
-                Effect.annotateLogs({ module: "TcpTransport", address, reason: cause.message })
-              )
-            )
-          })
-          resume(Effect.succeed(server))
-        })
-        return Effect.sync(() => server.close())
-      }),
-      (server) =>
-        Effect.gen(function* () {
-          // Stop accepting first, then end the connections still open.
-          closing = true
-          let closed = false
-          let wake: (() => void) | undefined
-          server.close(() => {
-            closed = true
-            wake?.()
-          })
-          yield* FiberSet.clear(fibers)
-          for (const socket of sockets) socket.destroy()
-          yield* Effect.async<void>((resume) => {
-            if (closed) resume(Effect.void)
-            else wake = () => resume(Effect.void)
-          })
-        })
-    )
-    const bound = server.address()
-    return typeof bound === "object" && bound !== null ? bound.port : listenOptions.port
+    return yield* ServerScope.bind({
+      create: () => Net.createServer(onSocket),
+      listen: listenOptions,
+      logAs: { message: "mesh listener error", module: "TcpTransport" },
+      fibers,
+      sockets,
+      onClosing: () => {
+        closing = true
+      }
+    })
   })

@@ -11,11 +11,11 @@ import * as Tls from "node:tls"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { TransportError } from "../../MeshError.js"
+import type { TransportError } from "../../MeshError.js"
 import type { Connection, ListenOptions } from "../../Transport.js"
 import { connectionOf, destroy, KEEPALIVE_MS } from "./nodeSocket.js"
+import * as ServerScope from "./serverScope.js"
 import { CIPHERS, type PskKeys } from "./tlsPsk.js"
 
 const noop = () => {}
@@ -43,8 +43,6 @@ export const listen = (
   onConnection: (connection: Connection) => Effect.Effect<void>
 ): Effect.Effect<number, TransportError, Scope.Scope> =>
   Effect.gen(function* () {
-    const address = `${listenOptions.host}:${listenOptions.port}`
-    const runtime = yield* Effect.runtime<never>()
     const fibers = yield* FiberSet.make<void, never>()
     const run = yield* FiberSet.runtime(fibers)<never>()
     // Every accepted TCP socket until it closes, so the scope can end handshakes still in flight.
@@ -92,8 +90,8 @@ export const listen = (
       return offered.psk
     }
 
-    const server = yield* Effect.acquireRelease(
-      Effect.async<Tls.Server, TransportError>((resume) => {
+    return yield* ServerScope.bind({
+      create: () => {
         const server = Tls.createServer({
           ciphers: CIPHERS,
           minVersion: "TLSv1.3",
@@ -104,43 +102,15 @@ export const listen = (
         server.on("connection", onRawConnection)
         server.on("secureConnection", onSecureConnection)
         server.on("tlsClientError", onClientError)
-        const onListenError = (cause: Error) => {
-          server.close()
-          resume(Effect.fail(new TransportError({ reason: "Listen", address, cause })))
-        }
-        server.once("error", onListenError)
-        server.listen({ host: listenOptions.host, port: listenOptions.port }, () => {
-          server.off("error", onListenError)
-          // Later server errors (an accept failure) are logged; they must not crash the process.
-          server.on("error", (cause) => {
-            Runtime.runFork(runtime)(
-              Effect.logWarning("mesh TLS listener error").pipe(
-                Effect.annotateLogs({ module: "TlsTransport", address, reason: cause.message })
-              )
-            )
-          })
-          resume(Effect.succeed(server))
-        })
-        return Effect.sync(() => server.close())
-      }),
-      (server) =>
-        Effect.gen(function* () {
-          // Stop accepting first, then end the connections and the handshakes in flight.
-          closing = true
-          let closed = false
-          let wake: (() => void) | undefined
-          server.close(() => {
-            closed = true
-            wake?.()
-          })
-          yield* FiberSet.clear(fibers)
-          for (const socket of sockets) socket.destroy()
-          yield* Effect.async<void>((resume) => {
-            if (closed) resume(Effect.void)
-            else wake = () => resume(Effect.void)
-          })
-        })
-    )
-    const bound = server.address()
-    return typeof bound === "object" && bound !== null ? bound.port : listenOptions.port
+        return server
+      },
+      listen: listenOptions,
+      logAs: { message: "mesh TLS listener error", module: "TlsTransport" },
+      fibers,
+      sockets,
+      // Stop accepting first, then end the connections and the handshakes in flight.
+      onClosing: () => {
+        closing = true
+      }
+    })
   })
