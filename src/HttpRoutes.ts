@@ -23,6 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ClusterView from "./ClusterView.js"
+import * as NodeServer from "./internal/http/nodeServer.js"
 import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
@@ -431,18 +432,12 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
-    let node: Http.Server | undefined
-    // The Node server (and what it brings: the platform's HTTP client, undici, ws) is loaded only by a
-    // host that serves the routes this way; one that mounts `router` into its own server never loads it.
-    const NodeHttpServer = yield* Effect.promise(() => import("@effect/platform-node/NodeHttpServer"))
-    const server = yield* NodeHttpServer.make(() => (node = makeServer(options)), {
-      host: options.host,
-      port: options.port
-    })
-    // Runs before the server's own close: an open event stream of the cluster page would hold it.
-    yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
+    // Node's own server with the platform's web handler (internal/http/nodeServer.ts), not the
+    // platform's Node server: what that loads (ws, mime, the Node context) cost more than the routes.
+    const node = makeServer(options)
+    const port = yield* NodeServer.listen(node, options)
     const served = makeApp(options)
-    yield* HttpServer.serveEffect(served).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    yield* NodeServer.serve(node, served)
     yield* learnPeers(options)
-    return server.address._tag === "TcpAddress" ? server.address.port : options.port
+    return port
   })

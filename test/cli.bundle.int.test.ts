@@ -2,9 +2,9 @@
  * The bundles: the CLI's own (`dist/cli.js` and `dist/bin/`, written by `npm run build` through
  * scripts/bundle-cli.ts) and a host's, made here with esbuild as a broker would bundle the library.
  * Each runs from a directory of its own with no `src/` beside it, and serves the cluster page and its
- * script from what it carries. The CLI's bundle keeps its optional parts out of what a node loads at
- * start (the build's metafile says which inputs each chunk holds and what it imports statically), and
- * its source maps name our files.
+ * script from what it carries. The CLI's bundle runs its optional parts only on first use (the build's
+ * metafile says what each input imports statically), its source map names our files, and its code
+ * cache is written, used, and refused when it is not V8's.
  */
 import { execFile, spawn } from "node:child_process"
 import {
@@ -20,12 +20,13 @@ import {
 } from "node:fs"
 import { SourceMap } from "node:module"
 import { tmpdir } from "node:os"
-import { basename, join } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as esbuild from "esbuild"
 import { bundleDirectory, bundleEntry, bundleOptions, external, launcher } from "../scripts/bundle-cli.js"
+import { BUNDLE, cacheFile } from "../src/cli/launcher.js"
 import { freePort } from "./fixtures/ports.js"
 import { SECRET } from "./fixtures/secret.js"
 
@@ -41,9 +42,9 @@ interface Ran {
   readonly stderr: string
 }
 
-const run = (args: ReadonlyArray<string>, cwd: string) =>
+const run = (args: ReadonlyArray<string>, cwd: string, env?: NodeJS.ProcessEnv) =>
   new Promise<Ran>((resolve) => {
-    execFile(process.execPath, args, { cwd, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, args, { cwd, timeout: 60_000, env }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
       resolve({ code, stdout, stderr })
     })
@@ -125,7 +126,7 @@ Effect.runPromise(program.pipe(Effect.provide(MeshLive), Effect.scoped))
       external: [...external],
       // The host resolves effect from its own node_modules; here, the repository's.
       nodePaths: [join(root, "node_modules")],
-      // CommonJS inside (the Node HTTP server's ws and undici) requires Node's built-ins.
+      // CommonJS inside (a host's own packages) requires Node's built-ins.
       banner: {
         js: 'import { createRequire } from "node:module"; const require = createRequire(import.meta.url);'
       },
@@ -201,103 +202,149 @@ describe("the CLI's bundle", () => {
     }
   })
 
-  it("keeps the optional parts out of what a node loads at start", async () => {
+  it("runs the optional parts only on first use", async () => {
     const built = await esbuild.build({ ...bundleOptions(join(tmp, "meta")), write: false, metafile: true })
-    const outputs = built.metafile.outputs
-    const key = (file: string) => Object.keys(outputs).find((name) => outputs[name]?.entryPoint === file)
-    /** The inputs of the outputs Node loads with `from`, following static imports only. */
+    const inputs = built.metafile.inputs
+    /** The inputs run with `from`: its static imports, followed; a dynamic `import()` runs on first use. */
     const staticClosure = (from: ReadonlyArray<string>) => {
       const seen = new Set<string>()
       const visit = (name: string) => {
-        if (seen.has(name)) return
+        if (seen.has(name) || inputs[name] === undefined) return
         seen.add(name)
-        for (const imported of outputs[name]?.imports ?? [])
+        for (const imported of inputs[name]?.imports ?? [])
           if (imported.kind === "import-statement" && imported.external !== true) visit(imported.path)
       }
       for (const name of from) visit(name)
-      return [...seen].flatMap((name) => Object.keys(outputs[name]?.inputs ?? {}))
+      return [...seen]
     }
-    const entry = key("src/cli.ts")
-    const nodeCommand = key("src/cli/node.ts")
-    assert.isDefined(entry)
-    assert.isDefined(nodeCommand, "the node command is a chunk of its own")
-    // What every run loads (`--help`, `--version`): no command, no mesh, no HTTP server.
-    const atStart = staticClosure([entry!])
+    const all = Object.keys(inputs)
+    assert.include(all, "src/cli/node.ts")
+    // Not in the bundle at all: the platform's Node HTTP server and what it brings.
     for (const part of [
-      /^src\/cli\/(node|stats|demo)\.ts$/,
-      /^src\/Mesh\.ts$/,
       /@effect\/platform-node\/dist\/esm\/NodeHttpServer\.js$/,
       /node_modules\/(undici|ws)\//
     ])
       assert.isFalse(
-        atStart.some((input) => part.test(input)),
-        `${part} is loaded by --help and --version`
+        all.some((input) => part.test(input)),
+        `${part} is in the bundle`
       )
-    // What `queen-mesh node` loads before it listens: the mesh and the HTTP server it always serves
-    // (docs/cli.md, "Start-up and memory"), and none of the parts loaded on first use.
-    const node = staticClosure([entry!, nodeCommand!])
+    // What every run runs (`--help`, `--version`): no command, no mesh.
+    const atStart = staticClosure(["src/cli.ts"])
+    for (const part of [/^src\/cli\/(node|stats|demo)\.ts$/, /^src\/Mesh\.ts$/])
+      assert.isFalse(
+        atStart.some((input) => part.test(input)),
+        `${part} runs for --help and --version`
+      )
+    // What `queen-mesh node` runs before it listens: the mesh and its HTTP routes (docs/cli.md,
+    // "Start-up and memory"), and none of the parts run on first use.
+    const node = staticClosure(["src/cli.ts", "src/cli/node.ts"])
     assert.include(node, "src/Mesh.ts")
-    assert.include(node, "node_modules/@effect/platform-node/dist/esm/NodeHttpServer.js")
+    assert.include(node, "src/HttpRoutes.ts")
     const lazy = [
       /^src\/TlsTransport\.ts$/,
       /^src\/internal\/transport\/tls/,
       /^src\/Postgres\.ts$/,
       /^src\/internal\/lane\/pg/,
       /^src\/ClusterView\.ts$/,
-      /^src\/internal\/view\/pageFiles\.ts$/,
-      /node_modules\/undici\//
+      /^src\/internal\/view\/pageFiles\.ts$/
     ]
     assert.deepStrictEqual(
       node.filter((input) => lazy.some((pattern) => pattern.test(input))),
       [],
-      "loaded on first use, not at start"
+      "run on first use, not at start"
     )
-    const inputs = Object.keys(built.metafile.inputs)
     for (const name of external)
       assert.isFalse(
-        inputs.some((input) => input.includes(`node_modules/${name}/`)),
+        all.some((input) => input.includes(`node_modules/${name}/`)),
         `${name} stays outside the bundle`
       )
   })
 
   it("maps its code back to our sources, and a package's code to nothing of ours", () => {
-    // The launcher installs the mapper (src/cli/stackTraces.ts, test/cli.stackTraces.test.ts) before it
-    // loads the command, with the files whose maps name our sources.
+    // The launcher (src/cli/launcher.ts) installs the mapper (src/cli/stackTraces.ts,
+    // test/cli.stackTraces.test.ts) with the files whose maps name our sources.
     const launched = readFileSync(launcher, "utf8")
-    const installed = /^mapStackTraces\(new URL\("\.\/bin\/", import\.meta\.url\)\.href, (\[.*\])\)$/m.exec(
-      launched
-    )
+    const installed = /^launch\(new URL\("\.\/bin\/", import\.meta\.url\)\.href, (\[.*\])\)$/m.exec(launched)
     assert.isNotNull(installed, launched)
-    assert.isBelow(installed!.index, launched.indexOf("await import("))
     const listed = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.String)))(installed![1])
-    const chunks = join(bundleDirectory, "chunks")
-    const find = (test: (text: string) => boolean) => {
-      const file = readdirSync(chunks).find(
-        (name) => name.endsWith(".js") && test(readFileSync(join(chunks, name), "utf8"))
-      )
-      assert.isDefined(file)
-      return join(chunks, file!)
-    }
-    const mapOf = (file: string) => new SourceMap(JSON.parse(readFileSync(`${file}.map`, "utf8")))
+    assert.include(listed, BUNDLE)
+    const map = new SourceMap(JSON.parse(readFileSync(`${bundleEntry}.map`, "utf8")))
     const source = (entry: object) => ("originalSource" in entry ? entry.originalSource : undefined)
+    const lines = readFileSync(bundleEntry, "utf8").split("\n")
+    const at = (needle: string) => {
+      const line = lines.findIndex((text) => text.includes(needle))
+      assert.isAtLeast(line, 0, needle)
+      return map.findEntry(line, lines[line]!.indexOf(needle))
+    }
     // Ours: the node command's `node stopping` line.
     const needle = '"node stopping"'
-    const nodeChunk = find((text) => text.includes(needle))
-    const lines = readFileSync(nodeChunk, "utf8").split("\n")
-    const line = lines.findIndex((text) => text.includes(needle))
-    const ours = mapOf(nodeChunk).findEntry(line, lines[line]!.indexOf(needle))
+    const ours = at(needle)
     assert.match(String(source(ours)), /(^|\/)src\/cli\/node\.ts$/, JSON.stringify(ours))
     const sourceLines = readFileSync(join(root, "src", "cli", "node.ts"), "utf8").split("\n")
     assert.include(sourceLines["originalLine" in ours ? ours.originalLine : -1] ?? "", needle)
-    assert.include(listed, `chunks/${basename(nodeChunk)}`)
-    // A package's: the first line of effect's `Effect` module, credited to no file of ours.
-    const marker = "// node_modules/effect/dist/esm/Effect.js"
-    const effectChunk = find((text) => text.includes(marker))
-    const effectLines = readFileSync(effectChunk, "utf8").split("\n")
-    const theirs = mapOf(effectChunk).findEntry(effectLines.indexOf(marker) + 1, 2)
+    // A package's: effect's own registry key, credited to no file of ours.
+    const theirs = at('"effect/Utils/isStructuralRegion"')
     assert.isUndefined(source(theirs), JSON.stringify(theirs))
-    // A chunk of packages only: its map is never read for a trace.
-    if (mapOf(effectChunk).payload.sources.length === 0)
-      assert.notInclude(listed, `chunks/${basename(effectChunk)}`)
+  })
+
+  it("writes its code cache after a start, uses it, and refuses one that is not V8's", async () => {
+    const cli = copy("cli-cache")
+    const cache = cacheFile(join(tmp, "cli-cache", "dist", "bin", BUNDLE))
+    rmSync(cache, { force: true })
+    const env = { PATH: process.env.PATH ?? "", QUEEN_MESH_COMPILE_CACHE: "report" }
+    // A command over before the cache is due writes none.
+    const first = await run([cli, "--version"], tmp, env)
+    assert.strictEqual(first.code, 0, output(first))
+    assert.strictEqual(first.stdout.trim(), version)
+    assert.include(first.stderr, "compile cache absent")
+    assert.isFalse(existsSync(cache))
+    // A node writes it a second after it starts.
+    const absent = await Effect.runPromise(freePort)
+    const child = spawn(process.execPath, [cli, "node", "--quiet"], {
+      cwd: tmp,
+      env: {
+        ...env,
+        QUEEN_MESH_PORT: "0",
+        QUEEN_MESH_BIND_ADDR: "127.0.0.1",
+        QUEEN_MESH_PEERS: `127.0.0.1:${absent}`,
+        QUEEN_MESH_HTTP_HOST: "127.0.0.1",
+        QUEEN_MESH_HTTP_PORT: "0",
+        QUEEN_MESH_LOG_LEVEL: "error"
+      },
+      stdio: ["pipe", "ignore", "pipe"]
+    })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let stderr = ""
+        child.stderr.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString()
+          if (stderr.includes("compile cache written")) resolve()
+        })
+        child.once("exit", (code) => reject(new Error(`the node exited with ${code}\n${stderr}`)))
+      })
+    } finally {
+      child.kill("SIGTERM")
+    }
+    assert.isTrue(existsSync(cache))
+    const second = await run([cli, "--version"], tmp, env)
+    assert.strictEqual(second.code, 0, output(second))
+    assert.strictEqual(second.stdout.trim(), version)
+    assert.include(second.stderr, "compile cache used")
+    // Bytes that are not a cache V8 wrote for this source: refused, and the command runs as before.
+    writeFileSync(cache, Buffer.alloc(4096, 7))
+    const third = await run([cli, "--version"], tmp, env)
+    assert.strictEqual(third.code, 0, output(third))
+    assert.strictEqual(third.stdout.trim(), version)
+    assert.include(third.stderr, "compile cache refused")
+    // Off: no cache read.
+    const off = await run([cli, "--version"], tmp, { ...env, QUEEN_MESH_COMPILE_CACHE: "0" })
+    assert.strictEqual(off.code, 0, output(off))
+    assert.strictEqual(off.stdout.trim(), version)
+    assert.notInclude(off.stderr, "compile cache")
+    // A bad value: exit 2, naming the variable, before anything runs.
+    const bad = await run([cli, "--version"], tmp, { ...env, QUEEN_MESH_COMPILE_CACHE: "yes" })
+    assert.strictEqual(bad.code, 2, output(bad))
+    assert.strictEqual(bad.stdout, "")
+    assert.include(bad.stderr, 'QUEEN_MESH_COMPILE_CACHE: expected 1, 0 or report, got "yes"')
   })
 })

@@ -3,9 +3,10 @@
  * what a host pays for the library.
  *
  * - Start-up: `queen-mesh node --quiet` with three peers (baseline nodes in one other process that dial
- *   it back), from spawn to its `listening` line, over several runs; the node's CPU at that moment. Two
+ *   it back), from spawn to its `listening` line, over several runs; the node's CPU at that moment. Three
  *   builds of the same sources, run by turns: the bundle `queen-mesh` ships (`dist/cli.js`, built by
- *   `npm run build`: scripts/bundle-cli.ts) and tsc's modules (`.bench-dist/src/cli.js`).
+ *   `npm run build`: scripts/bundle-cli.ts) with its code cache, the same without it
+ *   (`QUEEN_MESH_COMPILE_CACHE=0`), and tsc's modules (`.bench-dist/src/cli.js`).
  * - Idle RSS: the same node once its three links are up (three `peer_up` lines) and a few seconds
  *   have passed; and once more per build, what it is spent on: `/proc`'s anonymous and file-backed
  *   resident memory, and the node's own `process.memoryUsage()`, V8 heap spaces and code statistics
@@ -53,10 +54,14 @@ const benchDist = Path.resolve(here, "..")
 const root = Path.resolve(benchDist, "../..")
 const srcModule = (path: string) => pathToFileURL(Path.resolve(benchDist, "../src", path)).href
 
-/** The two builds of the CLI: what ships (the bundle behind `dist/cli.js`) and tsc's modules. */
+/**
+ * The builds of the CLI: what ships (the bundle behind `dist/cli.js`, with its code cache), the same
+ * bundle with the cache off, and tsc's modules.
+ */
 const builds = {
-  bundle: Path.join(root, "dist", "cli.js"),
-  modules: cliEntry
+  bundle: { file: Path.join(root, "dist", "cli.js"), env: {} },
+  uncached: { file: Path.join(root, "dist", "cli.js"), env: { QUEEN_MESH_COMPILE_CACHE: "0" } },
+  modules: { file: cliEntry, env: {} }
 } as const
 type Build = keyof typeof builds
 
@@ -68,7 +73,7 @@ const newest = (dir: string, test: (file: string) => boolean): number =>
 
 /** The bundle must be built from the sources as they are: `npm run build` writes it. */
 const checkBundle = () => {
-  const entry = Path.join(root, "dist", "bin", "queen-mesh.js")
+  const entry = Path.join(root, "dist", "bin", "queen-mesh.cjs")
   if (!Fs.existsSync(entry)) throw new Error(`${entry} is missing: run \`npm run build\` first`)
   const src = newest(Path.join(root, "src"), (file) => /\.(ts|html|css|js)$/.test(file))
   if (Fs.statSync(entry).mtimeMs < src)
@@ -163,8 +168,8 @@ const startNode = async (
   const started = performance.now()
   const node = new CliNode(
     "mesh",
-    { file: process.execPath, args: [...flags, builds[build], "node", "--quiet"] },
-    probe ? { ...env, QUEEN_BENCH_MEMORY_FILE: probeFile } : env
+    { file: process.execPath, args: [...flags, builds[build].file, "node", "--quiet"] },
+    { ...env, ...builds[build].env, ...(probe ? { QUEEN_BENCH_MEMORY_FILE: probeFile } : {}) }
   )
   try {
     const peerUps = new Set<string>()
@@ -214,9 +219,14 @@ const withThreePeers = async (driver: Driver, plan: StartupPlan["startup"]) => {
   return withPeers(driver, port, async (ports) => {
     const env = envFor({ secret: SECRET }, "startup", port, ports)
     const idle = { peers: PEERS, ms: plan.idleMs }
-    const runs: Record<Build, Array<Awaited<ReturnType<typeof startNode>>>> = { bundle: [], modules: [] }
+    const runs: Record<Build, Array<Awaited<ReturnType<typeof startNode>>>> = {
+      bundle: [],
+      uncached: [],
+      modules: []
+    }
+    const order: ReadonlyArray<Build> = ["bundle", "uncached", "modules"]
     for (let i = 0; i < plan.runs; i++) {
-      for (const build of i % 2 === 0 ? (["bundle", "modules"] as const) : (["modules", "bundle"] as const)) {
+      for (const build of i % 2 === 0 ? order : [...order].reverse()) {
         runs[build].push(await startNode(env, idle, build))
       }
     }
@@ -229,7 +239,7 @@ const withThreePeers = async (driver: Driver, plan: StartupPlan["startup"]) => {
       bundle: (await startNode(env, idle, "bundle", true)).memory,
       modules: (await startNode(env, idle, "modules", true)).memory
     }
-    return { ...summary("bundle"), modules: summary("modules"), memory }
+    return { ...summary("bundle"), uncached: summary("uncached"), modules: summary("modules"), memory }
   })
 }
 
@@ -300,7 +310,7 @@ const importSets = {
     "cli/events.js"
   ].map(srcModule),
   routes: [srcModule("HttpRoutes.js")],
-  server: ["@effect/platform-node/NodeHttpServer"],
+  server: [srcModule("internal/http/nodeServer.js")],
   node: [srcModule("cli/node.js")],
   tls: [srcModule("TlsTransport.js")],
   lane: [srcModule("Postgres.js"), "pg"]
@@ -447,6 +457,11 @@ const rows = (r: Startup) => {
       spreadText(r.node.modules.listeningMs)
     ),
     row(
+      "startup: the bundle without its code cache: to listening / CPU then (ms)",
+      spreadText(r.node.uncached.listeningMs),
+      spreadText(r.node.uncached.cpuMs)
+    ),
+    row(
       "startup: node's CPU at listening (ms): bundle / modules",
       spreadText(r.node.cpuMs),
       spreadText(r.node.modules.cpuMs)
@@ -467,7 +482,7 @@ const rows = (r: Startup) => {
     row("startup: import only, TLS", imp(r.imports.parts.tls)),
     row("startup: import only, the lane (Postgres + pg)", imp(r.imports.parts.lane)),
     row("startup: import only, the HTTP routes and cluster page", imp(r.imports.parts.httpRoutes)),
-    row("startup: import only, the Node HTTP server", imp(r.imports.parts.httpServer)),
+    row("startup: import only, the routes' Node server adapter", imp(r.imports.parts.httpServer)),
     row(
       "startup: import only, bare node / effect barrel / the node command (ms; CPU ms)",
       `${fmt(r.imports.sets.bare?.ms, 0)} / ${fmt(r.imports.sets.effectBarrel?.ms, 0)} / ${fmt(r.imports.sets.node?.ms, 0)}`,

@@ -83,6 +83,13 @@ export const variables: ReadonlyArray<Variable> = [
     commands: ALL
   },
   {
+    name: "QUEEN_MESH_COMPILE_CACHE",
+    default: "1",
+    description:
+      "1: compile the command with V8's code cache beside it (written after a start); 0: without; report: say which on stderr",
+    commands: ALL
+  },
+  {
     name: "NO_COLOR",
     default: "(unset)",
     description: "set to anything to turn off colour, which is also off when the output is not a terminal",

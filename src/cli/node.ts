@@ -5,8 +5,6 @@
  *
  * @since 0.1.0
  */
-import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -19,6 +17,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as HotList from "../HotList.js"
 import * as HttpRoutes from "../HttpRoutes.js"
+import * as NodeServer from "../internal/http/nodeServer.js"
 import * as PeerBook from "../internal/view/peerBook.js"
 import * as MaintenanceFlags from "../MaintenanceFlags.js"
 import * as Mesh from "../Mesh.js"
@@ -349,10 +348,8 @@ const serve = (
     yield* Effect.addFinalizer(() => Effect.logInfo("node stopped"))
     const lane = Option.getOrUndefined(settings.lane)
     // The HTTP port is bound before the mesh starts, so the HELLO's http_addr can name it.
-    const httpServer = yield* NodeHttpServer.make(() => HttpRoutes.makeServer(), {
-      host: http.host,
-      port: http.port
-    }).pipe(
+    const httpServer = HttpRoutes.makeServer()
+    const httpPort = yield* NodeServer.listen(httpServer, http).pipe(
       Effect.mapError(
         (error) =>
           new CliFailure({
@@ -361,7 +358,6 @@ const serve = (
           })
       )
     )
-    const httpPort = httpServer.address._tag === "TcpAddress" ? httpServer.address.port : http.port
     const meshConfig = advertised(settings.mesh, { host: http.host, port: httpPort }, settings.explicit)
     yield* Effect.logInfo("node starting").pipe(
       Effect.annotateLogs(
@@ -432,14 +428,15 @@ const serve = (
     }
     yield* Effect.yieldNow()
 
-    yield* HttpServer.serveEffect(
+    yield* NodeServer.serve(
+      httpServer,
       HttpRoutes.makeApp({
         extraStats: (): typeof Io.StatsExtras.Type => ({
           stdout_events_dropped: Io.stdout.dropped,
           stdout_events_dropped_by_source: Object.fromEntries(Io.stdout.droppedBySource)
         })
       })
-    ).pipe(Effect.provide(context), Effect.provideService(HttpServer.HttpServer, httpServer))
+    ).pipe(Effect.provide(context))
     // What the cluster page needs to name each peer, kept from the start (ClusterView.learnPeers).
     yield* PeerBook.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats }).pipe(Effect.provide(context))
 
