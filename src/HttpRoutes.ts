@@ -23,7 +23,6 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ClusterView from "./ClusterView.js"
-import * as NodeServer from "./internal/http/nodeServer.js"
 import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"
 import type * as MeshHealth from "./MeshHealth.js"
@@ -434,6 +433,8 @@ export const serve = (
   Effect.gen(function* () {
     // Node's own server with the platform's web handler (internal/http/nodeServer.ts), not the
     // platform's Node server: what that loads (ws, mime, the Node context) cost more than the routes.
+    // Loaded here, so a host that mounts `router` into its own server never loads it.
+    const NodeServer = yield* Effect.promise(() => import("./internal/http/nodeServer.js"))
     const node = makeServer(options)
     const port = yield* NodeServer.listen(node, options)
     const served = makeApp(options)
