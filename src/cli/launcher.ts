@@ -34,8 +34,12 @@ export const WRAPPER_PARAMETERS = [
   "module",
   "__filename",
   "__dirname",
-  "__queenMeshImportMetaUrl"
+  "__queenMeshImportMetaUrl",
+  "__queenMeshImport"
 ] as const
+
+/** The launcher's `import()`: a script compiled from a cache has none of its own (src/cli/importExternal.ts). */
+const importModule = (specifier: string): Promise<unknown> => import(specifier)
 
 /** Where the code cache of `bundle` is for this Node: its V8 version and architecture in the name. */
 export const cacheFile = (bundle: string): string => `${bundle}.${process.versions.v8}-${process.arch}.cache`
@@ -83,9 +87,7 @@ export const runBundle = (bundle: string, env: NodeJS.ProcessEnv = process.env):
   const cachedData = off ? undefined : readCache(cache)
   const script = new Vm.Script(Fs.readFileSync(bundle, "utf8"), {
     filename: bundle,
-    ...(cachedData === undefined ? {} : { cachedData }),
-    // `import()` inside the bundle (the packages it leaves outside) resolves as a module's would.
-    importModuleDynamically: Vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER
+    ...(cachedData === undefined ? {} : { cachedData })
   })
   const state: CacheState = off
     ? "off"
@@ -111,7 +113,8 @@ export const runBundle = (bundle: string, env: NodeJS.ProcessEnv = process.env):
     module,
     bundle,
     Path.dirname(bundle),
-    Url.pathToFileURL(bundle).href
+    Url.pathToFileURL(bundle).href,
+    importModule
   )
   return state
 }
