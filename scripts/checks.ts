@@ -1,9 +1,9 @@
 /**
  * The checks `npm test` runs before the test suite, at once instead of one after another: typecheck,
- * lint, the API docs and the package's checks. Each is one single-threaded process (two minutes of CPU
- * between them), so on two cores they take about half the time side by side. None writes what another
- * reads: typecheck and docgen read `src/`, the package check builds `dist/` (which no other check
- * reads; the tests, which do, start after this ends).
+ * lint, the API docs and the package's checks. Each is one single-threaded process (over a minute of
+ * CPU between them), so on two cores they take about half the time side by side. None writes what
+ * another reads: typecheck and docgen read `src/`, the package check packs `dist/` as it is (it builds
+ * nothing, and fails while `dist/` is older than `src/`).
  *
  * Each check's output is printed whole when it ends, under its name, so the lines of two checks never
  * mix; the exit code is 1 when any failed, after all have ended.

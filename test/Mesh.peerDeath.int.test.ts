@@ -7,11 +7,14 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createRequire } from "node:module"
+import { pathToFileURL } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
 import { eventually, freePort, hearsFrom, type Node, tcpNode } from "./fixtures/cluster.js"
 
-const tsxCli = createRequire(import.meta.url).resolve("tsx/cli")
+// tsx's loader in the node process itself: its CLI would run the script in a child of its own, which the
+// SIGKILL of the scope's end would leave behind, dialling on for as long as the machine runs.
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
 const foreignScript = new URL("./fixtures/foreignNode.ts", import.meta.url).pathname
 
 /** `tcpNode` in a process of its own (another test file's, as far as ours can tell), killed with the scope. */
@@ -20,7 +23,7 @@ const foreignNode = (serverId: string, port: number, peers: ReadonlyArray<number
     Effect.async<ChildProcess, Error>((resume) => {
       const child = spawn(
         process.execPath,
-        [tsxCli, foreignScript, serverId, String(port), ...peers.map(String)],
+        ["--import", tsxLoader, foreignScript, serverId, String(port), ...peers.map(String)],
         {
           stdio: ["ignore", "pipe", "inherit"]
         }
