@@ -26,8 +26,21 @@ import * as Tail from "./tail.js"
 export type CliKind = "mesh" | "base" | "upstream"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
-/** The compiled `queen-mesh` entry (`src/cli.ts` built with the bench). */
-export const cliEntry = Path.resolve(here, "../src/cli.js")
+
+/**
+ * The `queen-mesh` the CLI and cluster sections run, by `QUEEN_MESH_BENCH_CLI`: `modules` (the default)
+ * is `src/cli.ts` compiled with the bench into `.bench-dist/`, as every run so far measured; `bundle`
+ * is the command that ships, `dist/cli.js` (its one bundled script and code cache, `npm run build`).
+ */
+const cliBuild = (value: string | undefined): "modules" | "bundle" => {
+  if (value === undefined || value === "" || value === "modules") return "modules"
+  if (value === "bundle") return "bundle"
+  throw new Error(`QUEEN_MESH_BENCH_CLI=${value}: expected modules or bundle`)
+}
+export const CLI_BUILD = cliBuild(process.env.QUEEN_MESH_BENCH_CLI)
+/** The `queen-mesh` entry the sections start. */
+export const cliEntry =
+  CLI_BUILD === "bundle" ? Path.resolve(here, "../../dist/cli.js") : Path.resolve(here, "../src/cli.js")
 const scripts: Record<"mesh" | "base", ReadonlyArray<string>> = {
   mesh: [cliEntry, "node"],
   base: [Path.resolve(here, "cliBaseline.js")]
