@@ -26,28 +26,23 @@ const FORKS = 4
 
 /**
  * Files that run far longer than their size says: the reference broker's three replicas under load, over
- * a minute each on a busy machine. Started first among the integration files, the rest of the suite
- * runs beside them. In vitest's order (the largest files first on a fresh clone) `chaos.int` started
- * last and ran alone for a minute, a core idle.
+ * a minute each on a busy machine. Started first, the rest of the suite runs beside them. In vitest's
+ * order (the largest files first on a fresh clone) `chaos.int` started last and ran alone for a minute,
+ * a core idle.
  */
 const STARTED_FIRST = ["test/chaos.int.test.ts", "test/broker.int.test.ts"]
 
 /**
  * Vitest's order (the longest first by the durations of the run before, kept in `node_modules/.vite`;
- * the largest files first where there is none, as on a fresh clone), with the `release` files ahead of
- * it and then `STARTED_FIRST`. The forks pool runs the files of one project on its processes, and the
- * next project's once the queue is empty: the release files first start at once, beside the unit tier,
- * and the integration files fill the processes as they free up. Last, the release files (a minute of
- * packing and installing) ran at the end with a core idle.
+ * the largest files first where there is none, as on a fresh clone), with `STARTED_FIRST` ahead of it.
  */
 class LongestFirst extends BaseSequencer {
   override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
     const sorted = await super.sort(files)
     const rank = (spec: TestSpecification) => {
-      if (spec.project.name === "release") return 0
       const path = Path.relative(spec.project.config.root, spec.moduleId).split(Path.sep).join("/")
       const at = STARTED_FIRST.indexOf(path)
-      return at === -1 ? STARTED_FIRST.length + 1 : at + 1
+      return at === -1 ? STARTED_FIRST.length : at
     }
     return sorted
       .map((spec, index) => ({ spec, index, rank: rank(spec) }))
@@ -60,22 +55,20 @@ export default defineConfig({
   test: {
     // Most integration files wait on sockets, child processes and timers rather than the CPU: four at a
     // time keep two cores busy (three left a fifth of the CPU idle; the suite took 229 to 260 s of vitest
-    // then, 190 s with four).
+    // then, 190 s with four). Each runs in a process of its own.
     maxWorkers: FORKS,
     minWorkers: 1,
     sequence: { sequencer: LongestFirst },
     poolOptions: {
-      // Four processes that each run file after file of one project, in one module graph (`isolate:
-      // false`, here for the pool and in each project for the files), instead of a process per file: a
-      // file's own process started vitest's runner and loaded effect and the sources afresh, about two
-      // seconds of CPU before its first test, a tenth of the suite's CPU. So an integration or release
-      // file, like a unit file, leaves nothing behind (its servers, sockets and children end with its
-      // scopes; a changed global or variable is put back), and a module's state must not change what
-      // another file sees. (Files in a fresh module graph on a shared process were tried: effect, loaded
-      // once by Node, then met a second copy of the sources, and `TestClock` tests failed.) At least four
-      // processes: tinypool (vitest's pool) starts another only while fewer processes are left than
-      // files are queued, and the queue's last files then ran alone.
-      forks: { isolate: false, minForks: FORKS, maxForks: FORKS },
+      // At least four processes, not one: each file's process ends with it, and tinypool (vitest's pool)
+      // starts another only while fewer processes are left than files are queued. So the queue's last
+      // files waited for running ones to end, the very last for all of them: it ran alone at the end,
+      // and the three before it two or three at a time. A process kept ready costs half a second of CPU.
+      // A process is not reused for a second file (`isolate: false`): tried, it saved a tenth of the
+      // suite's CPU, but effect is loaded once per process and some files leave its state changed, so on
+      // a fresh clone's order a later file's `TestClock` was no test clock ("testClock.adjust is not a
+      // function"); with a fresh module graph per file on a shared process, the same.
+      forks: { minForks: FORKS, maxForks: FORKS },
       // The unit tier runs in worker threads that each load effect and the sources once and then run file
       // after file (`isolate: false`): loading them afresh for each file was most of the tier's time.
       // So a unit file leaves no global state behind (a swapped global is put back in `finally`), and
@@ -104,7 +97,6 @@ export default defineConfig({
         extends: true,
         test: {
           name: "integration",
-          poolOptions: { forks: { isolate: false } },
           include: [named("int")],
           // Generous: a test waits for conditions, each bounded; this only ends one that is stuck.
           testTimeout: 180_000,
@@ -115,7 +107,6 @@ export default defineConfig({
         extends: true,
         test: {
           name: "release",
-          poolOptions: { forks: { isolate: false } },
           include: [named("release")],
           testTimeout: 300_000,
           hookTimeout: 300_000
@@ -130,7 +121,7 @@ export default defineConfig({
           hookTimeout: 180_000,
           // After the other projects (group 0), one file at a time in a single fork.
           sequence: { groupOrder: 1 },
-          poolOptions: { forks: { isolate: true, singleFork: true } }
+          poolOptions: { forks: { singleFork: true } }
         }
       }
     ]

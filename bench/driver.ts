@@ -45,7 +45,9 @@ export const findUpstream = (flag: string | undefined): Upstream => {
     return {
       skipped:
         given === undefined
-          ? `upstream's harness is not built (no ${UPSTREAM_DEFAULT}; build it with ../shared/upstream-mesh/build.sh, or pass --upstream=<path>)`
+          ? // The results are committed: the reason names the harness's place in the temporary directory, not a
+            // path of this machine.
+            `upstream's harness is not built (no upstream-mesh-harness/target/release/upstream-mesh-node in the temporary directory; build it with ../shared/upstream-mesh/build.sh, or pass --upstream=<path>)`
           : `${from}=${given} is not an executable file`
     }
   }
