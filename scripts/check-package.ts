@@ -16,6 +16,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import { freshness } from "./buildFreshness.js"
 import { bundleEntry, launcher } from "./bundle-cli.js"
 
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
@@ -26,43 +27,11 @@ const bin = (name: string) => Path.join(root, "node_modules", ".bin", name)
 /** A check that failed: its message is printed, and the script exits 1. */
 class Failed extends Error {}
 
-/** Every file under `dir`, as paths relative to it. */
-const walk = (dir: string): Array<string> =>
-  Fs.readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => Path.relative(dir, Path.join(entry.parentPath, entry.name)))
-
-const mtime = (path: string): number | undefined =>
-  Fs.existsSync(path) ? Fs.statSync(path).mtimeMs : undefined
-
-/**
- * What is missing from the build or older than its source: each module of `src/` against its output in
- * `dist/`, and every file of `src/` (the cluster page's files included) against the CLI's bundle, which
- * `npm run build` writes last, from all of them.
- */
-const outOfDate = (): Array<string> => {
-  const sources = walk(Path.join(root, "src"))
-  const stale: Array<string> = []
-  for (const file of sources.filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))) {
-    const built = mtime(Path.join(root, "dist", file.replace(/\.ts$/, ".js")))
-    if (built === undefined || built < Fs.statSync(Path.join(root, "src", file)).mtimeMs)
-      stale.push(`dist/${file.replace(/\.ts$/, ".js")}`)
-  }
-  const bundle = mtime(bundleEntry)
-  if (
-    bundle === undefined ||
-    mtime(launcher) === undefined ||
-    sources.some((file) => bundle < Fs.statSync(Path.join(root, "src", file)).mtimeMs)
-  )
-    stale.push(`the CLI's bundle (${relative(bundleEntry)}, ${relative(launcher)})`)
-  return stale
-}
-
 /** Packs `dist/` as it is, then runs both tools on the tarball; the exit code. */
 const check = (tmp: string): number => {
   if (!Fs.existsSync(Path.join(root, "dist")))
     throw new Failed("dist/ is missing: run `npm run build` (npm ci runs it) before checking the package")
-  const stale = outOfDate()
+  const { stale } = freshness()
   if (stale.length > 0)
     throw new Failed(
       `the build in dist/ is missing or older than src/ for ${stale.length > 5 ? `${stale.slice(0, 5).join(", ")} and ${stale.length - 5} more` : stale.join(", ")}: run \`npm run build\``

@@ -6,21 +6,12 @@
  * build` after changing src/ (`npm ci` runs it); `npm test`'s `check:package` fails first on a stale one.
  */
 import { execFile } from "node:child_process"
-import {
-  cpSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  statSync
-} from "node:fs"
+import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, relative } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { freshness } from "../scripts/buildFreshness.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const template = fileURLToPath(new URL("fixtures/consumer", import.meta.url))
@@ -45,11 +36,6 @@ const publicModules = readdirSync(join(root, "src"))
 const moduleEntry = (name: string) => ({ types: `./dist/${name}.d.ts`, import: `./dist/${name}.js` })
 
 /** Every file under `dir`, as paths relative to it. */
-const walk = (dir: string): Array<string> =>
-  readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => relative(dir, join(entry.parentPath, entry.name)))
-
 interface Ran {
   readonly code: number | null
   readonly stdout: string
@@ -116,30 +102,6 @@ describe("package.json", () => {
   })
 })
 
-/**
- * Source files whose build output is missing or older, and build outputs without a source. The CLI's
- * bundle (`dist/bin/`, scripts/bundle-cli.ts) is built from all of src/: it must be newer than each.
- */
-const staleness = () => {
-  const sources = walk(join(root, "src")).filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
-  const stale = sources.filter((file) => {
-    const built = join(root, "dist", file.replace(/\.ts$/, ".js"))
-    return !existsSync(built) || statSync(built).mtimeMs < statSync(join(root, "src", file)).mtimeMs
-  })
-  const bundle = join(root, "dist", "bin", "queen-mesh.cjs")
-  if (
-    !existsSync(bundle) ||
-    sources.some((file) => statSync(bundle).mtimeMs < statSync(join(root, "src", file)).mtimeMs)
-  )
-    stale.push("the CLI's bundle (dist/bin/)")
-  const orphans = existsSync(join(root, "dist"))
-    ? walk(join(root, "dist"))
-        .filter((file) => file.endsWith(".js") && !file.startsWith("bin/"))
-        .filter((file) => !existsSync(join(root, "src", file.replace(/\.js$/, ".ts"))))
-    : []
-  return { stale, orphans }
-}
-
 // The checks run side by side: each is a child process of its own in the one installed consumer.
 describe.concurrent("the packed tarball in a consumer project", () => {
   let tmp = ""
@@ -147,7 +109,7 @@ describe.concurrent("the packed tarball in a consumer project", () => {
   let packed: ReadonlyArray<string> = []
 
   beforeAll(async () => {
-    const { stale, orphans } = staleness()
+    const { stale, orphans } = freshness()
     if (stale.length > 0)
       throw new Error(`dist/ is older than src/ for ${stale.join(", ")}: run \`npm run build\` first`)
     if (orphans.length > 0)
