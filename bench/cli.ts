@@ -28,19 +28,21 @@ export type CliKind = "mesh" | "base" | "upstream"
 const here = Path.dirname(fileURLToPath(import.meta.url))
 
 /**
- * The `queen-mesh` the CLI and cluster sections run, by `QUEEN_MESH_BENCH_CLI`: `modules` (the default)
- * is `src/cli.ts` compiled with the bench into `.bench-dist/`, as every run so far measured; `bundle`
- * is the command that ships, `dist/cli.js` (its one bundled script and code cache, `npm run build`).
+ * The `queen-mesh` the CLI and cluster sections run, by `QUEEN_MESH_BENCH_CLI`: `bundle` (the default)
+ * is the command that ships, `dist/cli.js` (its one bundled script and code cache; `npm run bench`
+ * builds it first); `modules` is `src/cli.ts` compiled with the bench into `.bench-dist/`, as runs
+ * before 2026-12-04 measured.
  */
 const cliBuild = (value: string | undefined): "modules" | "bundle" => {
-  if (value === undefined || value === "" || value === "modules") return "modules"
-  if (value === "bundle") return "bundle"
-  throw new Error(`QUEEN_MESH_BENCH_CLI=${value}: expected modules or bundle`)
+  if (value === undefined || value === "" || value === "bundle") return "bundle"
+  if (value === "modules") return "modules"
+  throw new Error(`QUEEN_MESH_BENCH_CLI=${value}: expected bundle or modules`)
 }
-export const CLI_BUILD = cliBuild(process.env.QUEEN_MESH_BENCH_CLI)
+const CLI_BUILD = cliBuild(process.env.QUEEN_MESH_BENCH_CLI)
+/** tsc's modules of `queen-mesh`, compiled with the bench. */
+export const modulesEntry = Path.resolve(here, "../src/cli.js")
 /** The `queen-mesh` entry the sections start. */
-export const cliEntry =
-  CLI_BUILD === "bundle" ? Path.resolve(here, "../../dist/cli.js") : Path.resolve(here, "../src/cli.js")
+export const cliEntry = CLI_BUILD === "bundle" ? Path.resolve(here, "../../dist/cli.js") : modulesEntry
 const scripts: Record<"mesh" | "base", ReadonlyArray<string>> = {
   mesh: [cliEntry, "node"],
   base: [Path.resolve(here, "cliBaseline.js")]

@@ -1107,8 +1107,9 @@ const viewWith = (settings: Settings): Effect.Effect<View, never, Mesh> =>
  * ever opened: as soon as the mesh in context hears a server announcing an `http_addr`, the node asks
  * its stats once (the page's own bounded request: see `Options`) and records which peer-list address
  * is that server, so a page first opened after the server died still draws it by its name, at its
- * address. Asked again when the server announces another address or boot epoch; retried while it is
- * alive and does not answer. `HttpRoutes.serve`, `HttpRoutes.layer` and `queen-mesh node` run it; a
+ * address. Asked again when the server announces another address or boot epoch (seen at the next
+ * membership change, or within 30 s); retried while it is alive and does not answer. An idle node does
+ * nothing for it: the members are read on membership changes and retries only. `HttpRoutes.serve`, `HttpRoutes.layer` and `queen-mesh node` run it; a
  * host that mounts `HttpRoutes.router` into its own server runs it in the mesh's scope (without it,
  * the page learns each address only while it is open).
  *

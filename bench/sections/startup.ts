@@ -26,7 +26,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Schema } from "effect"
-import { CliNode, cliEntry, envFor, isEvent } from "../cli.js"
+import { CliNode, envFor, isEvent, modulesEntry } from "../cli.js"
 import { type Driver, freePort, Numbers, SECRET, stopAll } from "../driver.js"
 import { check, fmt, row } from "../report.js"
 import { section } from "../section.js"
@@ -61,7 +61,7 @@ const srcModule = (path: string) => pathToFileURL(Path.resolve(benchDist, "../sr
 const builds = {
   bundle: { file: Path.join(root, "dist", "cli.js"), env: {} },
   uncached: { file: Path.join(root, "dist", "cli.js"), env: { QUEEN_MESH_COMPILE_CACHE: "0" } },
-  modules: { file: cliEntry, env: {} }
+  modules: { file: modulesEntry, env: {} }
 } as const
 type Build = keyof typeof builds
 

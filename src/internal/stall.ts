@@ -14,6 +14,8 @@
  * @internal
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { yieldToEventLoop } from "./wire/batchScan.js"
@@ -45,3 +47,51 @@ export const within =
         Effect.suspend(() => Effect.fail(onTimeout()))
       )
     )
+
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+
+/**
+ * Whether `clock` is the runtime's own: its sleeps are Node's timers, so a check can arm one directly
+ * and run no fiber until it has something to say. An idle node is mostly its wake-ups, and a fiber
+ * woken once a second runs cold code each time; under `TestClock` every check sleeps on the clock.
+ */
+export const isLive = (clock: Clock.Clock): boolean => clock === liveClock
+
+/**
+ * Completes once `remaining(now)` is zero or less, asking again each time the milliseconds it returned
+ * have passed (a silence judged against a moving last-heard time). Each wake-up judges as `sleep`'s
+ * does: late past `LATE_MILLIS`, after one turn of the event loop. On the live clock this is one timer
+ * re-armed in place, with no fiber woken until it completes.
+ */
+export const until = (remaining: (now: number) => number): Effect.Effect<void> =>
+  Effect.flatMap(Effect.clock, (clock) => {
+    if (!isLive(clock)) {
+      const check: Effect.Effect<void> = Effect.suspend(() => {
+        const left = remaining(clock.unsafeCurrentTimeMillis())
+        return left <= 0 ? Effect.void : Effect.zipRight(sleep(Duration.millis(left)), check)
+      })
+      return check
+    }
+    return Effect.async<void>((resume) => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      let immediate: ReturnType<typeof setImmediate> | undefined
+      let due = 0
+      const judge = () => {
+        immediate = undefined
+        const left = remaining(clock.unsafeCurrentTimeMillis())
+        if (left <= 0) return resume(Effect.void)
+        due = clock.unsafeCurrentTimeMillis() + left
+        timer = setTimeout(fire, left)
+      }
+      const fire = () => {
+        timer = undefined
+        if (clock.unsafeCurrentTimeMillis() - due > LATE_MILLIS) immediate = setImmediate(judge)
+        else judge()
+      }
+      judge()
+      return Effect.sync(() => {
+        if (timer !== undefined) clearTimeout(timer)
+        if (immediate !== undefined) clearImmediate(immediate)
+      })
+    })
+  })

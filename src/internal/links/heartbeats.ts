@@ -10,11 +10,14 @@
  *
  * @internal
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { loop } from "../loop.js"
+import { loop, loopFaults } from "../loop.js"
 import * as Stall from "../stall.js"
 
 /** What one link does on a tick, given the clock's time in milliseconds. */
@@ -23,7 +26,12 @@ export type Beat = (now: number) => void
 export class Heartbeats {
   private readonly beats = new Set<Beat>()
 
-  constructor(private readonly some: Effect.Latch) {}
+  constructor(
+    /** Called when the first beat is added (none were beating). */
+    private readonly onSome: () => void,
+    /** Called when the last beat is removed. */
+    private readonly onNone: () => void
+  ) {}
 
   /** Links beating now. */
   get size(): number {
@@ -35,10 +43,9 @@ export class Heartbeats {
     // Wrapped, so the same function added twice is two beats and each removal removes its own.
     const own: Beat = (now) => beat(now)
     this.beats.add(own)
-    this.some.unsafeOpen()
+    if (this.beats.size === 1) this.onSome()
     return () => {
-      this.beats.delete(own)
-      if (this.beats.size === 0) this.some.unsafeClose()
+      if (this.beats.delete(own) && this.beats.size === 0) this.onNone()
     }
   }
 
@@ -56,13 +63,79 @@ export class Heartbeats {
   }
 }
 
-/** The heartbeat timer of a node, ticking every `interval` while a link is up, in the current scope. */
+/**
+ * The heartbeat timer of a node, ticking every `interval` while a link is up, in the current scope.
+ *
+ * On the live clock the tick is a plain timer that calls the beats directly: a tick that runs no fiber
+ * costs an idle node a fraction of one that does (the runtime's code is cold after a second asleep, and
+ * an idle node is mostly its wake-ups). Under any other clock (`TestClock`) it is a fiber sleeping on
+ * that clock, so tests move it with the clock.
+ */
 export const make = (interval: Duration.Duration): Effect.Effect<Heartbeats, never, Scope.Scope> =>
+  Effect.flatMap(Effect.clock, (clock) =>
+    Stall.isLive(clock) ? onTimers(Duration.toMillis(interval), clock) : onFiber(interval)
+  )
+
+/** Ticks on the clock's fiber: a loop sleeping `interval` while a link is up. */
+const onFiber = (interval: Duration.Duration): Effect.Effect<Heartbeats, never, Scope.Scope> =>
   Effect.gen(function* () {
     const some = yield* Effect.makeLatch(false)
-    const heartbeats = new Heartbeats(some)
+    const heartbeats = new Heartbeats(
+      () => some.unsafeOpen(),
+      () => some.unsafeClose()
+    )
     const tick = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => heartbeats.tick(now)))
     // A late tick reads what arrived meanwhile before its liveness checks judge (`Stall`).
     yield* loop("Heartbeats", Effect.zipRight(Stall.sleep(interval), tick), { before: some.await })
+    return heartbeats
+  })
+
+/**
+ * Ticks on Node's timers: armed while a link is up, each tick arming the next. A tick woken more than
+ * `Stall.LATE_MILLIS` late reads what arrived meanwhile first (one turn of the event loop), as the
+ * fiber's does; a defect in a beat is logged and the timer carries on, as `loop` does.
+ */
+const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbeats, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const faults = yield* FiberRef.get(loopFaults)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let due = 0
+    let closed = false
+    const heartbeats: Heartbeats = new Heartbeats(
+      () => arm(),
+      () => {}
+    )
+    const tick = () => {
+      if (closed || heartbeats.size === 0) return
+      try {
+        if (faults?.next("Heartbeats")) throw new Error("injected defect in loop Heartbeats")
+        heartbeats.tick(clock.unsafeCurrentTimeMillis())
+      } catch (defect) {
+        faults?.record("Heartbeats")
+        runFork(
+          Effect.logError("background loop Heartbeats failed; it carries on", Cause.die(defect)).pipe(
+            Effect.annotateLogs({ module: "Heartbeats" })
+          )
+        )
+      }
+      arm()
+    }
+    const fire = () => {
+      timer = undefined
+      if (clock.unsafeCurrentTimeMillis() - due > Stall.LATE_MILLIS) setImmediate(tick)
+      else tick()
+    }
+    function arm(): void {
+      if (closed || timer !== undefined || heartbeats.size === 0) return
+      due = clock.unsafeCurrentTimeMillis() + intervalMs
+      timer = setTimeout(fire, intervalMs)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        if (timer !== undefined) clearTimeout(timer)
+      })
+    )
     return heartbeats
   })

@@ -188,14 +188,19 @@ export class InboundLink {
    */
   private readonly idle: Effect.Effect<void> = Effect.suspend(() => {
     const idleMillis = Duration.toMillis(this.deps.idleTimeout)
-    const silent = this.deps.clock.unsafeCurrentTimeMillis() - this.lastChunkAt
-    if (silent >= idleMillis) {
-      this.deps.state.closedIdle()
-      return Effect.logInfo("closing a silent inbound mesh link").pipe(
-        Effect.annotateLogs({ remote: this.remote, peer: this.peerName(), silent_ms: silent })
-      )
-    }
-    return Effect.zipRight(Stall.sleep(Duration.millis(idleMillis - silent)), this.idle)
+    return Effect.zipRight(
+      Stall.until((now) => idleMillis - (now - this.lastChunkAt)),
+      Effect.suspend(() => {
+        this.deps.state.closedIdle()
+        return Effect.logInfo("closing a silent inbound mesh link").pipe(
+          Effect.annotateLogs({
+            remote: this.remote,
+            peer: this.peerName(),
+            silent_ms: this.deps.clock.unsafeCurrentTimeMillis() - this.lastChunkAt
+          })
+        )
+      })
+    )
   })
 
   /** Socket data: frames out of the decoder, applied at once or by the effect returned. */

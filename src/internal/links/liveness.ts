@@ -198,36 +198,33 @@ export const make = (
       return refresh
     }
 
-    // Sleeps until the earliest moment an alive peer can turn dead, then marks the overdue ones and
-    // forgets the long silent. A peer heard meanwhile only moves its deadline later. Woken late (this
-    // process was held up), it reads what arrived meanwhile before it judges (`Stall`).
-    let wakeAt = clock.unsafeCurrentTimeMillis()
-    const judge = Effect.suspend(() => {
+    // Waits until the earliest moment an alive peer can turn dead (or a silent one is to be forgotten),
+    // then marks the overdue ones and forgets the long silent. A peer heard meanwhile only moves its
+    // deadline later, which the wait reads again without waking the monitor (`Stall.until`). Woken late
+    // (this process was held up), it reads what arrived meanwhile before it judges.
+    const untilDue = (now: number) => {
+      let due = now + threshold
+      for (const entry of entries.values()) {
+        if (entry.lastSeen + pruneAfter < due) due = entry.lastSeen + pruneAfter
+        if (entry.alive && entry.lastSeen + threshold < due) due = entry.lastSeen + threshold
+      }
+      return due - now
+    }
+    const judge = Effect.sync(() => {
       const now = clock.unsafeCurrentTimeMillis()
-      wakeAt = now + threshold
       for (const entry of [...entries.values()]) {
         if (now - entry.lastSeen >= pruneAfter) {
           entries.delete(entry.serverId)
           entry.present = false
           continue
         }
-        if (!entry.alive) continue
-        if (now - entry.lastSeen >= threshold) {
+        if (entry.alive && now - entry.lastSeen >= threshold) {
           entry.alive = false
           announce(entry, false)
-        } else {
-          wakeAt = Math.min(wakeAt, entry.lastSeen + threshold)
         }
       }
-      return Effect.void
     })
-    const monitor = Effect.zipRight(
-      Effect.suspend(() => Stall.caughtUp(wakeAt)),
-      judge
-    )
-    yield* loop("Liveness", monitor, {
-      sleep: () => Duration.millis(Math.max(1, wakeAt - clock.unsafeCurrentTimeMillis()))
-    })
+    yield* loop("Liveness", Effect.zipRight(Stall.until(untilDue), judge))
 
     const snapshot = Effect.sync(() => {
       const now = clock.unsafeCurrentTimeMillis()

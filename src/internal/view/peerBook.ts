@@ -25,6 +25,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Membership from "../../Membership.js"
 import { Mesh, type MeshShape } from "../../Mesh.js"
+import { membershipTags } from "../../MeshEvent.js"
 import type * as MeshStats from "../../MeshStats.js"
 import { historyOf } from "./history.js"
 import * as StatsFetch from "./statsFetch.js"
@@ -137,6 +138,18 @@ export class PeerBook {
     return out
   }
 
+  /**
+   * When the earliest failed question after `now` is due again, if any. One whose time has passed
+   * without its server being due waits for the next pass (a membership change) rather than waking one.
+   */
+  nextRetry(now: number): number | undefined {
+    let next: number | undefined
+    for (const asked of this.asked.values())
+      if (!asked.done && asked.notBefore > now && (next === undefined || asked.notBefore < next))
+        next = asked.notBefore
+    return next
+  }
+
   asking(question: Question): void {
     this.inFlight.add(question.serverId)
   }
@@ -186,22 +199,30 @@ export type Ask = (
 
 export interface LearnOptions {
   readonly ask: Ask
-  /** How often the members are looked at again (retries, a restarted peer's new address). Default 1 s. */
+  /**
+   * The longest the members go unread with nothing happening: for what no event tells, a peer that
+   * restarted within the dead threshold announcing a new address. Default 30 s.
+   */
   readonly interval?: Duration.DurationInput
 }
 
 /**
- * Keeps `mesh`'s book from now on: a pass at once, on every server heard alive (`PeerUp`), and every
- * `interval`; each pass records what the members say and asks the servers that are due, in fibers of
- * their own (a peer taking its whole timeout delays no other). Runs until the scope closes.
+ * Keeps `mesh`'s book from now on: a pass at once, on every membership change (a server alive or dead,
+ * a link up or down, an entry joining or leaving), when a failed question is due again, when a question
+ * ends, and at least every `interval`; each pass records what the members say and asks the servers that
+ * are due, in fibers of their own (a peer taking its whole timeout delays no other). Runs until the
+ * scope closes. An idle node reads nothing: a pass every second was half of what a node with only
+ * heartbeats to send spent.
  */
 export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
     const book = bookOf(mesh)
     const asks = yield* FiberMap.make<string>()
     const wake = yield* Queue.sliding<void>(1)
-    yield* mesh.observe(() => Queue.unsafeOffer(wake, undefined), ["PeerUp"])
-    const interval = Duration.decode(options.interval ?? Duration.seconds(1))
+    const poke = () => Queue.unsafeOffer(wake, undefined)
+    yield* mesh.observe(poke, membershipTags)
+    const interval = Duration.toMillis(Duration.decode(options.interval ?? Duration.seconds(30)))
+    const clock = yield* Effect.clock
     const ask = (question: Question) =>
       Effect.gen(function* () {
         const result = yield* Effect.either(options.ask(question.serverId, question.httpAddr))
@@ -212,7 +233,14 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
         yield* Effect.logDebug("cluster page: peer's addresses learnt").pipe(
           Effect.annotateLogs({ peer: question.serverId, addresses: addresses.join(",") })
         )
-      })
+      }).pipe(Effect.ensuring(Effect.sync(poke)))
+    // Until something happens, the next retry falls due, or `interval` passes.
+    const wait = Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      const retry = book.nextRetry(now)
+      const ms = retry === undefined ? interval : Math.min(interval, retry - now)
+      return Effect.ignore(Effect.timeout(Queue.take(wake), Duration.millis(ms)))
+    })
     const pass = Effect.gen(function* () {
       const members = yield* mesh.members
       book.remember(fromMembers(members))
@@ -223,7 +251,7 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
       }
     })
     yield* pass.pipe(
-      Effect.zipRight(Effect.ignore(Effect.timeout(Queue.take(wake), interval))),
+      Effect.zipRight(wait),
       Effect.catchAllCause((cause) => Effect.logWarning("cluster page: learning peers failed", cause)),
       Effect.repeat(Schedule.forever),
       Effect.annotateLogs({ module: "ClusterView" }),

@@ -1,9 +1,10 @@
 /**
  * The node's one heartbeat timer: every link that is up beats on the same tick, every interval; no
- * timer while no link is up; a beat that throws leaves the others theirs.
+ * timer while no link is up; a beat that throws leaves the others theirs. Under `TestClock` it is a
+ * fiber on the clock; on the live clock a plain timer, held to the same contract.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, TestClock } from "effect"
+import { Duration, Effect, Exit, Scope, TestClock } from "effect"
 import * as Heartbeats from "../../../src/internal/links/heartbeats.js"
 import { LoopFaults, loopFaults } from "../../../src/internal/loop.js"
 import * as MeshTest from "../../../src/MeshTest.js"
@@ -86,6 +87,47 @@ describe("Heartbeats", () => {
       })
       yield* advance(1000)
       assert.deepStrictEqual(silences, [1000, 0])
+    })
+  )
+
+  it.live(
+    "on the live clock: a plain timer beats every link, carries on past a defect, stops with the last link",
+    () =>
+      Effect.gen(function* () {
+        const faults = new LoopFaults()
+        faults.inject("Heartbeats", 1)
+        const heartbeats = yield* Effect.locally(Heartbeats.make(Duration.millis(5)), loopFaults, faults)
+        const seen: Array<string> = []
+        const a = heartbeats.add(() => seen.push("a"))
+        const b = heartbeats.add(() => seen.push("b"))
+        // Four ticks after the injected defect (bounded, so a timer that never fires fails the test).
+        for (let waited = 0; seen.length < 8 && waited < 5000; waited += 5) yield* Effect.sleep("5 millis")
+        assert.deepStrictEqual(seen.slice(0, 8), ["a", "b", "a", "b", "a", "b", "a", "b"])
+        assert.strictEqual(faults.caught("Heartbeats"), 1)
+        a()
+        b()
+        const count = seen.length
+        yield* Effect.sleep("40 millis")
+        assert.strictEqual(seen.length, count)
+        // A link up again starts the timer again.
+        heartbeats.add(() => seen.push("c"))
+        for (let waited = 0; !seen.includes("c") && waited < 5000; waited += 5)
+          yield* Effect.sleep("5 millis")
+        assert.include(seen, "c")
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("on the live clock: closing the scope stops the timer", () =>
+    Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const heartbeats = yield* Scope.extend(Heartbeats.make(Duration.millis(5)), scope)
+      let beats = 0
+      heartbeats.add(() => beats++)
+      for (let waited = 0; beats < 2 && waited < 5000; waited += 5) yield* Effect.sleep("5 millis")
+      yield* Scope.close(scope, Exit.void)
+      const count = beats
+      yield* Effect.sleep("40 millis")
+      assert.strictEqual(beats, count)
     })
   )
 })
