@@ -58,6 +58,23 @@ const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 export const isLive = (clock: Clock.Clock): boolean => clock === liveClock
 
 /**
+ * Calls `run` once `millis` have passed on Node's timers, as `sleep` wakes: late past `LATE_MILLIS`,
+ * after one turn of the event loop. Returns the function that cancels it (harmless once it has run).
+ */
+export const after = (clock: Clock.Clock, millis: number, run: () => void): (() => void) => {
+  const due = clock.unsafeCurrentTimeMillis() + millis
+  let immediate: ReturnType<typeof setImmediate> | undefined
+  const timer = setTimeout(() => {
+    if (clock.unsafeCurrentTimeMillis() - due > LATE_MILLIS) immediate = setImmediate(run)
+    else run()
+  }, millis)
+  return () => {
+    clearTimeout(timer)
+    if (immediate !== undefined) clearImmediate(immediate)
+  }
+}
+
+/**
  * Completes once `remaining(now)` is zero or less, asking again each time the milliseconds it returned
  * have passed (a silence judged against a moving last-heard time). Each wake-up judges as `sleep`'s
  * does: late past `LATE_MILLIS`, after one turn of the event loop. On the live clock this is one timer
@@ -73,25 +90,13 @@ export const until = (remaining: (now: number) => number): Effect.Effect<void> =
       return check
     }
     return Effect.async<void>((resume) => {
-      let timer: ReturnType<typeof setTimeout> | undefined
-      let immediate: ReturnType<typeof setImmediate> | undefined
-      let due = 0
+      let cancel = () => {}
       const judge = () => {
-        immediate = undefined
         const left = remaining(clock.unsafeCurrentTimeMillis())
-        if (left <= 0) return resume(Effect.void)
-        due = clock.unsafeCurrentTimeMillis() + left
-        timer = setTimeout(fire, left)
-      }
-      const fire = () => {
-        timer = undefined
-        if (clock.unsafeCurrentTimeMillis() - due > LATE_MILLIS) immediate = setImmediate(judge)
-        else judge()
+        if (left <= 0) resume(Effect.void)
+        else cancel = after(clock, left, judge)
       }
       judge()
-      return Effect.sync(() => {
-        if (timer !== undefined) clearTimeout(timer)
-        if (immediate !== undefined) clearImmediate(immediate)
-      })
+      return Effect.sync(() => cancel())
     })
   })

@@ -99,14 +99,14 @@ const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbe
   Effect.gen(function* () {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const faults = yield* FiberRef.get(loopFaults)
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let due = 0
+    let cancel: (() => void) | undefined
     let closed = false
     const heartbeats: Heartbeats = new Heartbeats(
       () => arm(),
       () => {}
     )
     const tick = () => {
+      cancel = undefined
       if (closed || heartbeats.size === 0) return
       try {
         if (faults?.next("Heartbeats")) throw new Error("injected defect in loop Heartbeats")
@@ -121,20 +121,14 @@ const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbe
       }
       arm()
     }
-    const fire = () => {
-      timer = undefined
-      if (clock.unsafeCurrentTimeMillis() - due > Stall.LATE_MILLIS) setImmediate(tick)
-      else tick()
-    }
     function arm(): void {
-      if (closed || timer !== undefined || heartbeats.size === 0) return
-      due = clock.unsafeCurrentTimeMillis() + intervalMs
-      timer = setTimeout(fire, intervalMs)
+      if (closed || cancel !== undefined || heartbeats.size === 0) return
+      cancel = Stall.after(clock, intervalMs, tick)
     }
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        if (timer !== undefined) clearTimeout(timer)
+        cancel?.()
       })
     )
     return heartbeats
