@@ -71,7 +71,10 @@ export interface PostgresOptions {
   readonly channel?: string
   /** How often the connection proves it still hears the channel (default 5 s). */
   readonly checkInterval?: Duration.DurationInput
-  /** How long a probe or a check may take before the connection is deemed deaf (default 3 s). */
+  /**
+   * How long a probe or a check may take before the connection is deemed deaf (default 3 s); waited
+   * again while notifications keep arriving, up to ten times (a backlog delays the answers).
+   */
   readonly probeTimeout?: Duration.DurationInput
   /** How long a connection attempt may take (default 10 s). */
   readonly connectTimeout?: Duration.DurationInput

@@ -35,18 +35,46 @@ export const sleep = (duration: Duration.DurationInput): Effect.Effect<void> =>
 
 /**
  * `Effect.timeoutFail` for an answer awaited from elsewhere (the lane's checks): the deadline is judged
- * only once what arrived while this process was held up has been read.
+ * only once what arrived while this process was held up has been read, and, given `busy`, only after a
+ * whole window in which the other side delivered nothing.
  */
 export const within =
-  <E2>(duration: Duration.DurationInput, onTimeout: () => E2) =>
+  <E2>(duration: Duration.DurationInput, onTimeout: () => E2, busy?: Busy) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | E2, R> =>
     Effect.raceFirst(
       effect,
       Effect.zipRight(
-        sleep(duration),
+        quiet(duration, busy),
         Effect.suspend(() => Effect.fail(onTimeout()))
       )
     )
+
+/**
+ * What keeps a deadline of `within` from passing: a counter of what the awaited party has delivered
+ * meanwhile, and how many whole windows it may buy. An answer queued behind a backlog that is being
+ * delivered is late, not lost: a window in which `progress` moved starts another, up to `windows` in all.
+ */
+export interface Busy {
+  readonly progress: () => number
+  readonly windows: number
+}
+
+/** Sleeps `duration`, and again while `busy` says the awaited side is still delivering. */
+const quiet = (duration: Duration.DurationInput, busy: Busy | undefined): Effect.Effect<void> =>
+  busy === undefined
+    ? sleep(duration)
+    : Effect.suspend(() => {
+        let seen = busy.progress()
+        let windows = 1
+        const again: Effect.Effect<void> = Effect.flatMap(sleep(duration), () => {
+          const now = busy.progress()
+          if (now === seen || windows >= busy.windows) return Effect.void
+          seen = now
+          windows++
+          return again
+        })
+        return again
+      })
 
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 

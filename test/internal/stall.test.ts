@@ -1,10 +1,11 @@
 /**
  * A check that judges silence, woken late because this process was held up, reads what arrived
  * meanwhile first; woken on time, it judges at once. `until` waits out a silence whose start moves,
- * on the clock's fiber under `TestClock` and on one re-armed timer on the live clock.
+ * on the clock's fiber under `TestClock` and on one re-armed timer on the live clock. `within` waits
+ * while the other side delivers, a window at a time, up to its windows.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, TestClock } from "effect"
+import { Effect, Either, Fiber, TestClock } from "effect"
 import * as Stall from "../../src/internal/stall.js"
 import * as StalledClock from "../fixtures/stalledClock.js"
 
@@ -72,6 +73,48 @@ describe("Stall", () => {
       assert.strictEqual((yield* Fiber.poll(done))._tag, "None")
       yield* TestClock.adjust(1000)
       yield* Fiber.join(done)
+    })
+  )
+
+  it.scoped("within: a deadline waits while the other side delivers, up to its windows, and no longer", () =>
+    Effect.gen(function* () {
+      let delivered = 0
+      const busy: Stall.Busy = { progress: () => delivered, windows: 3 }
+      const judged = (effect: Effect.Effect<void>) =>
+        effect.pipe(
+          Stall.within("1 second", () => "timed out" as const, busy),
+          Effect.either,
+          Effect.fork
+        )
+      // Delivering through the first window only: judged at the end of the second.
+      const once = yield* judged(Effect.never)
+      yield* TestClock.adjust(500)
+      delivered++
+      yield* TestClock.adjust(500)
+      assert.strictEqual((yield* Fiber.poll(once))._tag, "None", "the first window saw a delivery")
+      yield* TestClock.adjust(1000)
+      assert.deepStrictEqual(yield* Fiber.join(once), Either.left("timed out"))
+      // Delivering all the while: judged after three windows all the same.
+      const always = yield* judged(Effect.never)
+      const deliverWhile = (millis: number) =>
+        Effect.zipRight(
+          TestClock.adjust(millis / 2),
+          Effect.suspend(() => {
+            delivered++
+            return TestClock.adjust(millis / 2)
+          })
+        )
+      for (let i = 0; i < 2; i++) {
+        yield* deliverWhile(1000)
+        assert.strictEqual((yield* Fiber.poll(always))._tag, "None", `window ${i + 1}`)
+      }
+      yield* deliverWhile(1000)
+      assert.deepStrictEqual(yield* Fiber.join(always), Either.left("timed out"))
+      // An answer in a later window wins.
+      const answered = yield* judged(Effect.sleep("2500 millis"))
+      yield* deliverWhile(1000)
+      yield* deliverWhile(1500)
+      assert.deepStrictEqual(yield* Fiber.join(answered), Either.right(undefined))
     })
   )
 

@@ -6,7 +6,8 @@
  *
  * Liveness is ours, never the socket's (a LISTEN connection can die silently): on connect, and every
  * `checkInterval` after, `pg_listening_channels()` must name the channel and a probe notification sent
- * to the channel must come back within `probeTimeout`. A connection that fails either is closed and
+ * to the channel must come back within `probeTimeout` (extended while the notifications queued ahead of
+ * it are still arriving: a busy connection is not a deaf one). A connection that fails either is closed and
  * re-established, and after every re-established connection the host is told to catch up
  * (`onCatchUp`), since notifications sent while we were away are lost for good. The probe is a fresh
  * random nonce sent with `pg_notify` on the lane's own connection, so it proves the whole round trip
@@ -104,6 +105,13 @@ export interface PgLaneOptions {
   /** The most one notification carries, in bytes: PostgreSQL refuses 8000 or more. */
   readonly payloadLimit?: number
 }
+
+/**
+ * How many `probeTimeout` windows a check waits while notifications keep arriving: a backlog (a peer's
+ * 16 MiB batch read on a loaded machine) delays the answer without making the connection deaf, and a
+ * connection that only ever hears others' notifications is still judged, after this many.
+ */
+export const BUSY_WINDOWS = 10
 
 export const defaults = {
   checkInterval: Duration.seconds(5),
@@ -492,6 +500,12 @@ class Lane {
   /** The current session came up (the reconnect schedule restarts after it). */
   sessionUp = false
   pendingProbe: { readonly nonce: string; readonly arrived: Deferred.Deferred<void> } | undefined = undefined
+  /**
+   * A check's answer and its probe come back behind every notification queued for this connection
+   * before them: while notifications keep arriving the connection is busy, not deaf, and the deadline
+   * waits for a window without any, up to {@link BUSY_WINDOWS} windows.
+   */
+  readonly busy: Stall.Busy = { progress: () => this.notificationsReceived, windows: BUSY_WINDOWS }
 
   notificationsSent = 0
   notificationsReceived = 0
@@ -756,7 +770,8 @@ class Lane {
               new PgLaneError({
                 reason: "Deaf",
                 detail: `the server did not answer pg_notify within ${millis(timeout)}`
-              })
+              }),
+            this.busy
           )
         )
       yield* Deferred.await(arrived).pipe(
@@ -768,7 +783,8 @@ class Lane {
               detail:
                 `no notification came back within ${millis(timeout)}: a pooler in transaction mode ` +
                 "(e.g. PgBouncer), or a channel the server rewrites"
-            })
+            }),
+          this.busy
         )
       )
     }).pipe(
@@ -799,7 +815,8 @@ class Lane {
               new PgLaneError({
                 reason: "Check",
                 detail: `the server did not answer a check within ${millis(timeout)}`
-              })
+              }),
+            this.busy
           )
         )
       const row = rows[0]

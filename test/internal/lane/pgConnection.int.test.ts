@@ -98,13 +98,15 @@ const upAll = (...probes: ReadonlyArray<Probe>) =>
 /**
  * A TCP proxy to the server that can swallow every `NotificationResponse` ('A') the server sends, as a
  * pooler in transaction mode effectively does: all of them (`deafNew`), or on the connections open now
- * (`deafenOpen`), a LISTEN connection gone deaf without an error.
+ * (`deafenOpen`), a LISTEN connection gone deaf without an error. With `paceMillis` it passes one
+ * notification per that many milliseconds, and what follows waits behind it: a server that is slow to
+ * deliver a backlog.
  */
 const deafProxy = (url: string) =>
   Effect.gen(function* () {
     const target = new URL(url)
     const open = new Set<{ deaf: boolean; readonly sockets: ReadonlyArray<Net.Socket> }>()
-    const control = { deafNew: false }
+    const control = { deafNew: false, paceMillis: 0 }
     const server = yield* Effect.acquireRelease(
       Effect.async<Net.Server>((resume) => {
         const server = Net.createServer((client) => {
@@ -112,18 +114,41 @@ const deafProxy = (url: string) =>
           const link = { deaf: control.deafNew, sockets: [client, upstream] }
           open.add(link)
           let pending = Buffer.alloc(0)
+          // In order: a paced notification holds up everything behind it, as a busy server does.
+          const queued: Array<Buffer> = []
+          let pacing: ReturnType<typeof setTimeout> | undefined
+          const forward = (message: Buffer) => {
+            if (!(link.deaf && message[0] === 0x41)) client.write(message)
+          }
+          const drain = () => {
+            while (queued.length > 0 && pacing === undefined) {
+              const message = queued[0]!
+              if (message[0] === 0x41 && control.paceMillis > 0) {
+                pacing = setTimeout(() => {
+                  pacing = undefined
+                  queued.shift()
+                  forward(message)
+                  drain()
+                }, control.paceMillis)
+                return
+              }
+              queued.shift()
+              forward(message)
+            }
+          }
           client.pipe(upstream)
           upstream.on("data", (chunk: Buffer) => {
             pending = Buffer.concat([pending, chunk])
             while (pending.length >= 5) {
               const length = 1 + pending.readUInt32BE(1)
               if (pending.length < length) break
-              const message = pending.subarray(0, length)
+              queued.push(pending.subarray(0, length))
               pending = pending.subarray(length)
-              if (!(link.deaf && message[0] === 0x41)) client.write(message)
             }
+            drain()
           })
           const end = () => {
+            clearTimeout(pacing)
             open.delete(link)
             client.destroy()
             upstream.destroy()
@@ -297,6 +322,46 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
           assert.isAtMost(Buffer.byteLength(payload, "utf8"), 7999)
           assert.isTrue(payload.startsWith("qm2."))
         }
+      }),
+    180_000
+  )
+
+  it.scoped(
+    "a listener whose backlog arrives slower than its probe timeout stays up: busy, not deaf",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Pg.PgServer
+        const channel = freshChannel()
+        const proxy = yield* deafProxy(server.url)
+        const a = yield* startLane(server.url, channel, "backlog-a")
+        // b checks every 200 ms with a 1 s probe timeout, through a proxy that will pass one notification
+        // per 10 ms: a batch of a few hundred keeps each check's answer and probe seconds behind it.
+        const b = yield* startLane(proxy.url, channel, "backlog-b", {
+          checkInterval: "200 millis",
+          probeTimeout: "1 second"
+        })
+        yield* upAll(a, b)
+        proxy.control.paceMillis = 10
+        const items = Array.from({ length: 70_000 }, (_, i) => ({
+          queue: `queue-${i % 101}`,
+          partition: `p-${i}`
+        }))
+        assert.isTrue(a.lane.offer(frame(2, { items })))
+
+        const count = () => framesFrom(b, a.id).reduce((n, f) => n + itemsOf(f).length, 0)
+        yield* eventually("every item at b", () => count() >= items.length, "120 seconds")
+        assert.deepStrictEqual(
+          framesFrom(b, a.id).flatMap((f) => itemsOf(f)),
+          items
+        )
+        const stats = yield* b.lane.stats
+        assert.isAbove(stats.notificationsReceived, 300, "seconds of backlog")
+        assert.strictEqual(stats.checksFailed, 0, "no check judged the busy connection deaf")
+        assert.deepStrictEqual(b.states, ["up"])
+        assert.strictEqual(b.catchUps.count, 0)
+        // A connection that goes quiet is still judged: deafened, it is found out and replaced.
+        proxy.deafenOpen()
+        yield* eventually("the deaf connection is replaced", () => b.states.includes("down"), "60 seconds")
       }),
     180_000
   )
