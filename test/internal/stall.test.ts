@@ -93,7 +93,7 @@ describe("Stall", () => {
       yield* TestClock.adjust(500)
       assert.strictEqual((yield* Fiber.poll(once))._tag, "None", "the first window saw a delivery")
       yield* TestClock.adjust(1000)
-      assert.deepStrictEqual(yield* Fiber.join(once), Either.left("timed out"))
+      assert.deepStrictEqual(yield* Fiber.join(once), Either.left("timed out" as const))
       // Delivering all the while: judged after three windows all the same.
       const always = yield* judged(Effect.never)
       const deliverWhile = (millis: number) =>
@@ -109,7 +109,7 @@ describe("Stall", () => {
         assert.strictEqual((yield* Fiber.poll(always))._tag, "None", `window ${i + 1}`)
       }
       yield* deliverWhile(1000)
-      assert.deepStrictEqual(yield* Fiber.join(always), Either.left("timed out"))
+      assert.deepStrictEqual(yield* Fiber.join(always), Either.left("timed out" as const))
       // An answer in a later window wins.
       const answered = yield* judged(Effect.sleep("2500 millis"))
       yield* deliverWhile(1000)
