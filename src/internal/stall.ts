@@ -105,8 +105,8 @@ export const after = (clock: Clock.Clock, millis: number, run: () => void): (() 
 /**
  * Completes once `remaining(now)` is zero or less, asking again each time the milliseconds it returned
  * have passed (a silence judged against a moving last-heard time). Each wake-up judges as `sleep`'s
- * does: late past `LATE_MILLIS`, after one turn of the event loop. On the live clock this is one timer
- * re-armed in place, with no fiber woken until it completes.
+ * does: late past `LATE_MILLIS`, after one turn of the event loop. On the live clock every wait shares
+ * one timer (`Silences`), with no fiber woken until it completes.
  */
 export const until = (remaining: (now: number) => number): Effect.Effect<void> =>
   Effect.flatMap(Effect.clock, (clock) => {
@@ -117,14 +117,80 @@ export const until = (remaining: (now: number) => number): Effect.Effect<void> =
       })
       return check
     }
-    return Effect.async<void>((resume) => {
-      let cancel = () => {}
-      const judge = () => {
-        const left = remaining(clock.unsafeCurrentTimeMillis())
-        if (left <= 0) resume(Effect.void)
-        else cancel = after(clock, left, judge)
-      }
-      judge()
-      return Effect.sync(() => cancel())
-    })
+    return Effect.async<void>((resume) => silences.wait(remaining, resume))
   })
+
+/** A wait of `until` on the live clock: when it was last asked to be judged again. */
+interface Silence {
+  readonly remaining: (now: number) => number
+  readonly resume: (effect: Effect.Effect<void>) => void
+  due: number
+}
+
+/**
+ * The waits of `until` on the live clock, on one timer armed for the earliest. Each wait's deadline is a
+ * last-heard time plus a timeout, moved on by every frame, so a timer per wait woke the process once per
+ * link per timeout only to find it later again; one timer wakes once for all of them (they are asked
+ * together, each heard within the last interval), and a node of 16 links wakes as often as a node of 1.
+ */
+class Silences {
+  private readonly waiting = new Set<Silence>()
+  private cancel: (() => void) | undefined = undefined
+  private armedFor = Number.POSITIVE_INFINITY
+
+  /** Waits until `remaining` says the silence is long enough; the returned effect cancels the wait. */
+  wait(
+    remaining: (now: number) => number,
+    resume: (effect: Effect.Effect<void>) => void
+  ): Effect.Effect<void> {
+    const left = remaining(liveClock.unsafeCurrentTimeMillis())
+    if (left <= 0) {
+      resume(Effect.void)
+      return Effect.void
+    }
+    const silence: Silence = { remaining, resume, due: liveClock.unsafeCurrentTimeMillis() + left }
+    this.waiting.add(silence)
+    if (silence.due < this.armedFor) this.arm(silence.due)
+    return Effect.sync(() => {
+      this.waiting.delete(silence)
+      if (this.waiting.size === 0) this.arm(Number.POSITIVE_INFINITY)
+    })
+  }
+
+  /** The timer for `due` (none for infinity), replacing the one armed. */
+  private arm(due: number): void {
+    this.cancel?.()
+    this.cancel = undefined
+    this.armedFor = due
+    if (due === Number.POSITIVE_INFINITY) return
+    this.cancel = after(liveClock, Math.max(0, due - liveClock.unsafeCurrentTimeMillis()), this.judge)
+  }
+
+  /** Every wait asked again: the silent ones complete, the others are due later; then the next timer. */
+  private readonly judge = (): void => {
+    this.cancel = undefined
+    this.armedFor = Number.POSITIVE_INFINITY
+    const now = liveClock.unsafeCurrentTimeMillis()
+    let next = Number.POSITIVE_INFINITY
+    for (const silence of [...this.waiting]) {
+      let left: number
+      try {
+        left = silence.remaining(now)
+      } catch (defect) {
+        this.waiting.delete(silence)
+        silence.resume(Effect.die(defect))
+        continue
+      }
+      if (left <= 0) {
+        this.waiting.delete(silence)
+        silence.resume(Effect.void)
+      } else {
+        silence.due = now + left
+        if (silence.due < next) next = silence.due
+      }
+    }
+    if (next < this.armedFor) this.arm(next)
+  }
+}
+
+const silences = new Silences()
