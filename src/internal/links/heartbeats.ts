@@ -6,7 +6,8 @@
  * link per interval, and what an idle node costs is mostly its wake-ups; with one timer a node of 16
  * wakes as often as a node of 2. While no link is up the loop waits with no timer armed.
  *
- * A link's first heartbeat comes at the first tick after it is up: within one interval, as before.
+ * A link's first heartbeat comes at the first tick after it is up: within one interval, as before. On
+ * the live clock the ticks fall on the clock's multiples of the interval, the same moments on every node.
  *
  * @internal
  */
@@ -91,7 +92,19 @@ const onFiber = (interval: Duration.Duration): Effect.Effect<Heartbeats, never, 
   })
 
 /**
- * Ticks on Node's timers: armed while a link is up, each tick arming the next. A tick woken more than
+ * The next tick of a timer that ticks on the clock's multiples of `intervalMs`: after `now`, or, right
+ * after a tick (which a timer may run a little early or late), the boundary nearest one interval on.
+ */
+export const nextBoundary = (now: number, intervalMs: number, ticked: boolean): number =>
+  ticked
+    ? Math.round((now + intervalMs) / intervalMs) * intervalMs
+    : (Math.floor(now / intervalMs) + 1) * intervalMs
+
+/**
+ * Ticks on Node's timers: armed while a link is up, each tick arming the next, on the wall clock's
+ * multiples of the interval. Every node of a mesh then beats at the same moments (as far as their
+ * clocks agree), so a node's own tick and its peers' heartbeats wake it once per interval together
+ * instead of once per peer, each at its own phase: what an idle node costs is mostly its wake-ups. A tick woken more than
  * `Stall.LATE_MILLIS` late reads what arrived meanwhile first (one turn of the event loop), as the
  * fiber's does; a defect in a beat is logged and the timer carries on, as `loop` does.
  */
@@ -119,11 +132,12 @@ const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbe
           )
         )
       }
-      arm()
+      arm(true)
     }
-    function arm(): void {
+    function arm(ticked = false): void {
       if (closed || cancel !== undefined || heartbeats.size === 0) return
-      cancel = Stall.after(clock, intervalMs, tick)
+      const now = clock.unsafeCurrentTimeMillis()
+      cancel = Stall.after(clock, nextBoundary(now, intervalMs, ticked) - now, tick)
     }
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {

@@ -71,6 +71,23 @@ describe("Heartbeats", () => {
     })
   )
 
+  it("on the live clock the ticks fall on the clock's multiples of the interval, whenever a link came up", () => {
+    // The first tick: the next multiple after now, never now itself.
+    assert.strictEqual(Heartbeats.nextBoundary(12_345, 1000, false), 13_000)
+    assert.strictEqual(Heartbeats.nextBoundary(13_000, 1000, false), 14_000)
+    assert.strictEqual(Heartbeats.nextBoundary(13_999, 1000, false), 14_000)
+    // After a tick, run a little late or early: the multiple one interval on, never a double beat.
+    assert.strictEqual(Heartbeats.nextBoundary(13_004, 1000, true), 14_000)
+    assert.strictEqual(Heartbeats.nextBoundary(12_999, 1000, true), 14_000)
+    // Very late (a stalled process): the multiple nearest one interval on.
+    assert.strictEqual(Heartbeats.nextBoundary(13_700, 1000, true), 15_000)
+    // Two nodes whose links came up at different moments tick together.
+    const a = Heartbeats.nextBoundary(1_000_123, 1000, false)
+    const b = Heartbeats.nextBoundary(1_000_877, 1000, false)
+    assert.strictEqual(a, b)
+    assert.strictEqual(Heartbeats.nextBoundary(a + 2, 1000, true), Heartbeats.nextBoundary(b + 9, 1000, true))
+  })
+
   // The tick runs the outbound liveness checks: after a stall of this process it must see the frames
   // that arrived meanwhile (here, one refreshing `heardAt`) before the beats judge.
   it.scoped("a tick late after a stall of this process runs after what arrived meanwhile was read", () =>
