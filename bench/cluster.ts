@@ -54,6 +54,12 @@ export interface ClusterPlan {
   readonly warmupPushesPerNode: number
   /** Pushes measured, the sender rotating over the nodes. */
   readonly rounds: number
+  /**
+   * A pause before the idle window, so the full collections V8 schedules once the warm-up's garbage
+   * stops (its memory reducer: a few, seconds apart) fall before the window rather than in it or not
+   * by chance: one such collection is tens of ms, as much as a small mesh's whole idle minute.
+   */
+  readonly idleSettleMs: number
   /** The idle window, heartbeats only. */
   readonly idleMs: number
   /** The discovery join ({@link discoveryFirstWake}); {@link discoveryDefaults} for what is left out. */
@@ -861,7 +867,10 @@ const clusterOnce = async (options: ClusterOptions, plan: ClusterPlan, kind: Clu
       `${name}: formed in ${timings.formationMs} ms; warm-up: ${plan.warmupLinesPerNode} lines into each node in bursts, then ${plan.warmupPushesPerNode * n} pushes`
     )
     const warmupLines = await warmUp(cluster, plan)
-    options.progress(`${name}: idle for ${plan.idleMs / 1000} s`)
+    options.progress(
+      `${name}: settle for ${plan.idleSettleMs / 1000} s, then idle for ${plan.idleMs / 1000} s`
+    )
+    await sleep(plan.idleSettleMs)
     const idle = await cpuOver(nodes, () => sleep(plan.idleMs))
     const rssMiB = nodes.map((node) => node.rssBytes() / MiB)
     options.progress(`${name}: ${plan.rounds} pushes, each to ${n - 1} nodes, the sender rotating`)

@@ -431,7 +431,7 @@ export const serve = (
   options: ServeOptions
 ): Effect.Effect<number, HttpServerError.ServeError, Scope.Scope | Mesh> =>
   Effect.gen(function* () {
-    // Node's own server with the platform's web handler (internal/http/nodeServer.ts), not the
+    // Node's own server with a small adapter of ours (internal/http/nodeServer.ts), not the
     // platform's Node server: what that loads (ws, mime, the Node context) cost more than the routes.
     // Loaded here, so a host that mounts `router` into its own server never loads it.
     const NodeServer = yield* Effect.promise(() => import("./internal/http/nodeServer.js"))

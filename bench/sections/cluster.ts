@@ -109,7 +109,7 @@ const clusterCrowding = (sizes: ReadonlyArray<number>, cores: number): string =>
 }
 
 const note = (cluster: ClusterResult, plan: ClusterPlan): string =>
-  `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.idleMs / 1000} s with heartbeats only; RSS from /proc/<pid>/status at its end. Baseline cluster: the same sizes with the lean hand-written CLI baseline (bench/cliBaseline.ts), each size right after ours; its links from its {"op":"stats"} answer on stdin (dialled links connected, HELLOs accepted). ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
+  `Cluster: ${cluster.sizes.join(", ")} queen-mesh node processes (one process per node, every node listing every other on 127.0.0.1, HMAC secret, 1 s heartbeats) on ${cluster.cores} cores shared with the driver${clusterCrowding(cluster.sizes, cluster.cores)}. Formation = spawn to every node reporting N-1 connected outbound links and N-1 authenticated inbound ones (stats route, polled every 100 ms), split into start-up (spawn to the last listening line) and linking (from there). Wake = a message_available line on one node's stdin to the wake line on each other node's stdout (both stamps in the driver, which reads N pipes, so a later receiver also waits for the driver to read the earlier ones); the sender rotates each push; warm-up: ${plan.warmupLinesPerNode} lines into every node in bursts of 64 (each node prints N-1 times as many), then ${plan.warmupPushesPerNode} one-at-a-time pushes per node; then ${plan.rounds} measured (a cold node's CPU per wake is twice or more a warm one's). CPU = time on CPU of every thread of every node (/proc/<pid>/task/*/schedstat, ns) over the measured pushes divided by the wake lines delivered (senders' share included); "net" subtracts the idle rate measured just before over as long a window. Idle = ${plan.idleMs / 1000} s with heartbeats only, after a pause of ${plan.idleSettleMs / 1000} s so the collections V8 runs once the warm-up's garbage stops fall before the window; RSS from /proc/<pid>/status at its end. Baseline cluster: the same sizes with the lean hand-written CLI baseline (bench/cliBaseline.ts), each size right after ours; its links from its {"op":"stats"} answer on stdin (dialled links connected, HELLOs accepted). ${discoveryNote(cluster.discoveryFirstWake)} ${cluster.upstream.status === "measured" ? "Upstream Rust cluster: the same with upstream-mesh-node processes (dialled on 127.0.0.1 only), for reference; its inbound count is the peers heard (servers_alive), as it counts no sockets, and its readiness comes from its stats command on stdin." : `Upstream Rust cluster: skipped (${cluster.upstream.reason}).`}`
 
 export const cluster = section({
   names: ["cluster"],
@@ -120,7 +120,8 @@ export const cluster = section({
         warmupLinesPerNode: 3_000,
         warmupPushesPerNode: 30,
         rounds: 600,
-        idleMs: 20_000
+        idleSettleMs: 30_000,
+        idleMs: 30_000
       }
     },
     quick: {
@@ -129,6 +130,7 @@ export const cluster = section({
         warmupLinesPerNode: 2_000,
         warmupPushesPerNode: 20,
         rounds: 300,
+        idleSettleMs: 3_000,
         idleMs: 6_000
       }
     }

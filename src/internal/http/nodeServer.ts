@@ -1,7 +1,8 @@
 /**
- * Serves an `HttpApp` on a `node:http` server, through the platform's web handler
- * (`HttpApp.toWebHandlerRuntime`): each request is handed over as a web `Request`, and the web
- * `Response` it answers is written back, its body streamed with the socket's back-pressure.
+ * Serves an `HttpApp` on a `node:http` server: each request is handed to the app as the platform's
+ * request made from a web `Request` (`HttpServerRequest.fromWeb`), and the response is written back
+ * directly when its body is in memory (one `end`, no web `Response` or stream between: a stats poll
+ * is then a fraction of what it was), or streamed with the socket's back-pressure when it is a stream.
  *
  * Why not `@effect/platform-node`'s `NodeHttpServer`: loading it (with `ws`, `mime` and the platform's
  * Node context) was about a third of `queen-mesh node`'s start-up and some 10 MiB of its memory, for
@@ -15,8 +16,13 @@
  */
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
+import * as Cookies from "@effect/platform/Cookies"
 import * as HttpApp from "@effect/platform/HttpApp"
-import { ServeError } from "@effect/platform/HttpServerError"
+import type * as HttpBody from "@effect/platform/HttpBody"
+import { clientAbortFiberId, ServeError } from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
@@ -76,9 +82,36 @@ export const serve = <E, R>(
   app: HttpApp.Default<E, R | Scope.Scope>
 ): Effect.Effect<void, never, R | Scope.Scope> =>
   Effect.flatMap(Effect.runtime<R>(), (runtime) => {
-    const handler = HttpApp.toWebHandlerRuntime(runtime)(app)
+    // Each request's Node response, found again from the platform's request once the app answered.
+    const pending = new WeakMap<HttpServerRequest.HttpServerRequest, Pending>()
+    const handled = HttpApp.toHandled(app, (request, answered) =>
+      Effect.sync(() => {
+        const to = pending.get(request)
+        if (to === undefined) return
+        pending.delete(request)
+        to.responded = true
+        respond(runtime, to.withoutBody, answered, to.response)
+      })
+    )
     const onRequest = (request: Http.IncomingMessage, response: Http.ServerResponse) => {
-      void answer(handler, request, response)
+      const web = toWeb(request)
+      if (web === undefined) {
+        response.writeHead(400, { "content-type": "text/plain" }).end("bad request\n")
+        return
+      }
+      const serverRequest = HttpServerRequest.fromWeb(web)
+      const to: Pending = { response, withoutBody: request.method === "HEAD", responded: false }
+      pending.set(serverRequest, to)
+      const context = Context.add(runtime.context, HttpServerRequest.HttpServerRequest, serverRequest)
+      const fiber = Runtime.runFork(Runtime.make({ ...runtime, context }))(handled)
+      // A client that goes away before its response is finished interrupts the request's fiber.
+      response.once("close", () => {
+        if (!response.writableFinished) fiber.unsafeInterruptAsFork(clientAbortFiberId)
+      })
+      fiber.addObserver(() => {
+        // Only a defect past the platform's own error handling leaves a request unanswered.
+        if (!to.responded && !response.headersSent && !response.destroyed) response.writeHead(500).end()
+      })
     }
     return Effect.acquireRelease(
       Effect.sync(() => server.on("request", onRequest)),
@@ -86,10 +119,15 @@ export const serve = <E, R>(
     ).pipe(Effect.asVoid)
   })
 
-type WebHandler = (request: Request) => Promise<Response>
+/** Where one request's answer goes. */
+interface Pending {
+  readonly response: Http.ServerResponse
+  readonly withoutBody: boolean
+  responded: boolean
+}
 
 /** The web request of a Node one, or `undefined` when Node's request is not one (a bad header). */
-const toWeb = (request: Http.IncomingMessage, signal: AbortSignal): Request | undefined => {
+const toWeb = (request: Http.IncomingMessage): Request | undefined => {
   try {
     const headers = new Headers()
     const raw = request.rawHeaders
@@ -99,7 +137,6 @@ const toWeb = (request: Http.IncomingMessage, signal: AbortSignal): Request | un
     return new Request(new URL(request.url ?? "/", "http://localhost"), {
       method,
       headers,
-      signal,
       ...(hasBody ? { body: Readable.toWeb(request), duplex: "half" } : {})
     })
   } catch {
@@ -107,34 +144,65 @@ const toWeb = (request: Http.IncomingMessage, signal: AbortSignal): Request | un
   }
 }
 
-const answer = async (handler: WebHandler, request: Http.IncomingMessage, response: Http.ServerResponse) => {
-  const aborter = new AbortController()
-  response.once("close", () => {
-    if (!response.writableFinished) aborter.abort()
-  })
-  const web = toWeb(request, aborter.signal)
-  if (web === undefined) {
-    response.writeHead(400, { "content-type": "text/plain" }).end("bad request\n")
+/**
+ * Writes `answered` to `response`: a body already in memory (every JSON answer and page file) in one
+ * `end`, anything else (the cluster page's event stream) through the web `Response` the platform makes
+ * of it, streamed with the socket's back-pressure.
+ */
+const respond = <R>(
+  runtime: Runtime.Runtime<R>,
+  withoutBody: boolean,
+  answered: HttpServerResponse.HttpServerResponse,
+  response: Http.ServerResponse
+): void => {
+  const inMemory = buffered(answered.body)
+  if (inMemory === undefined) {
+    const web = HttpServerResponse.toWeb(HttpApp.unsafeEjectStreamScope(answered), { withoutBody, runtime })
+    if (response.destroyed) {
+      web.body?.cancel().catch(() => {})
+      return
+    }
+    writeHead(response, web.status, web.statusText, web.headers)
+    void writeBody(web.body, response)
     return
   }
-  let answered: Response
-  try {
-    answered = await handler(web)
-  } catch {
-    if (!response.headersSent) response.writeHead(500).end()
-    return
-  }
-  if (response.destroyed) {
-    await answered.body?.cancel().catch(() => {})
-    return
-  }
+  if (response.destroyed) return
   response.statusCode = answered.status
-  for (const [name, value] of answered.headers) {
+  if (answered.statusText !== undefined) response.statusMessage = answered.statusText
+  for (const name in answered.headers) {
+    const value = answered.headers[name]
+    if (value !== undefined) response.setHeader(name, value)
+  }
+  if (!Cookies.isEmpty(answered.cookies)) {
+    response.setHeader("set-cookie", Cookies.toSetCookieHeaders(answered.cookies))
+  }
+  if (withoutBody || inMemory === null) response.end()
+  else response.end(inMemory)
+}
+
+/** A body in memory as Node's `end` takes it, `null` for none, `undefined` for one that is not. */
+const buffered = (body: HttpBody.HttpBody): string | Uint8Array | null | undefined => {
+  switch (body._tag) {
+    case "Empty":
+      return null
+    case "Uint8Array":
+      return body.body
+    case "Raw":
+      return typeof body.body === "string" || body.body instanceof Uint8Array ? body.body : undefined
+    default:
+      return undefined
+  }
+}
+
+/** The status and headers of a web `Response`, its cookies kept apart as Node wants them. */
+const writeHead = (response: Http.ServerResponse, status: number, statusText: string, headers: Headers) => {
+  response.statusCode = status
+  if (statusText !== "") response.statusMessage = statusText
+  for (const [name, value] of headers) {
     if (name !== "set-cookie") response.setHeader(name, value)
   }
-  const cookies = answered.headers.getSetCookie()
+  const cookies = headers.getSetCookie()
   if (cookies.length > 0) response.setHeader("set-cookie", cookies)
-  await writeBody(answered.body, response)
 }
 
 /** Streams `body` into `response`, waiting for the socket to drain; cancels it if the client goes. */

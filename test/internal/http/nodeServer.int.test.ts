@@ -1,9 +1,10 @@
 /**
  * The routes' Node server (src/internal/http/nodeServer.ts): an `HttpApp` served on `node:http`
- * through the platform's web handler, on loopback with an ephemeral port.
+ * through our adapter, on loopback with an ephemeral port.
  */
 import * as Http from "node:http"
 import type * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpBody from "@effect/platform/HttpBody"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -94,6 +95,62 @@ describe("the routes' Node server", () => {
       yield* Scope.close(scope, Exit.void)
       assert.isFalse(server.listening)
     })
+  )
+
+  it.live(
+    "a body in memory goes out whole with its headers and cookies; a handler whose client went away is interrupted",
+    () =>
+      Effect.gen(function* () {
+        const started = yield* Deferred.make<void>()
+        const interrupted = yield* Deferred.make<void>()
+        const routes: HttpApp.Default<HttpServerError.HttpServerError | HttpBody.HttpBodyError> =
+          HttpRouter.empty.pipe(
+            HttpRouter.get(
+              "/json",
+              Effect.map(HttpServerResponse.json({ a: 1 }), (response) =>
+                response.pipe(
+                  HttpServerResponse.unsafeSetCookie("session", "s1"),
+                  HttpServerResponse.setStatus(201)
+                )
+              )
+            ),
+            HttpRouter.get("/empty", Effect.succeed(HttpServerResponse.empty({ status: 204 }))),
+            HttpRouter.get("/defect", Effect.die("boom")),
+            HttpRouter.get(
+              "/slow",
+              Deferred.succeed(started, undefined).pipe(
+                Effect.zipRight(Effect.never),
+                Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)),
+                Effect.as(HttpServerResponse.empty())
+              )
+            )
+          )
+        const server = Http.createServer()
+        const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 })
+        yield* NodeServer.serve(server, routes)
+
+        const json = yield* get(port, "/json")
+        assert.deepStrictEqual([json.status, json.body], [201, '{"a":1}'])
+        assert.strictEqual(json.headers["content-type"], "application/json")
+        assert.strictEqual(json.headers["content-length"], "7")
+        assert.deepStrictEqual(json.headers["set-cookie"], ["session=s1"])
+        const head = yield* get(port, "/json", "HEAD")
+        assert.deepStrictEqual([head.status, head.body], [201, ""])
+        const empty = yield* get(port, "/empty")
+        assert.deepStrictEqual([empty.status, empty.body], [204, ""])
+        const defect = yield* get(port, "/defect")
+        assert.strictEqual(defect.status, 500)
+
+        // The client goes before the handler answers: the handler's fiber is interrupted.
+        const request = Http.request({ host: "127.0.0.1", port, path: "/slow" })
+        request.on("error", () => {})
+        request.end()
+        yield* Deferred.await(started)
+        request.destroy()
+        yield* Deferred.await(interrupted)
+        const after = yield* get(port, "/json")
+        assert.strictEqual(after.status, 201)
+      }).pipe(Effect.scoped)
   )
 
   it.live("closing the scope ends an open stream and closes the server", () =>
