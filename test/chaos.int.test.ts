@@ -20,9 +20,19 @@ describe("faults under load", () => {
   let db: Database | undefined
   let example: ReturnType<typeof buildExample> | undefined
 
+  // A run that outlasts its test prints how far it got (the history is written only at its end).
+  const RUN_TIMEOUT_MS = 120_000
+
   const run = async (carrier: Carrier) => {
     example ??= buildExample()
     db ??= await startDatabase()
+    const began = performance.now()
+    const progress: Array<string> = []
+    const overdue = setTimeout(() => {
+      process.stdout.write(
+        `${carrier}: still running after ${RUN_TIMEOUT_MS - 5_000} ms:\n${progress.join("\n")}\n`
+      )
+    }, RUN_TIMEOUT_MS - 5_000)
     const result = await runChaos({
       carrier,
       seed: 37,
@@ -38,8 +48,9 @@ describe("faults under load", () => {
       quietMs: 1500,
       pushPauseMs: 30,
       maxFaults: faultKinds.length,
-      brief: true
-    })
+      brief: true,
+      log: (line) => progress.push(`${((performance.now() - began) / 1000).toFixed(1)} s ${line}`)
+    }).finally(() => clearTimeout(overdue))
     const summary = summarize(result)
     process.stdout.write(`${summary}\n`)
     assert.deepStrictEqual(
@@ -54,10 +65,10 @@ describe("faults under load", () => {
   it(
     "with the TCP mesh: nothing lost, nothing delivered twice, every fault recovered",
     () => run("tcp"),
-    120_000
+    RUN_TIMEOUT_MS
   )
 
-  it("on the PostgreSQL lane: the same", () => run("lane"), 120_000)
+  it("on the PostgreSQL lane: the same", () => run("lane"), RUN_TIMEOUT_MS)
 
   it("stops its PostgreSQL", async () => {
     await db?.close()
