@@ -89,7 +89,6 @@ export const serve = <E, R>(
         const to = pending.get(request)
         if (to === undefined) return
         pending.delete(request)
-        to.responded = true
         respond(runtime, to.withoutBody, answered, to.response)
       })
     )
@@ -100,8 +99,7 @@ export const serve = <E, R>(
         return
       }
       const serverRequest = HttpServerRequest.fromWeb(web)
-      const to: Pending = { response, withoutBody: request.method === "HEAD", responded: false }
-      pending.set(serverRequest, to)
+      pending.set(serverRequest, { response, withoutBody: request.method === "HEAD" })
       const context = Context.add(runtime.context, HttpServerRequest.HttpServerRequest, serverRequest)
       const fiber = Runtime.runFork(Runtime.make({ ...runtime, context }))(handled)
       // A client that goes away before its response is finished interrupts the request's fiber.
@@ -109,8 +107,10 @@ export const serve = <E, R>(
         if (!response.writableFinished) fiber.unsafeInterruptAsFork(clientAbortFiberId)
       })
       fiber.addObserver(() => {
-        // Only a defect past the platform's own error handling leaves a request unanswered.
-        if (!to.responded && !response.headersSent && !response.destroyed) response.writeHead(500).end()
+        // Still pending: only a defect past the platform's own error handling leaves a request unanswered.
+        if (pending.delete(serverRequest) && !response.headersSent && !response.destroyed) {
+          response.writeHead(500).end()
+        }
       })
     }
     return Effect.acquireRelease(
@@ -123,7 +123,6 @@ export const serve = <E, R>(
 interface Pending {
   readonly response: Http.ServerResponse
   readonly withoutBody: boolean
-  responded: boolean
 }
 
 /** The web request of a Node one, or `undefined` when Node's request is not one (a bad header). */
