@@ -9,9 +9,15 @@
  *   peers, imported from the package's main entry the way the README does (`from "queen-mesh"`).
  * - `mesh-subpath`: the same, importing the modules it uses from their subpaths (`queen-mesh/Mesh`, ...).
  *
- * The memory is read after the links to every peer are up and both ways heard, a settling pause and
- * two full GCs (`--expose-gc`): RSS and heap in use.
+ * The memory is read twice, RSS and heap in use each time:
+ * - `settled`: after the links to every peer are up and both ways heard, a settling pause and two full
+ *   GCs (`--expose-gc`). V8's young generation is still as large as start-up made it (both programs grow
+ *   it to its most while `effect` loads), and the RSS counts every page of it the program touched.
+ * - `atRest`: once V8's memory reducer, which runs in any process that goes idle, has given the young
+ *   generation back (its committed size at most half of what it was at `settled`), then two full GCs;
+ *   what the program keeps while it idles. `released` says whether that happened before the deadline.
  */
+import * as V8 from "node:v8"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schema } from "effect"
 
 const Params = Schema.Struct({
@@ -28,6 +34,23 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const gc = (): void => {
   const collect: unknown = Reflect.get(globalThis, "gc")
   if (typeof collect === "function") collect()
+}
+
+/** How long the program waits for V8's memory reducer before it reads `atRest` anyway. */
+const REST_DEADLINE_MS = 60_000
+
+const youngGeneration = (): number =>
+  V8.getHeapSpaceStatistics().find((space) => space.space_name === "new_space")?.space_size ?? 0
+
+const reading = () => {
+  const memory = process.memoryUsage()
+  return { rss: memory.rss, heapUsed: memory.heapUsed, heapTotal: memory.heapTotal, young: youngGeneration() }
+}
+
+const collect = async () => {
+  gc()
+  await sleep(100)
+  gc()
 }
 
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
@@ -85,13 +108,14 @@ const withoutMesh = async (): Promise<() => Promise<void>> => {
 const main = async () => {
   const close = kind === "bare" ? await withoutMesh() : await withMesh(kind === "mesh-subpath")
   await sleep(params.settleMs)
-  gc()
-  await sleep(100)
-  gc()
-  const memory = process.memoryUsage()
-  process.stdout.write(
-    `${JSON.stringify({ kind, rss: memory.rss, heapUsed: memory.heapUsed, heapTotal: memory.heapTotal })}\n`
-  )
+  await collect()
+  const settled = reading()
+  const deadline = Date.now() + REST_DEADLINE_MS
+  while (youngGeneration() > settled.young / 2 && Date.now() < deadline) await sleep(250)
+  const released = youngGeneration() <= settled.young / 2
+  await collect()
+  const atRest = reading()
+  process.stdout.write(`${JSON.stringify({ kind, settled, atRest, released })}\n`)
   await close()
   process.exit(0)
 }

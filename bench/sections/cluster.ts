@@ -120,7 +120,7 @@ export const cluster = section({
         warmupLinesPerNode: 3_000,
         warmupPushesPerNode: 30,
         rounds: 600,
-        idleSettleMs: 30_000,
+        idleSettleMs: 60_000,
         idleMs: 30_000
       }
     },
