@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL lane against a real server (embedded, or `QUEEN_MESH_TEST_PG_URL`): lanes deliver each
- * other's frames and ignore their own, a 16 MiB batch crosses, hostile notifications are refused and
+ * other's frames and ignore their own, a 2 MiB batch crosses, hostile notifications are refused and
  * counted, a restarted server or a killed backend is recovered from with one catch-up, a deaf connection
  * is found and replaced, the send buffer stays bounded while down, and a standby or a pooler that
  * swallows notifications is named at start. Outcomes only, never speed; real time, short intervals.
@@ -28,6 +28,9 @@ const fast = {
   probeTimeout: "10 seconds",
   reconnect: Schedule.spaced("100 millis")
 } as const
+
+/** The big batch's size: well past one notification's 8000 bytes, a fraction of the frame cap. */
+const BATCH_BYTES = 2 * 1024 * 1024
 
 let channels = 0
 /** Mixed case, a space and a quote: LISTEN must quote the identifier exactly as pg_notify names it. */
@@ -271,7 +274,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
   )
 
   it.scoped(
-    "a 16 MiB batch crosses split into valid notifications, and every item arrives in order",
+    "a 2 MiB batch crosses split into valid notifications, and every item arrives in order",
     () =>
       Effect.gen(function* () {
         const server = yield* Pg.PgServer
@@ -282,17 +285,19 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         const b = yield* startLane(server.url, channel, "big-b")
         yield* upAll(a, b)
 
+        // 2 MiB: hundreds of notifications, the splitting's every case. The frame cap itself (16 MiB)
+        // crosses the lane end to end in test/Postgres.int.test.ts, through two nodes.
         const items: Array<{ queue: string; partition: string; tenant: string }> = []
         let length = '{"items":[]}'.length
         for (let i = 0; ; i++) {
           const item = { queue: `queue-${i % 101}`, partition: `partition-${i}`, tenant: "t-é" }
           const next = length + Buffer.byteLength(JSON.stringify(item)) + 1
-          if (1 + next > 16 * 1024 * 1024) break
+          if (1 + next > BATCH_BYTES) break
           items.push(item)
           length = next
         }
         const bytes = frame(2, { items })
-        assert.isAbove(bytes.length, 16 * 1024 * 1024 - 200)
+        assert.isAbove(bytes.length, BATCH_BYTES - 200)
         assert.isTrue(a.lane.offer(bytes))
 
         const count = () => framesFrom(b, a.id).reduce((n, f) => n + itemsOf(f).length, 0)
@@ -317,7 +322,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
           () => payloads.length >= stats.notificationsSent
         )
         assert.strictEqual(payloads.length, stats.notificationsSent)
-        assert.isAbove(payloads.length, 2000)
+        assert.isAbove(payloads.length, 250)
         for (const payload of payloads) {
           assert.isAtMost(Buffer.byteLength(payload, "utf8"), 7999)
           assert.isTrue(payload.startsWith("qm2."))
