@@ -49,9 +49,27 @@ const ServicesLive = Queues.layer.pipe(
   Layer.provideMerge(BrokerConfigLive)
 )
 
+/**
+ * The HTTP server, with an answer for a request that comes while it closes. The platform's server stops
+ * handling requests (its listener goes) before it closes, and closing waits for every connection with a
+ * request in flight: a request that arrives on a kept-alive connection in between has no handler, so it
+ * was never answered and held the replica open until its client gave up (30 s with the harness's client).
+ * This listener answers only when it is the last one: 503 and `Connection: close`, so the connection ends
+ * and the close goes on.
+ */
+const createServer = (): Http.Server => {
+  const server = Http.createServer()
+  server.on("request", (_request, response) => {
+    if (server.listenerCount("request") > 1) return
+    response.writeHead(503, { "content-type": "application/json", connection: "close" })
+    response.end(JSON.stringify({ error: "shutting_down" }))
+  })
+  return server
+}
+
 const ServerLive = Layer.unwrapEffect(
   Effect.map(BrokerConfig, (config) =>
-    NodeHttpServer.layer(() => Http.createServer(), { host: config.host, port: config.port })
+    NodeHttpServer.layer(createServer, { host: config.host, port: config.port })
   )
 )
 
