@@ -87,8 +87,8 @@ export default defineConfig({
           pool: "threads",
           // Zero-delay timeouts as `setImmediate`: TestClock's yields, without Node's 1 ms clamp.
           setupFiles: ["test/fixtures/zeroDelayTimers.ts"],
-          // Only ends a stuck test: the heaviest (16 MiB batches, 600 connections) take seconds alone
-          // and may take ten times that on a machine shared with other work.
+          // Only ends a stuck test: the heaviest (16 MiB batches, 300 connections past a cap of 256) take
+          // seconds alone and may take ten times that on a machine shared with other work.
           testTimeout: 60_000,
           hookTimeout: 60_000
         }

@@ -135,12 +135,12 @@ describe("Listener defences", () => {
   it.scoped("the known-servers map stays bounded whatever ids peers announce", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup({ maxUnauthenticatedPerAddress: 10_000, maxInbound: 10_000 })
-      for (let i = 0; i < 600; i++) {
+      for (let i = 0; i < 300; i++) {
         const connection = yield* dial()
         yield* connection.write(hello(`id-${i}-${"x".repeat(200)}`))
       }
       yield* MeshTest.settleUntil(
-        Effect.map(stats, (s) => s.inbound.authenticated === 600),
+        Effect.map(stats, (s) => s.inbound.authenticated === 300),
         5000
       )
       const body = JSON.stringify(yield* stats)
