@@ -543,6 +543,18 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         yield* eventually(
           Effect.sync(() => wakesFrom(b, a.serverId).length >= count),
           "120 seconds"
+        ).pipe(
+          // Late or lost: the lanes' own counters (reconnects, drops, refusals) say which.
+          Effect.catchAll((error) =>
+            Effect.flatMap(Effect.all([laneStats(a), laneStats(b)]), ([sender, receiver]) =>
+              Effect.fail(
+                new Error(
+                  `${error.message}: ${wakesFrom(b, a.serverId).length} of ${count} items at b\n` +
+                    `a's lane: ${JSON.stringify(sender)}\nb's lane: ${JSON.stringify(receiver)}`
+                )
+              )
+            )
+          )
         )
         const woken = wakesFrom(b, a.serverId).map((e) => e.item.partition)
         assert.strictEqual(woken.length, count)
