@@ -11,7 +11,7 @@
  * - `docs/api/README.md` lists the modules, after the package overview of `src/index.ts`.
  *
  * The output depends only on docgen's pages (no dates), so it is committed, and
- * `tsx scripts/docs-api.ts --check` (run by `npm test` through `npm run docs:check`, and by
+ * `tsx scripts/docs-api.ts --check` (run by `npm run docs:check`; `npm test` runs the same comparison in
  * `test/docs.release.test.ts`) fails when `docs/api/` is not what this script would write.
  */
 import * as Fs from "node:fs"

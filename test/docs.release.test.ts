@@ -118,7 +118,7 @@ describe("docs/api", () => {
   }
 
   it("is what `npm run docs` writes, every {@link} resolved", () => {
-    // `npm test` has just run docgen (`npm run docs:check`); a run of this file alone may have to.
+    // Fresh after `npm run docs` or `docs:check`; otherwise (a fresh clone, `npm test`) docgen runs here.
     if (docgenStale()) {
       try {
         execFileSync(Path.join(root, "node_modules", ".bin", "docgen"), [], { cwd: root, stdio: "pipe" })
