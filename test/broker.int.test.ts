@@ -11,11 +11,15 @@
  * - settings and maintenance set on A reach B and C through the carrier; bad input is refused with 400;
  * - a replica killed mid-run (SIGKILL with the mesh, SIGTERM on the lane) loses no committed message
  *   (what it had leased comes back when the lease runs out), and its parked pops' clients get an error
- *   or an empty answer.
+ *   or an empty answer; no push to it waits out its client's timeout.
+ *
+ * And the broker's HTTP server alone: a request that arrives once the API has stopped handling them is
+ * answered 503, so the server's close does not wait for it.
  *
  * Every wait is on a condition, bounded generously.
  */
-import { assert, layer } from "@effect/vitest"
+import * as Http from "node:http"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { MeshCounters, PopAnswer } from "../examples/broker/harness/client.js"
 import { burst, Ledger, PopLoops } from "../examples/broker/harness/load.js"
@@ -26,6 +30,7 @@ import {
   startCluster,
   until
 } from "../examples/broker/harness/replica.js"
+import * as Server from "../examples/broker/Server.js"
 import { buildExample } from "./fixtures/broker.js"
 import * as Pg from "./fixtures/postgres.js"
 
@@ -224,4 +229,49 @@ layer(Pg.layer, { excludeTestServices: true, timeout: "150 seconds" })("the refe
     () => scenario("lane", "SIGTERM"),
     150_000
   )
+})
+
+describe("the broker's HTTP server", () => {
+  /** One request on `agent`'s kept-alive connection: the status, the body, and the Connection header. */
+  const get = (port: number, agent: Http.Agent) =>
+    new Promise<{ status: number; body: string; connection: string | undefined }>((resolve, reject) => {
+      const request = Http.get({ host: "127.0.0.1", port, path: "/", agent }, (response) => {
+        let body = ""
+        response.setEncoding("utf8")
+        response.on("data", (chunk: string) => {
+          body += chunk
+        })
+        response.on("end", () =>
+          resolve({ status: response.statusCode ?? 0, body, connection: response.headers.connection })
+        )
+      })
+      request.on("error", reject)
+    })
+
+  it("answers a request that arrives after the API stopped handling them, so closing does not wait for it", async () => {
+    const server = Server.createServer()
+    const api = (_request: Http.IncomingMessage, response: Http.ServerResponse) => response.end("ok")
+    server.on("request", api)
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
+    try {
+      assert.deepInclude(await get(port, agent), { status: 200, body: "ok" })
+      // As the platform's server does on shutdown: the API's listener goes, then the server closes. A
+      // request in between, on the connection kept alive from before, had no answer, and the close then
+      // waited for it. It is answered, and the connection ends with it.
+      server.off("request", api)
+      const late = await get(port, agent)
+      assert.deepStrictEqual(late, {
+        status: 503,
+        body: JSON.stringify({ error: "shutting_down" }),
+        connection: "close"
+      })
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    } finally {
+      agent.destroy()
+      server.closeAllConnections()
+    }
+  }, 30_000)
 })

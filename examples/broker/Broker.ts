@@ -13,7 +13,6 @@
  * 4. The HTTP server (`NodeHttpServer`) serving `Api.app`, which mounts `HttpRoutes.router`.
  * 5. `Drain`, built last so that its finalizer runs first (see {@link Drain}).
  */
-import * as Http from "node:http"
 import { HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
@@ -23,6 +22,7 @@ import * as Postgres from "queen-mesh/Postgres"
 import * as Api from "./Api.js"
 import { BrokerConfig, layer as BrokerConfigLive } from "./BrokerConfig.js"
 import * as Queues from "./Queues.js"
+import * as Server from "./Server.js"
 import * as Stages from "./Stages.js"
 import * as Store from "./Store.js"
 
@@ -49,27 +49,9 @@ const ServicesLive = Queues.layer.pipe(
   Layer.provideMerge(BrokerConfigLive)
 )
 
-/**
- * The HTTP server, with an answer for a request that comes while it closes. The platform's server stops
- * handling requests (its listener goes) before it closes, and closing waits for every connection with a
- * request in flight: a request that arrives on a kept-alive connection in between has no handler, so it
- * was never answered and held the replica open until its client gave up (30 s with the harness's client).
- * This listener answers only when it is the last one: 503 and `Connection: close`, so the connection ends
- * and the close goes on.
- */
-const createServer = (): Http.Server => {
-  const server = Http.createServer()
-  server.on("request", (_request, response) => {
-    if (server.listenerCount("request") > 1) return
-    response.writeHead(503, { "content-type": "application/json", connection: "close" })
-    response.end(JSON.stringify({ error: "shutting_down" }))
-  })
-  return server
-}
-
 const ServerLive = Layer.unwrapEffect(
   Effect.map(BrokerConfig, (config) =>
-    NodeHttpServer.layer(createServer, { host: config.host, port: config.port })
+    NodeHttpServer.layer(Server.createServer, { host: config.host, port: config.port })
   )
 )
 
