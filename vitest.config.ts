@@ -9,7 +9,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
  *   process, no database; the inner loop (`npm run test:unit`).
  * - `integration`, `*.int.test.ts`: loopback sockets, child processes, PostgreSQL.
  * - `solo`, `*.solo.test.ts`: integration files that need the CPU to themselves (floods, a paused
- *   process): after everything else, nothing beside them but each other.
+ *   process): after everything else, one file at a time, nothing beside them.
  * - `release`, `*.release.test.ts`: what a release ships (the packed tarball, the API reference, every
  *   example in the docs).
  *
@@ -119,11 +119,9 @@ export default defineConfig({
           include: [named("solo")],
           testTimeout: 180_000,
           hookTimeout: 180_000,
-          // After the other projects (group 0), in a fresh process like any integration file. Not in
-          // vitest's single fork: on a second run in the same checkout (its durations cached), the single
-          // fork's first report to vitest timed out after 60 s and the file's results were lost (two runs
-          // of two). There is one solo file; a second would run beside it.
-          sequence: { groupOrder: 1 }
+          // After the other projects (group 0), one file at a time in a single fork.
+          sequence: { groupOrder: 1 },
+          poolOptions: { forks: { singleFork: true } }
         }
       }
     ]
