@@ -14,9 +14,9 @@
 import { spawn } from "node:child_process"
 import { pathToFileURL } from "node:url"
 
-export const ALL = ["typecheck", "lint", "docs:check", "check:package"] as const
+const ALL = ["typecheck", "lint", "docs:check", "check:package"] as const
 
-export interface Outcome {
+interface Outcome {
   readonly name: string
   readonly code: number
   readonly ms: number
@@ -24,7 +24,7 @@ export interface Outcome {
 }
 
 /** Runs `npm run <name>`, its output kept until it ends. */
-export const run = (name: string): Promise<Outcome> =>
+const run = (name: string): Promise<Outcome> =>
   new Promise((resolve) => {
     const started = performance.now()
     const chunks: Array<Buffer> = []
@@ -41,7 +41,7 @@ export const run = (name: string): Promise<Outcome> =>
   })
 
 /** Prints a check's outcome under its name, whole. */
-export const report = (outcome: Outcome): Outcome => {
+const report = (outcome: Outcome): Outcome => {
   const verdict = outcome.code === 0 ? "passed" : `FAILED (exit ${outcome.code})`
   process.stdout.write(`\n── ${outcome.name}: ${verdict} in ${(outcome.ms / 1000).toFixed(1)} s\n`)
   process.stdout.write(outcome.output)
