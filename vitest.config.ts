@@ -55,20 +55,22 @@ export default defineConfig({
   test: {
     // Most integration files wait on sockets, child processes and timers rather than the CPU: four at a
     // time keep two cores busy (three left a fifth of the CPU idle; the suite took 229 to 260 s of vitest
-    // then, 190 s with four). Each runs in a process of its own.
+    // then, 190 s with four).
     maxWorkers: FORKS,
     minWorkers: 1,
     sequence: { sequencer: LongestFirst },
     poolOptions: {
-      // At least four processes, not one: each file's process ends with it, and tinypool (vitest's pool)
-      // starts another only while fewer processes are left than files are queued. So the queue's last
-      // files waited for running ones to end, the very last for all of them: it ran alone at the end,
-      // and the three before it two or three at a time. A process kept ready costs half a second of CPU.
-      // A process is not reused for a second file (`isolate: false`): tried, it saved a tenth of the
-      // suite's CPU, but effect is loaded once per process and some files leave its state changed, so on
-      // a fresh clone's order a later file's `TestClock` was no test clock ("testClock.adjust is not a
-      // function"); with a fresh module graph per file on a shared process, the same.
-      forks: { minForks: FORKS, maxForks: FORKS },
+      // Four processes, each running file after file of one project in one module graph (`isolate:
+      // false`, here and in the integration and release projects), as the unit threads do. A process of
+      // its own per file started vitest's runner and loaded effect, `@effect/vitest` and the sources
+      // afresh: 1 to 1.5 s of CPU before the file's first test, about a fifth of the suite's CPU. So these
+      // files too leave nothing behind (their servers, sockets, databases and children end with their
+      // scopes; a changed global is put back), and `layer` comes from test/fixtures/layer.ts, which puts
+      // back the `it` that `@effect/vitest`'s own overwrites for every later file.
+      //
+      // At least four processes, not one: tinypool (vitest's pool) starts another only while fewer
+      // processes are left than files are queued, so the queue's last files ran one or two at a time.
+      forks: { isolate: false, minForks: FORKS, maxForks: FORKS },
       // The unit tier runs in worker threads that each load effect and the sources once and then run file
       // after file (`isolate: false`): loading them afresh for each file was most of the tier's time.
       // So a unit file leaves no global state behind (a swapped global is put back in `finally`), and
@@ -98,6 +100,7 @@ export default defineConfig({
         test: {
           name: "integration",
           include: [named("int")],
+          poolOptions: { forks: { isolate: false } },
           // Generous: a test waits for conditions, each bounded; this only ends one that is stuck.
           testTimeout: 180_000,
           hookTimeout: 180_000
@@ -108,6 +111,7 @@ export default defineConfig({
         test: {
           name: "release",
           include: [named("release")],
+          poolOptions: { forks: { isolate: false } },
           testTimeout: 300_000,
           hookTimeout: 300_000
         }
@@ -119,9 +123,10 @@ export default defineConfig({
           include: [named("solo")],
           testTimeout: 180_000,
           hookTimeout: 180_000,
-          // After the other projects (group 0), one file at a time in a single fork.
+          // After the other projects (group 0), one file at a time in a single fork, each in a process
+          // of its own.
           sequence: { groupOrder: 1 },
-          poolOptions: { forks: { singleFork: true } }
+          poolOptions: { forks: { isolate: true, singleFork: true } }
         }
       }
     ]

@@ -6,7 +6,7 @@
  * is reported, recovered from and caught up after once; a 16 MiB batch crosses whole; lane and TCP
  * together deliver each hint twice, harmlessly. Outcomes, with short intervals, in real time.
  */
-import { assert, layer } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import {
   ConfigProvider,
   Context,
@@ -34,6 +34,7 @@ import type { MeshEvent } from "../src/MeshEvent.js"
 import type * as MeshStats from "../src/MeshStats.js"
 import * as Postgres from "../src/Postgres.js"
 import { eventually, freePort, type Node, nodeFromContext } from "./fixtures/cluster.js"
+import { layer } from "./fixtures/layer.js"
 import * as Pg from "./fixtures/postgres.js"
 
 // ---------------------------------------------------------------------------------------------

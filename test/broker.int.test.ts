@@ -19,7 +19,7 @@
  * Every wait is on a condition, bounded generously.
  */
 import * as Http from "node:http"
-import { assert, describe, it, layer } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { MeshCounters, PopAnswer } from "../examples/broker/harness/client.js"
 import { burst, Ledger, PopLoops } from "../examples/broker/harness/load.js"
@@ -32,6 +32,7 @@ import {
 } from "../examples/broker/harness/replica.js"
 import * as Server from "../examples/broker/Server.js"
 import { buildExample } from "./fixtures/broker.js"
+import { layer } from "./fixtures/layer.js"
 import * as Pg from "./fixtures/postgres.js"
 
 /** Frames this replica's carrier has applied from its peers. */

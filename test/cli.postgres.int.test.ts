@@ -4,12 +4,13 @@
  * hear each other come up, wake each other, and each one's stats show the other two alive on the lane.
  * Bad lane variables exit 2 naming the variable, never echoing the connection string.
  */
-import { assert, layer } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Schema } from "effect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as MeshStats from "../src/MeshStats.js"
 import { type CliProcess, ensureBuilt, isListening, Listening, runCli, spawnCli } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
+import { layer } from "./fixtures/layer.js"
 import * as Pg from "./fixtures/postgres.js"
 
 const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))

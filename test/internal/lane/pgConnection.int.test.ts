@@ -6,11 +6,12 @@
  * swallows notifications is named at start. Outcomes only, never speed; real time, short intervals.
  */
 import * as Net from "node:net"
-import { assert, layer } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import { Duration, Effect, Layer, Logger, Schedule, type Scope } from "effect"
 import * as PgLane from "../../../src/internal/lane/pgConnection.js"
 import * as Envelope from "../../../src/internal/lane/pgEnvelope.js"
 import { jsonFrame as frame } from "../../fixtures/frames.js"
+import { layer } from "../../fixtures/layer.js"
 import * as Pg from "../../fixtures/postgres.js"
 
 // ---------------------------------------------------------------------------------------------
