@@ -68,7 +68,7 @@ export default defineConfig({
       // Four processes, each running file after file of one project in one module graph (`isolate:
       // false`, here and in the integration and release projects), as the unit threads do. A process of
       // its own per file started vitest's runner and loaded effect, `@effect/vitest` and the sources
-      // afresh: 1 to 1.5 s of CPU before the file's first test, about a fifth of the suite's CPU. So these
+      // afresh: 1 to 1.5 s of CPU before the file's first test, a tenth of the suite's CPU. So these
       // files too leave nothing behind (their servers, sockets, databases and children end with their
       // scopes; a changed global is put back), and `layer` comes from test/fixtures/layer.ts, which puts
       // back the `it` that `@effect/vitest`'s own overwrites for every later file.
