@@ -9,7 +9,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
  *   process, no database; the inner loop (`npm run test:unit`).
  * - `integration`, `*.int.test.ts`: loopback sockets, child processes, PostgreSQL.
  * - `solo`, `*.solo.test.ts`: integration files that need the CPU to themselves (floods, a paused
- *   process): after everything else, one file at a time, nothing beside them.
+ *   process): before everything else, one file at a time, no other test file beside them.
  * - `release`, `*.release.test.ts`: what a release ships (the packed tarball, the API reference, every
  *   example in the docs).
  *
@@ -128,9 +128,11 @@ export default defineConfig({
           include: [named("solo")],
           testTimeout: 180_000,
           hookTimeout: 180_000,
-          // After the other projects (group 0), one file at a time in a single fork, each in a process
-          // of its own.
-          sequence: { groupOrder: 1 },
+          // Before the other projects (group 0), one file at a time in a single fork, each in a process
+          // of its own. They wait on real timers (dead thresholds, a paused process) and use a tenth of a
+          // core: last, they were a third of a minute with the machine idle; first, `npm test`'s checks
+          // (typecheck, lint, the package's) run beside them and fill it.
+          sequence: { groupOrder: -1 },
           poolOptions: { forks: { isolate: true, singleFork: true } }
         }
       }
