@@ -8,7 +8,7 @@
 import { execFile } from "node:child_process"
 import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { freshness } from "../scripts/buildFreshness.js"
@@ -35,7 +35,7 @@ const publicModules = readdirSync(join(root, "src"))
 
 const moduleEntry = (name: string) => ({ types: `./dist/${name}.d.ts`, import: `./dist/${name}.js` })
 
-/** Every file under `dir`, as paths relative to it. */
+/** How a child process ended: its exit code (null if it was killed) and what it printed. */
 interface Ran {
   readonly code: number | null
   readonly stdout: string
@@ -177,33 +177,15 @@ describe.concurrent("the packed tarball in a consumer project", () => {
   it("installs one copy of effect, shared with the consumer", () => {
     // Every installed package named `effect`, at any depth of the consumer's tree (what `npm ls effect
     // --all` lists, without starting npm).
-    const copies: Array<string> = []
-    const visit = (modules: string) => {
-      let entries: ReadonlyArray<string>
-      try {
-        entries = readdirSync(modules)
-      } catch {
-        return
-      }
-      for (const entry of entries) {
-        const names = entry.startsWith("@")
-          ? readdirSync(join(modules, entry)).map((name) => `${entry}/${name}`)
-          : entry.startsWith(".")
-            ? []
-            : [entry]
-        for (const name of names) {
-          const directory = join(modules, name)
-          if (name === "effect") {
-            const { version }: { readonly version: string } = JSON.parse(
-              readFileSync(join(directory, "package.json"), "utf8")
-            )
-            copies.push(`${directory}@${version}`)
-          }
-          visit(join(directory, "node_modules"))
-        }
-      }
-    }
-    visit(join(consumer, "node_modules"))
+    const modules = join(consumer, "node_modules")
+    const copies = readdirSync(modules, { recursive: true, encoding: "utf8" })
+      .filter((file) => /^(?:.*\/node_modules\/)?effect\/package\.json$/.test(file))
+      .map((file) => {
+        const { version }: { readonly version: string } = JSON.parse(
+          readFileSync(join(modules, file), "utf8")
+        )
+        return `${join(modules, dirname(file))}@${version}`
+      })
     assert.deepStrictEqual(copies, [`${join(consumer, "node_modules", "effect")}@3.22.4`])
   })
 
