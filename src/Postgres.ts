@@ -88,9 +88,13 @@ export interface PostgresOptions {
   readonly forgetAfter?: Duration.DurationInput
   /** The most members the lane remembers; the longest silent is forgotten first (default 256). */
   readonly maxMembers?: number
-  /** Frames held while the connection is down, at most (default 1024; then dropped and counted). */
+  /** Frames buffered (waiting, or in a send) past which new ones are dropped and counted (default 1024). */
   readonly maxBufferedFrames?: number
-  /** Bytes held while the connection is down, at most (default 4 MiB). */
+  /**
+   * Bytes buffered past which new frames are dropped and counted (default 4 MiB). A mark, not a ceiling:
+   * the frame that crosses it is still taken, so a batch of the largest size (16 MiB) goes out unless the
+   * buffer is backed up, and the buffer holds at most this plus one frame.
+   */
   readonly maxBufferedBytes?: number
   /** Frames older than this when the connection comes back are discarded, not sent (default 30 s). */
   readonly maxBufferedAge?: Duration.DurationInput

@@ -19,7 +19,7 @@
  * typed error on `started`, so a host sees at once why the lane is deaf (a standby, a pooler in
  * transaction mode) instead of it coming up silently deaf; `awaitUp` waits for the lane to be up.
  *
- * The send buffer (bounded in frames and bytes, a frame always fits an empty buffer): what waits while
+ * The send buffer (`sendBuffer`, bounded in frames and bytes as high-water marks): what waits while
  * the connection is down is sent after the reconnect, unless it waited longer than `maxBufferedAge`.
  * Unlike the TCP mesh, which discards on reconnect, peers on this lane did not restart: they missed
  * exactly our hints, which are idempotent and ordered (a later flag frame still wins), so late is better
@@ -53,6 +53,7 @@ import * as Names from "../wire/names.js"
 import { LENGTH_PREFIX_BYTES, MAX_FRAME_LENGTH } from "../wire/payloads.js"
 import * as Envelope from "./pgEnvelope.js"
 import * as Refusals from "./refusals.js"
+import { SendBuffer } from "./sendBuffer.js"
 import { trace } from "./trace.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -205,99 +206,6 @@ export interface PgLaneShape {
   /** The outcome of the first connection attempt: why the lane did not come up at start, if it did not. */
   readonly started: Effect.Effect<void, PgLaneError>
   readonly stats: Effect.Effect<PgLaneStats>
-}
-
-// ---------------------------------------------------------------------------------------------
-// the send buffer
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Frames waiting for the sender, oldest first, each with the (monotonic) time it was offered. A plain
- * array taken whole, as `peerLink` does, because `offer` sits on the broadcast hot path. The frames the
- * sender holds count against the bounds until they are sent. The sender is called at the end of the tick
- * of the first offer, so the frames of one tick go out together.
- */
-class SendBuffer {
-  private frames: Array<Uint8Array> = []
-  private times: Array<number> = []
-  private bytes = 0
-  private heldFrames = 0
-  private heldBytes = 0
-  /** The current connection's sender, while there is one. */
-  private sender: (() => void) | undefined = undefined
-  private tickPending = false
-  /** How many times frames were taken. */
-  takes = 0
-
-  constructor(
-    readonly maxFrames: number,
-    readonly maxBytes: number
-  ) {}
-
-  get length(): number {
-    return this.frames.length + this.heldFrames
-  }
-
-  get size(): number {
-    return this.bytes + this.heldBytes
-  }
-
-  /** False when full. A frame always fits an empty buffer, so even a maximal batch can go out. */
-  push(frame: Uint8Array, now: number): boolean {
-    const length = this.length
-    if (length > 0 && (length >= this.maxFrames || this.size + frame.length > this.maxBytes)) return false
-    this.frames.push(frame)
-    this.times.push(now)
-    this.bytes += frame.length
-    if (!this.tickPending) {
-      this.tickPending = true
-      process.nextTick(this.endOfTick)
-    }
-    return true
-  }
-
-  private readonly endOfTick = () => {
-    this.tickPending = false
-    this.sender?.()
-  }
-
-  /** Who is called at the end of every tick that offered frames; `undefined` while there is no connection. */
-  attach(sender: (() => void) | undefined): void {
-    this.sender = sender
-  }
-
-  /** Takes every waiting frame; they stay counted until {@link release}. */
-  take(): ReadonlyArray<Uint8Array> {
-    const taken = this.frames
-    this.takes++
-    this.heldFrames = taken.length
-    this.heldBytes = this.bytes
-    this.frames = []
-    this.times = []
-    this.bytes = 0
-    return taken
-  }
-
-  /**
-   * The frames of take number `take` (see {@link takes}) are sent or lost. A late answer for an older
-   * take (a connection that ended while a send was in flight) leaves a newer take's count alone.
-   */
-  release(take: number = this.takes): void {
-    if (take !== this.takes) return
-    this.heldFrames = 0
-    this.heldBytes = 0
-  }
-
-  /** Discards the frames offered before `cutoff`; returns how many. */
-  dropOlderThan(cutoff: number): number {
-    let count = 0
-    while (count < this.times.length && this.times[count]! < cutoff) count++
-    if (count === 0) return 0
-    for (let i = 0; i < count; i++) this.bytes -= this.frames[i]!.length
-    this.frames.splice(0, count)
-    this.times.splice(0, count)
-    return count
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
