@@ -251,16 +251,22 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium, first open
         const context = yield* launch()
         const page = yield* Effect.promise(() => context.newPage())
         yield* Effect.promise(() => page.goto(`http://127.0.0.1:${https[2]}/cluster/`))
-        const shown = yield* until(page, "node-b down among three nodes", (shown) =>
-          shown.nodes.some((node) => node.id === "node-b" && node.state === "down")
+        // Waited for whole: on a loaded machine node-c's poll of node-a's stats can go unanswered a while,
+        // and node-a is shown `no_answer` (in trouble) beside node-b until it answers again.
+        const shown = yield* until(
+          page,
+          "node-b down among three nodes, the only one in trouble, its links down",
+          (shown) =>
+            shown.nodes.some((node) => node.id === "node-b" && node.state === "down") &&
+            /^1 node\(s\) in trouble/.test(shown.status) &&
+            shown.links
+              .filter((link) => link.from === "node-b" || link.to === "node-b")
+              .every((link) => link.state === "down")
         )
         assert.deepStrictEqual(
           shown.nodes.map((node) => node.id),
           ["node-c", "node-a", "node-b"]
         )
-        assert.match(shown.status, /^1 node\(s\) in trouble/)
-        for (const link of shown.links.filter((link) => link.from === "node-b" || link.to === "node-b"))
-          assert.strictEqual(link.state, "down", `${link.from} → ${link.to}`)
         const card = yield* Effect.promise(() => page.textContent('#nodes [data-node="node-b"]'))
         assert.notInclude(card ?? "", "no stats address announced")
         assert.include(card ?? "", "unreachable")
