@@ -252,41 +252,40 @@ describe("BatchScanner", () => {
 
     const fmt = (x: number): string => x.toFixed(1)
     const lines = [`batchScan 16 MiB: ${text.length} chars, ${n} items; JSON.parse whole: ${fmt(parseMs)} ms`]
-    for (const round of ["cold", "warm"]) {
-      const scanner = new BatchScanner(text)
-      const stepMs: Array<number> = []
-      const t1 = performance.now()
-      for (;;) {
-        const s0 = performance.now()
-        const status = scanner.step(MiB)
-        stepMs.push(performance.now() - s0)
-        if (status !== "more") break
-      }
-      const scanMs = performance.now() - t1
-      const result = scanner.result()
-      if (result._tag !== "Items") return assert.fail(result._tag)
-      assert.strictEqual(result.count, n)
-
-      const chunkMs: Array<number> = []
-      const out: Array<unknown> = []
-      for (let from = 0; from < n; from += 5000) {
-        const c0 = performance.now()
-        const chunk = parseItems(text, result.ranges, from, Math.min(n, from + 5000))
-        chunkMs.push(performance.now() - c0)
-        for (const item of chunk) out.push(item)
-      }
-      const chunksMs = chunkMs.reduce((a, b) => a + b, 0)
-      assert.strictEqual(out.length, n)
-      assert.deepStrictEqual(out[0], expectedItems[0])
-      assert.deepStrictEqual(out[n - 1], expectedItems[n - 1])
-      assert.strictEqual(JSON.stringify(out), JSON.stringify(expectedItems))
-      lines.push(
-        `  ${round}: scan ${fmt(scanMs)} ms (${fmt(scanMs / parseMs)}x JSON.parse) in ${stepMs.length} steps,` +
-          ` step max ${fmt(Math.max(...stepMs))} / median ${fmt([...stepMs].sort((a, b) => a - b)[stepMs.length >> 1] ?? 0)} ms;` +
-          ` parseItems per 5,000 max ${fmt(Math.max(...chunkMs))} / mean ${fmt(chunksMs / chunkMs.length)} ms,` +
-          ` all ${fmt(chunksMs)} ms; scan + parse ${fmt(scanMs + chunksMs)} ms`
-      )
+    // One pass, its figures printed and not asserted: the bench's 16 MiB floods time the scanner in a node.
+    const scanner = new BatchScanner(text)
+    const stepMs: Array<number> = []
+    const t1 = performance.now()
+    for (;;) {
+      const s0 = performance.now()
+      const status = scanner.step(MiB)
+      stepMs.push(performance.now() - s0)
+      if (status !== "more") break
     }
+    const scanMs = performance.now() - t1
+    const result = scanner.result()
+    if (result._tag !== "Items") return assert.fail(result._tag)
+    assert.strictEqual(result.count, n)
+
+    const chunkMs: Array<number> = []
+    const out: Array<unknown> = []
+    for (let from = 0; from < n; from += 5000) {
+      const c0 = performance.now()
+      const chunk = parseItems(text, result.ranges, from, Math.min(n, from + 5000))
+      chunkMs.push(performance.now() - c0)
+      for (const item of chunk) out.push(item)
+    }
+    const chunksMs = chunkMs.reduce((a, b) => a + b, 0)
+    assert.strictEqual(out.length, n)
+    assert.deepStrictEqual(out[0], expectedItems[0])
+    assert.deepStrictEqual(out[n - 1], expectedItems[n - 1])
+    assert.strictEqual(JSON.stringify(out), JSON.stringify(expectedItems))
+    lines.push(
+      `  scan ${fmt(scanMs)} ms (${fmt(scanMs / parseMs)}x JSON.parse) in ${stepMs.length} steps,` +
+        ` step max ${fmt(Math.max(...stepMs))} / median ${fmt([...stepMs].sort((a, b) => a - b)[stepMs.length >> 1] ?? 0)} ms;` +
+        ` parseItems per 5,000 max ${fmt(Math.max(...chunkMs))} / mean ${fmt(chunksMs / chunkMs.length)} ms,` +
+        ` all ${fmt(chunksMs)} ms; scan + parse ${fmt(scanMs + chunksMs)} ms`
+    )
 
     // With a time cap, steps end early at a slice boundary.
     const capped = new BatchScanner(text)
