@@ -58,7 +58,13 @@ export interface Command {
 export class CliNode {
   readonly process: ChildProcess
   private partial = ""
-  private waiters: Array<{ test: (line: string) => boolean; resolve: (line: string) => void }> = []
+  private waiters: Array<{
+    test: (line: string) => boolean
+    resolve: (line: string) => void
+    ended: (how: string) => void
+  }> = []
+  /** How the process ended, once it has (its stdout and stderr read to the end). */
+  private endedAs: string | undefined = undefined
   /**
    * When set, raw stdout chunks go here instead of being split into lines: the receive benchmark
    * counts newlines in the bytes, so the driver keeps up with any node (a UTF-8 multi-byte character
@@ -95,6 +101,11 @@ export class CliNode {
     this.process.stderr!.on("data", (chunk: string) => {
       if (this.stderr.length < 10_000) this.stderr += chunk
     })
+    // A node that ends fails what waits on it at once (a port taken, a bad flag), not at the timeout.
+    this.process.once("close", (code, signal) => {
+      this.endedAs = signal === null ? `exited with code ${code}` : `ended by ${signal}`
+      for (const waiter of this.waiters.splice(0)) waiter.ended(this.endedAs)
+    })
   }
 
   private line(line: string, at: number): void {
@@ -107,19 +118,22 @@ export class CliNode {
     this.onLine?.(line, at)
   }
 
-  /** The next stdout line passing `test`, failing after `ms`. */
+  /** The next stdout line passing `test`, failing after `ms` or when the process ends first. */
   waitFor(test: (line: string) => boolean, ms: number, what: string): Promise<string> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        reject(
-          new Error(`${this.kind} CLI node: no ${what} within ${ms} ms; stderr: ${this.stderr.slice(-500)}`)
-        )
-      }, ms)
+      const fail = (why: string) =>
+        reject(new Error(`${this.kind} CLI node: no ${what}: ${why}; stderr: ${this.stderr.slice(-500)}`))
+      if (this.endedAs !== undefined) return fail(this.endedAs)
+      const timer = setTimeout(() => fail(`not within ${ms} ms`), ms)
       this.waiters.push({
         test,
         resolve: (line) => {
           clearTimeout(timer)
           resolve(line)
+        },
+        ended: (how) => {
+          clearTimeout(timer)
+          fail(how)
         }
       })
     })

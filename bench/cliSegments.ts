@@ -22,6 +22,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Baseline from "./baseline.js"
 import { type CliKind, type CliNode, isEvent, startNode, TENANT, upstreamLinked } from "./cli.js"
+import { freePort } from "./driver.js"
 import { nowNs } from "./ipc.js"
 import { type Distribution, distribution, sleep } from "./stats.js"
 
@@ -40,17 +41,6 @@ const upstream = upstreamArg !== "off" && Fs.existsSync(upstreamArg) ? upstreamA
 const rounds = Number(argOf("rounds") ?? "3000")
 const warmup = 500
 const block = 250
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 const profiled = new Set((argOf("cpu-prof") ?? "").split(",").filter((r) => r !== ""))
 const profileDir = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../bench/profiles")

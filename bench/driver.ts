@@ -5,10 +5,10 @@
  * through it is killed when the driver exits, however it exits.
  */
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Schema } from "effect"
+import { freePort } from "../src/internal/ports.js"
 import type { CliOptions } from "./cli.js"
 import { Child } from "./ipc.js"
 
@@ -53,17 +53,8 @@ export const findUpstream = (flag: string | undefined): Upstream => {
   }
 }
 
-/** A free port on 127.0.0.1 (the kernel's pick, released for the caller to bind). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
+/** Ports named before their servers bind them, below the ephemeral range (`src/internal/ports.ts`). */
+export { freePort }
 
 export const stopAll = async (list: ReadonlyArray<Child>): Promise<void> => {
   await Promise.all(list.map((c) => c.stop()))

@@ -20,9 +20,9 @@
  * This file is also the entry point of its child processes (`node lane.js --lane-child <role> <params>`),
  * so the lane's roles need nothing from the shared child entry.
  */
-import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schema } from "effect"
+import { freePort } from "../src/internal/ports.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
@@ -99,17 +99,6 @@ export const killLaneChildren = (): void => {
 }
 
 const stopAll = (list: ReadonlyArray<Child>) => Promise.all(list.map((c) => c.stop()))
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 // ---------------------------------------------------------------------------------------------
 // the database

@@ -10,19 +10,10 @@ import { createHmac, randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Net from "node:net"
 import * as Frame from "../src/Frame.js"
+import { freePort } from "../src/internal/ports.js"
 
 const SECRET = "attack-secret"
 const cli = new URL("../dist/cli.js", import.meta.url).pathname
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = Net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 const hello = (serverId: string) => {
   const nonce = randomBytes(16).toString("hex")

@@ -17,7 +17,6 @@
  * - once churn stops and every fault is lifted, every link comes back and wakes flow again.
  * Exits 1 when any of them fails.
  */
-import * as Net from "node:net"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import {
@@ -33,6 +32,7 @@ import {
   Schedule,
   Scope
 } from "effect"
+import * as Ports from "../src/internal/ports.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as FaultProxy from "../test/fixtures/faultProxy.js"
@@ -95,14 +95,7 @@ const NAMES = ["A", "B", "C"] as const
 const HOST = "127.0.0.1"
 const SECRET = "soak-secret"
 
-const freePort: Effect.Effect<number> = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, HOST, () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+const freePort: Effect.Effect<number> = Effect.promise(Ports.freePort)
 
 interface Live {
   readonly scope: Scope.CloseableScope

@@ -14,7 +14,6 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import * as Net from "node:net"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -27,6 +26,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Ports from "../internal/ports.js"
 import * as LocalWaker from "../LocalWaker.js"
 import * as Mesh from "../Mesh.js"
 import * as MeshConfig from "../MeshConfig.js"
@@ -414,15 +414,8 @@ const failed = (what: string) => (cause: unknown) =>
     message: `queen-mesh demo --lane pg: ${what}: ${cause instanceof Error ? cause.message : String(cause)}`
   })
 
-const freePort = Effect.async<number, CliFailure>((resume) => {
-  const server = Net.createServer()
-  server.once("error", (cause) => resume(Effect.fail(failed("no free port")(cause))))
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
+/** A port to name before its server binds it (`src/internal/ports.ts`). */
+const freePort = Effect.tryPromise({ try: Ports.freePort, catch: failed("no free port") })
 
 /**
  * A throw-away PostgreSQL on 127.0.0.1 for the lane (data in a temporary directory, removed with the

@@ -5,12 +5,12 @@
  *
  * @since 0.1.0
  */
-import * as Net from "node:net"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as ClusterView from "../ClusterView.js"
 import * as HttpRoutes from "../HttpRoutes.js"
+import * as Ports from "../internal/ports.js"
 import * as Mesh from "../Mesh.js"
 import type * as MeshConfig from "../MeshConfig.js"
 import { CliFailure, EXIT_FAILURE } from "./io.js"
@@ -33,14 +33,10 @@ const failed = (what: string) => (cause: unknown) =>
     message: `queen-mesh demo: ${what}: ${cause instanceof Error ? cause.message : String(cause)}`
   })
 
-const freePort = Effect.async<number, CliFailure>((resume) => {
-  const server = Net.createServer()
-  server.once("error", (cause) => resume(Effect.fail(failed("no free port for the cluster page")(cause))))
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
+/** A port to name before its server binds it (`src/internal/ports.ts`). */
+const freePort = Effect.tryPromise({
+  try: Ports.freePort,
+  catch: failed("no free port for the cluster page")
 })
 
 /**

@@ -5,24 +5,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
+import { freePort } from "../../../src/internal/ports.js"
 import { BrokerClient } from "./client.js"
 
 /** The compiled broker next to this file's compiled copy (`.examples-dist`, `.bench-dist`). */
 export const defaultEntry = fileURLToPath(new URL("../main.js", import.meta.url))
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
+/** Ports named before their servers bind them, below the ephemeral range (`src/internal/ports.ts`). */
+export { freePort }
 
 const Listening = Schema.parseJson(
   Schema.Struct({ listening: Schema.Struct({ http: Schema.Number, mesh: Schema.NullOr(Schema.Number) }) })
