@@ -56,6 +56,8 @@ export const bundleOptions = (outdir: string = bundleDirectory): BuildOptions =>
   // life of the process is a third smaller.
   minifyWhitespace: true,
   minifySyntax: true,
+  // Every character outside ASCII escaped, so the launcher may read the script as Latin-1.
+  charset: "ascii",
   sourcemap: "linked",
   sourcesContent: false,
   logLevel: "warning"
@@ -268,7 +270,11 @@ const main = async () => {
   Fs.rmSync(bundleDirectory, { recursive: true, force: true })
   await esbuild.build(bundleOptions())
   await esbuild.build(launcherOptions())
-  Fs.writeFileSync(bundleEntry, wrap(Fs.readFileSync(bundleEntry, "utf8")))
+  const script = wrap(Fs.readFileSync(bundleEntry, "utf8"))
+  let nonAscii = -1
+  for (let i = 0; i < script.length && nonAscii === -1; i++) if (script.charCodeAt(i) > 0x7f) nonAscii = i
+  if (nonAscii !== -1) throw new Error(`${bundleEntry}: a character outside ASCII at offset ${nonAscii}`)
+  Fs.writeFileSync(bundleEntry, script)
   const ours = trimMaps(bundleDirectory)
   // tsc's own output for src/cli.ts gives way to the launcher; its map would describe another file.
   Fs.writeFileSync(launcher, launcherText(ours))

@@ -10,7 +10,6 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import { isIP } from "node:net"
 import { hostname } from "node:os"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
@@ -23,6 +22,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import { ipVersion } from "./internal/ipLiteral.js"
 import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
 
@@ -193,7 +193,7 @@ export class MeshConfig extends Context.Tag("queen-mesh/MeshConfig")<MeshConfig,
 
 /** `host:port` or `[v6]:port`: an address given with a port where only the address belongs. */
 const hasPort = (text: string): boolean =>
-  /^\[[^\]]*\]:\d+$/.test(text) || (/^[^:]*:\d+$/.test(text) && isIP(text) === 0)
+  /^\[[^\]]*\]:\d+$/.test(text) || (/^[^:]*:\d+$/.test(text) && ipVersion(text) === 0)
 
 const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i
 
@@ -205,7 +205,7 @@ const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i
  * @category parsers
  */
 export const isValidHost = (host: string): boolean => {
-  if (isIP(host) !== 0) return true
+  if (ipVersion(host) !== 0) return true
   if (host.length === 0 || host.length > 253) return false
   const labels = host.endsWith(".") ? host.slice(0, -1).split(".") : host.split(".")
   // A name of digits and dots only is an IPv4 address or nothing.
@@ -875,7 +875,7 @@ export const parseDiscovery = (raw: string, meshPort: number): Either.Either<Dns
   const rest = text.slice(4)
   const colon = rest.lastIndexOf(":")
   const name = colon >= 0 && DIGITS.test(rest.slice(colon + 1)) ? rest.slice(0, colon) : rest
-  if (name === "" || !isValidHost(name) || isIP(name) !== 0) {
+  if (name === "" || !isValidHost(name) || ipVersion(name) !== 0) {
     return Either.left(`${JSON.stringify(name)} is not a DNS name`)
   }
   if (colon < 0 || name === rest) {
@@ -1311,7 +1311,7 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
   if (!Option.isOption(config.discovery)) return refuse(["discovery"], "expected an Option")
   if (Option.isSome(config.discovery)) {
     const target = config.discovery.value
-    if (typeof target.name !== "string" || !isValidHost(target.name) || isIP(target.name) !== 0) {
+    if (typeof target.name !== "string" || !isValidHost(target.name) || ipVersion(target.name) !== 0) {
       return refuse(["discovery"], `${JSON.stringify(target.name)} is not a DNS name`)
     }
     if (!isPort(target.port)) {

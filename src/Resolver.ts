@@ -8,11 +8,11 @@
  * @since 0.1.0
  */
 import * as Dns from "node:dns"
-import { isIP } from "node:net"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { ipVersion } from "./internal/ipLiteral.js"
 import { TransportError } from "./MeshError.js"
 
 /**
@@ -57,7 +57,7 @@ const notResolved = (host: string, port: number, why: string, cause?: unknown) =
  */
 export const system: ResolverShape = {
   resolve: (host, port) =>
-    isIP(host) !== 0
+    ipVersion(host) !== 0
       ? Effect.succeed({ host, port })
       : Effect.async<Endpoint, TransportError>((resume) => {
           Dns.lookup(host, (error, address) => {

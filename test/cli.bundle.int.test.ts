@@ -260,6 +260,14 @@ describe("the CLI's bundle", () => {
       )
   })
 
+  it("is ASCII, so the launcher's Latin-1 read gives the text UTF-8 would", () => {
+    const bytes = readFileSync(bundleEntry)
+    const at = bytes.findIndex((byte) => byte > 0x7f)
+    assert.strictEqual(at, -1, `a byte outside ASCII at ${at}`)
+    // The page's files hold characters outside ASCII, escaped in the script: the bundle still has them.
+    assert.include(bytes.toString("latin1"), "connecting\\u2026")
+  })
+
   it("maps its code back to our sources, and a package's code to nothing of ours", () => {
     // The launcher (src/cli/launcher.ts) installs the mapper (src/cli/stackTraces.ts,
     // test/cli.stackTraces.test.ts) with the files whose maps name our sources.

@@ -85,7 +85,9 @@ export const runBundle = (bundle: string, env: NodeJS.ProcessEnv = process.env):
   const report = setting === "report"
   const cache = cacheFile(bundle)
   const cachedData = off ? undefined : readCache(cache)
-  const script = new Vm.Script(Fs.readFileSync(bundle, "utf8"), {
+  // The bundle is ASCII (scripts/bundle-cli.ts checks), so Latin-1 reads it as UTF-8 would: without
+  // UTF-8's decoding, a few milliseconds of a start for a megabyte.
+  const script = new Vm.Script(Fs.readFileSync(bundle, "latin1"), {
     filename: bundle,
     ...(cachedData === undefined ? {} : { cachedData })
   })
