@@ -106,6 +106,89 @@ process.on("SIGUSR2", () => {
   }))
 })`
 
+/**
+ * Preloaded into a node whose start is split into stages. It marks (in ms of the node's own clock,
+ * from process start) where the launcher compiles the bundle (`node:vm`'s `Script`, swapped for a
+ * subclass that marks), the bundle's first synchronous run (the function the script returns), the
+ * first server's `listen` (the HTTP port, bound before the mesh) and its `listening` event, and the
+ * write of the `listening` line; and keeps Node's own bootstrap marks, the GC pauses before the line,
+ * and the CPU then. Once the GC entries before the line are in, it writes all of it to the file named
+ * by the environment.
+ */
+const STAGES_PROBE = `import vm from "node:vm"
+import net from "node:net"
+import fs from "node:fs"
+import { syncBuiltinESMExports } from "node:module"
+import { PerformanceObserver } from "node:perf_hooks"
+const marks = { probe: performance.now() }
+const mark = (name) => { if (marks[name] === undefined) marks[name] = performance.now() }
+const gcs = []
+new PerformanceObserver((list) => { for (const e of list.getEntries()) gcs.push([e.startTime, e.duration]) }).observe({ entryTypes: ["gc"] })
+class Script extends vm.Script {
+  constructor(...args) { mark("compileStart"); super(...args); mark("compileEnd") }
+  runInThisContext(...args) {
+    const wrapper = super.runInThisContext(...args)
+    return typeof wrapper !== "function" ? wrapper : function (...params) {
+      mark("runStart")
+      try { return wrapper.apply(this, params) } finally { mark("runEnd") }
+    }
+  }
+}
+vm.Script = Script
+const listen = net.Server.prototype.listen
+net.Server.prototype.listen = function (...args) {
+  mark("listenCall")
+  this.once("listening", () => mark("listenEvent"))
+  return listen.apply(this, args)
+}
+syncBuiltinESMExports()
+const write = process.stdout.write
+process.stdout.write = function (chunk, ...rest) {
+  if (marks.line === undefined && String(chunk).includes('"listening"')) {
+    mark("line")
+    const cpu = process.cpuUsage()
+    const at = marks.line
+    setTimeout(() => {
+      const before = gcs.filter(([start]) => start < at)
+      const t = performance.nodeTiming
+      fs.writeFileSync(process.env.QUEEN_BENCH_STAGES_FILE, JSON.stringify({
+        ...marks,
+        bootstrap: t.bootstrapComplete,
+        gcMs: before.reduce((sum, [, ms]) => sum + ms, 0),
+        gcCount: before.length,
+        cpuMs: (cpu.user + cpu.system) / 1000
+      }))
+    }, 200)
+  }
+  return write.call(this, chunk, ...rest)
+}`
+
+const StagesReport = Schema.Struct({
+  probe: Schema.Number,
+  bootstrap: Schema.Number,
+  compileStart: Schema.Number,
+  compileEnd: Schema.Number,
+  runStart: Schema.Number,
+  runEnd: Schema.Number,
+  listenCall: Schema.Number,
+  listenEvent: Schema.Number,
+  line: Schema.Number,
+  gcMs: Schema.Number,
+  gcCount: Schema.Number,
+  cpuMs: Schema.Number
+})
+
+/** Reads the stages probe's file once the probe has written it. */
+const readStages = async (file: string) => {
+  const deadline = Date.now() + 10_000
+  while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
+    if (Date.now() > deadline) throw new Error("the stages probe wrote nothing")
+    await sleep(20)
+  }
+  await sleep(20)
+  return Schema.decodeUnknownSync(Schema.parseJson(StagesReport))(Fs.readFileSync(file, "utf8"))
+}
+
 const MemoryReport = Schema.Struct({
   usage: Schema.Struct({
     rss: Schema.Number,
@@ -155,22 +238,35 @@ const breakdown = async (node: CliNode, file: string) => {
   }
 }
 
-/** One `queen-mesh node --quiet`: spawn to `listening`, CPU then, and optionally RSS once idle. */
+/**
+ * One `queen-mesh node --quiet`: spawn to `listening`, CPU then, and optionally RSS once idle. `probe`
+ * preloads the memory probe (read once idle) or the stages probe (read at `listening`).
+ */
 const startNode = async (
   env: Record<string, string>,
   idle: { readonly peers: number; readonly ms: number } | undefined,
   build: Build = "bundle",
-  probe = false
+  probe: "memory" | "stages" | undefined = undefined
 ) => {
-  const probeFile = probe ? Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-startup-")), "m") : ""
-  const flags = probe
-    ? ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`]
-    : []
+  const probeFile =
+    probe === undefined ? "" : Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-startup-")), "m")
+  const flags =
+    probe === "memory"
+      ? ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`]
+      : probe === "stages"
+        ? [`--import=data:text/javascript,${encodeURIComponent(STAGES_PROBE)}`]
+        : []
+  const probeEnv =
+    probe === "memory"
+      ? { QUEEN_BENCH_MEMORY_FILE: probeFile }
+      : probe === "stages"
+        ? { QUEEN_BENCH_STAGES_FILE: probeFile }
+        : {}
   const started = performance.now()
   const node = new CliNode(
     "mesh",
     { file: process.execPath, args: [...flags, builds[build].file, "node", "--quiet"] },
-    { ...env, ...builds[build].env, ...(probe ? { QUEEN_BENCH_MEMORY_FILE: probeFile } : {}) }
+    { ...env, ...builds[build].env, ...probeEnv }
   )
   try {
     const peerUps = new Set<string>()
@@ -190,11 +286,12 @@ const startNode = async (
       await sleep(idle.ms)
       rssMiB = node.rssBytes() / MiB
     }
-    const memory = probe ? await breakdown(node, probeFile) : undefined
-    return { listeningMs, cpuMs, rssMiB, memory }
+    const memory = probe === "memory" ? await breakdown(node, probeFile) : undefined
+    const stages = probe === "stages" ? await readStages(probeFile) : undefined
+    return { listeningMs, cpuMs, rssMiB, memory, stages }
   } finally {
     await node.stop()
-    if (probe) Fs.rmSync(Path.dirname(probeFile), { recursive: true, force: true })
+    if (probe !== undefined) Fs.rmSync(Path.dirname(probeFile), { recursive: true, force: true })
   }
 }
 
@@ -237,11 +334,56 @@ const withThreePeers = async (driver: Driver, plan: StartupPlan["startup"]) => {
       idleRssMiB: spread(runs[build].map((r) => r.rssMiB))
     })
     const memory = {
-      bundle: (await startNode(env, idle, "bundle", true)).memory,
-      modules: (await startNode(env, idle, "modules", true)).memory
+      bundle: (await startNode(env, idle, "bundle", "memory")).memory,
+      modules: (await startNode(env, idle, "modules", "memory")).memory
     }
-    return { ...summary("bundle"), uncached: summary("uncached"), modules: summary("modules"), memory }
+    const probed: Array<Awaited<ReturnType<typeof startNode>>> = []
+    for (let i = 0; i < plan.runs; i++) probed.push(await startNode(env, undefined, "bundle", "stages"))
+    return {
+      ...summary("bundle"),
+      uncached: summary("uncached"),
+      modules: summary("modules"),
+      memory,
+      stages: stagesOf(probed)
+    }
   })
+}
+
+/**
+ * Where a start of the bundle goes, from the stages probe's runs: each stage's median over the runs
+ * (so the stages need not add up to the median start exactly), ms.
+ */
+const stagesOf = (runs: ReadonlyArray<Awaited<ReturnType<typeof startNode>>>) => {
+  const reports = runs.flatMap((r) => (r.stages === undefined ? [] : [{ ...r.stages, total: r.listeningMs }]))
+  const stage = (f: (r: (typeof reports)[number]) => number) => round(median(reports.map(f)), 1)
+  return {
+    runs: reports.length,
+    /** Spawn to the line in the driver, with the probe loaded. */
+    probedListeningMs: stage((r) => r.total),
+    /** Before the node's clock starts (fork, exec, loading `node`) and the line's way back to the driver. */
+    outside: stage((r) => r.total - r.line),
+    /** Node's own start, to its bootstrap's end (what bare `node` also pays). */
+    nodeBootstrap: stage((r) => r.bootstrap),
+    /** The ES module loader's start and the probe's own import (a start without the probe pays the first). */
+    loaderAndProbe: stage((r) => r.probe - r.bootstrap),
+    /** `dist/cli.js` and the launcher's module loaded, the bundle and its code cache read. */
+    launcher: stage((r) => r.compileStart - r.probe),
+    /** V8 compiling the bundle from its code cache. */
+    compile: stage((r) => r.compileEnd - r.compileStart),
+    /** The bundle's first synchronous run: its entry's modules and `main` up to its first wait. */
+    firstRun: stage((r) => r.runEnd - r.runStart),
+    /** `node`'s modules on first use, its configuration and logs, up to the HTTP port's `listen`. */
+    toHttpListen: stage((r) => r.listenCall - r.runEnd),
+    /** The HTTP port bound. */
+    httpListen: stage((r) => r.listenEvent - r.listenCall),
+    /** The mesh's layer (its listener, the links' start) and the routes served, to the line's write. */
+    meshToLine: stage((r) => r.line - r.listenEvent),
+    /** GC pauses before the line, and how many. */
+    gcMs: stage((r) => r.gcMs),
+    gcCount: stage((r) => r.gcCount),
+    /** The node's CPU at the line (every thread). */
+    cpuMs: stage((r) => r.cpuMs)
+  }
 }
 
 /** Each optional part end to end: one configured peer that is not there, plain / TLS / the lane. */
@@ -459,6 +601,20 @@ const run = async (driver: Driver, plan: StartupPlan) => {
 
 type Startup = Awaited<ReturnType<typeof run>>
 
+const stagesText = (s: Startup["node"]["stages"]) =>
+  [
+    `spawn to line ${fmt(s.probedListeningMs, 0)}:`,
+    `outside node ${fmt(s.outside)}`,
+    `node bootstrap ${fmt(s.nodeBootstrap)}`,
+    `loader + probe ${fmt(s.loaderAndProbe)}`,
+    `launcher + reads ${fmt(s.launcher)}`,
+    `compile ${fmt(s.compile)}`,
+    `first run ${fmt(s.firstRun)}`,
+    `to HTTP listen ${fmt(s.toHttpListen)}`,
+    `HTTP listen ${fmt(s.httpListen)}`,
+    `mesh to line ${fmt(s.meshToLine)}`
+  ].join(" ")
+
 const spreadText = (s: { median: number; min: number; max: number }) =>
   `${fmt(s.median, 0)} (${fmt(s.min, 0)}-${fmt(s.max, 0)})`
 
@@ -497,6 +653,11 @@ const rows = (r: Startup) => {
       "startup: idle node RSS, 3 peers (MiB): bundle / modules",
       spreadText(r.node.idleRssMiB),
       spreadText(r.node.modules.idleRssMiB)
+    ),
+    row(
+      "startup: where a start of the bundle goes (ms, medians, stages probe)",
+      stagesText(r.node.stages),
+      `GC ${fmt(r.node.stages.gcMs)} ms in ${fmt(r.node.stages.gcCount, 0)} pauses, CPU ${fmt(r.node.stages.cpuMs, 0)} ms; ${r.node.stages.runs} runs`
     ),
     row("startup: idle node, where the RSS goes (MiB), bundle", memory(r.node.memory.bundle)),
     row("startup: idle node, where the RSS goes (MiB), modules", memory(r.node.memory.modules)),
@@ -571,7 +732,7 @@ export const startupSection = section({
     )
   ],
   notes: (_, plan) => [
-    `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs of each build by turns: the bundle that ships (\`dist/cli.js\`, \`npm run build\`; the targets) and tsc's modules of the same sources; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed. Where the RSS goes: one more run of each build, \`/proc\`'s anonymous and file-backed resident memory, and from inside (a preloaded probe, after a full GC) the V8 heap by space, compiled code and bytecode, the scripts' source text and external memory.`,
+    `Start-up: \`queen-mesh node --quiet\` with ${PEERS} baseline peers that dial it back, spawn to its \`listening\` line, ${plan.startup.runs} runs of each build by turns: the bundle that ships (\`dist/cli.js\`, \`npm run build\`; the targets) and tsc's modules of the same sources; idle RSS once its ${PEERS} \`peer_up\` lines are out and ${plan.startup.idleMs / 1000} s have passed. Where a start goes: ${plan.startup.runs} more runs of the bundle with a preloaded probe that marks, on the node's own clock, Node's bootstrap, the launcher's compile of the bundle (node:vm's Script), the bundle's first synchronous run, the HTTP port's listen and the \`listening\` line's write, and sums the GC pauses before the line; each stage's median over the runs ("outside node" is the driver's spawn to line less the node's own time to the line: fork, exec and the line's way back). Where the RSS goes: one more run of each build, \`/proc\`'s anonymous and file-backed resident memory, and from inside (a preloaded probe, after a full GC) the V8 heap by space, compiled code and bytecode, the scripts' source text and external memory.`,
     "Per part end to end: the node with one configured peer that is not there (the mesh active, listening), plain, with QUEEN_MESH_TLS=psk, and with QUEEN_MESH_PG_URL at a closed loopback port (the lane's module and pg load; it retries); medians. Import only: a fresh node importing a set of modules, ms from process start, its CPU and RSS, medians over rounds that run every set once, each part the difference of two sets (start-up differences under ~50 ms are within the noise of a busy machine).",
     "Host: the effect barrel and a runtime, with Mesh.layer (shipped in-memory services, TCP) and 3 peers imported from the main entry (as the README does) or from subpaths, against the same program without it; RSS and heap in use twice: settled (the links up, a pause, two GCs) and at rest (once V8's memory reducer, which runs in any process that goes idle, has given back the young generation start-up grew in both programs, then two GCs; at most 60 s). The targets are read at rest; settled also counts the young generation's pages each program touched, which the bare program, allocating nothing, mostly never does."
   ]
