@@ -178,16 +178,29 @@ const StagesReport = Schema.Struct({
   cpuMs: Schema.Number
 })
 
-/** Reads the stages probe's file once the probe has written it. */
-const readStages = async (file: string) => {
+/** A probe's report, read once the probe has written its file (within 10 s). */
+const readProbe = async <A, I>(schema: Schema.Schema<A, I>, file: string, probe: string): Promise<A> => {
   const deadline = Date.now() + 10_000
   while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
-    if (Date.now() > deadline) throw new Error("the stages probe wrote nothing")
+    if (Date.now() > deadline) throw new Error(`the ${probe} probe wrote nothing`)
     await sleep(20)
   }
-  await sleep(20)
-  return Schema.decodeUnknownSync(Schema.parseJson(StagesReport))(Fs.readFileSync(file, "utf8"))
+  await sleep(50)
+  return Schema.decodeUnknownSync(Schema.parseJson(schema))(Fs.readFileSync(file, "utf8"))
 }
+
+/** The probes a start may preload: each one's module and the variable naming its file. */
+const probes = {
+  memory: {
+    flags: ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`],
+    variable: "QUEEN_BENCH_MEMORY_FILE"
+  },
+  stages: {
+    flags: [`--import=data:text/javascript,${encodeURIComponent(STAGES_PROBE)}`],
+    variable: "QUEEN_BENCH_STAGES_FILE"
+  }
+} as const
+type Probe = keyof typeof probes
 
 const MemoryReport = Schema.Struct({
   usage: Schema.Struct({
@@ -215,13 +228,7 @@ const mib = (bytes: number) => round(bytes / MiB, 1)
 const breakdown = async (node: CliNode, file: string) => {
   const rss = rssParts(node.process.pid)
   node.process.kill("SIGUSR2")
-  const deadline = Date.now() + 10_000
-  while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
-    if (Date.now() > deadline) throw new Error("the memory probe wrote nothing")
-    await sleep(20)
-  }
-  await sleep(50)
-  const report = Schema.decodeUnknownSync(Schema.parseJson(MemoryReport))(Fs.readFileSync(file, "utf8"))
+  const report = await readProbe(MemoryReport, file, "memory")
   const spaces = report.spaces
   return {
     rssAnon: mib(rss.anon),
@@ -246,22 +253,12 @@ const startNode = async (
   env: Record<string, string>,
   idle: { readonly peers: number; readonly ms: number } | undefined,
   build: Build = "bundle",
-  probe: "memory" | "stages" | undefined = undefined
+  probe: Probe | undefined = undefined
 ) => {
   const probeFile =
     probe === undefined ? "" : Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "queen-mesh-startup-")), "m")
-  const flags =
-    probe === "memory"
-      ? ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`]
-      : probe === "stages"
-        ? [`--import=data:text/javascript,${encodeURIComponent(STAGES_PROBE)}`]
-        : []
-  const probeEnv =
-    probe === "memory"
-      ? { QUEEN_BENCH_MEMORY_FILE: probeFile }
-      : probe === "stages"
-        ? { QUEEN_BENCH_STAGES_FILE: probeFile }
-        : {}
+  const flags = probe === undefined ? [] : probes[probe].flags
+  const probeEnv = probe === undefined ? {} : { [probes[probe].variable]: probeFile }
   const started = performance.now()
   const node = new CliNode(
     "mesh",
@@ -287,7 +284,7 @@ const startNode = async (
       rssMiB = node.rssBytes() / MiB
     }
     const memory = probe === "memory" ? await breakdown(node, probeFile) : undefined
-    const stages = probe === "stages" ? await readStages(probeFile) : undefined
+    const stages = probe === "stages" ? await readProbe(StagesReport, probeFile, "stages") : undefined
     return { listeningMs, cpuMs, rssMiB, memory, stages }
   } finally {
     await node.stop()
