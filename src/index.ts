@@ -63,6 +63,11 @@ export * as Frame from "./Frame.js"
  * @since 0.1.0
  * @category modules
  */
+export * as GroupedPops from "./GroupedPops.js"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as HotList from "./HotList.js"
 /**
  * @since 0.1.0

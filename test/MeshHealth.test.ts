@@ -255,6 +255,46 @@ describe("MeshHealth", () => {
   )
 })
 
+describe("MeshHealth and grouped pops", () => {
+  it.scoped("while the mesh is degraded a group re-polls within degradedMaxWait, not its own interval", () =>
+    Effect.gen(function* () {
+      const { network, a } = yield* trio({ degradedMaxWait: Duration.seconds(1) })
+      let claims = 0
+      const pops = yield* a.waker.grouped({
+        claim: () =>
+          Effect.sync(() => {
+            claims++
+            return []
+          }),
+        release: () => Effect.void,
+        repoll: "1 minute"
+      })
+      const waiting = yield* Effect.fork(pops.pop({ queue: "orders" }, { batch: 1, maxWait: "10 minutes" }))
+      yield* MeshTest.settle
+      const start = claims
+      // Clustered: no re-poll inside its minute.
+      yield* advance(20_000)
+      assert.strictEqual(claims, start)
+      // Degraded: a re-poll within a second of it, then every second.
+      yield* network.network.partition(["a"], ["c"])
+      yield* advance(4_000)
+      assert.strictEqual(yield* statusOf(a), "degraded")
+      const degradedAt = claims
+      yield* advance(5_000)
+      assert.isAtLeast(claims - degradedAt, 4)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      // Clustered again: back to the minute.
+      yield* network.network.heal
+      yield* advance(8_000)
+      assert.strictEqual(yield* statusOf(a), "clustered")
+      const healed = claims
+      yield* advance(20_000)
+      assert.isAtMost(claims - healed, 1)
+      yield* Fiber.interrupt(waiting)
+    })
+  )
+})
+
 describe("outbound liveness", () => {
   it.scoped(
     "a link into a black hole is closed and dialled again within the dead threshold plus a heartbeat",

@@ -25,7 +25,8 @@ export class DegradedWait {
   private constructor(
     private readonly pops: ParkedPops,
     private readonly short: Duration.Duration | undefined,
-    private readonly runShortening: (shortening: Effect.Effect<void>) => unknown
+    private readonly runShortening: (shortening: Effect.Effect<void>) => unknown,
+    private readonly onDegrade: (short: Duration.Duration) => void
   ) {}
 
   /**
@@ -34,16 +35,17 @@ export class DegradedWait {
    */
   static make(
     pops: ParkedPops,
-    degradedMaxWait: Duration.DurationInput | undefined
+    degradedMaxWait: Duration.DurationInput | undefined,
+    onDegrade: (short: Duration.Duration) => void = () => {}
   ): Effect.Effect<DegradedWait, never, Scope.Scope> {
     return Effect.gen(function* () {
       const health =
         degradedMaxWait === undefined ? Option.none() : yield* Effect.serviceOption(MeshHealth.MeshHealth)
       if (degradedMaxWait === undefined || Option.isNone(health)) {
-        return new DegradedWait(pops, undefined, () => undefined)
+        return new DegradedWait(pops, undefined, () => undefined, onDegrade)
       }
       const run = yield* FiberHandle.makeRuntime<never, never, void>()
-      const wait = new DegradedWait(pops, Duration.decode(degradedMaxWait), run)
+      const wait = new DegradedWait(pops, Duration.decode(degradedMaxWait), run, onDegrade)
       yield* health.value.changes.pipe(
         Stream.runForEach((now) => Effect.sync(() => wait.healthIs(MeshHealth.isTrusted(now)))),
         Effect.forkScoped
@@ -61,6 +63,8 @@ export class DegradedWait {
   healthIs(trusted: boolean): void {
     if (trusted === this.trusted) return
     this.trusted = trusted
+    // Grouped pops re-poll as a group: its next claim comes within `short`.
+    if (!trusted && this.short !== undefined) this.onDegrade(this.short)
     this.runShortening(trusted || this.short === undefined ? Effect.void : this.shortenParked(this.short))
   }
 

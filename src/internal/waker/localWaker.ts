@@ -30,6 +30,14 @@ import { DeadlineReaper } from "./deadlineReaper.js"
 import { DegradedWait } from "./degradedWait.js"
 import { HintStore } from "./hintStore.js"
 import { ParkedPops, SHUTDOWN, type WakeOutcome } from "./parkedPops.js"
+import {
+  type GroupedPops,
+  type GroupedPopsOptions,
+  type GroupHost,
+  type GroupSink,
+  type GroupTarget,
+  PopGroups
+} from "./popGroups.js"
 import { Tenants } from "./tenants.js"
 
 export type { WakeOutcome } from "./parkedPops.js"
@@ -79,6 +87,15 @@ export interface LocalWakerShape {
    * over `MAX_NAME_CHARS`, since the waker started.
    */
   readonly dropped: Effect.Effect<number>
+  /**
+   * Grouped pops over this waker: the pops waiting on one queue (and tenant) share one claim in flight,
+   * the host's `claim`, and its rows are handed to them in the order they came. They are woken, released,
+   * shut down and shortened while the mesh is degraded as the parked pops are. Their claims and timers
+   * run in the current scope.
+   */
+  readonly grouped: <A, E>(
+    options: GroupedPopsOptions<A, E>
+  ) => Effect.Effect<GroupedPops<A, E>, never, Scope.Scope>
 }
 
 /**
@@ -123,11 +140,16 @@ export interface LocalWakerOptions {
   readonly degradedMaxWait?: Duration.DurationInput
 }
 
-/** The registry: the units, composed; it owns only whether it shut down and what it refused. */
-class Registry {
-  private closed = false
+/**
+ * The registry: the units, composed; it owns only whether it shut down, what it refused, and which
+ * group sets it drives.
+ */
+class Registry implements GroupHost {
+  closed = false
   /** Host calls and wakes refused for a name over `MAX_NAME_CHARS`. */
   private refused = 0
+  /** The grouped pops' sets, woken and released with the parked pops. */
+  private readonly sinks = new Set<GroupSink>()
 
   constructor(
     private readonly tenants: Tenants,
@@ -139,7 +161,36 @@ class Registry {
   ) {}
 
   get parked(): number {
-    return this.pops.parked
+    let parked = this.pops.parked
+    for (const sink of this.sinks) parked += sink.waiting
+    return parked
+  }
+
+  /** A group set starts (or stops) following this waker's wakes. */
+  follow(sink: GroupSink): Effect.Effect<void, never, Scope.Scope> {
+    return Effect.acquireRelease(
+      Effect.sync(() => this.sinks.add(sink)),
+      () => Effect.sync(() => this.sinks.delete(sink))
+    )
+  }
+
+  tenantOf(target: GroupTarget): string | undefined {
+    const tenant = this.tenants.ofTarget(target.queue, target.tenant)
+    if (tenant === undefined) this.refused++
+    return tenant
+  }
+
+  takeHints(queue: string, tenant: string): ReadonlyArray<string> {
+    return this.hints.take(queue, tenant)
+  }
+
+  repollWithin(asked: Duration.Duration): Duration.Duration {
+    return this.degraded.cap(asked)
+  }
+
+  /** The mesh degraded: the groups re-poll within `short`. */
+  shortenGroups(short: Duration.Duration): void {
+    for (const sink of this.sinks) sink.shortenRepoll(short)
   }
 
   get dropped(): number {
@@ -157,9 +208,13 @@ class Registry {
     }
     if (this.tenants.fansOut(item.tenant)) {
       const tenants = this.pops.tenantsOn(queue)
-      if (tenants === undefined) return
-      for (const tenant of tenants) this.hints.record(queue, tenant, partition)
+      if (tenants !== undefined) for (const tenant of tenants) this.hints.record(queue, tenant, partition)
+      for (const sink of this.sinks) {
+        const grouped = sink.tenantsOn(queue)
+        if (grouped !== undefined) for (const tenant of grouped) this.hints.record(queue, tenant, partition)
+      }
       this.pops.wakeQueue(queue)
+      for (const sink of this.sinks) sink.wakeQueue(queue)
       return
     }
     const tenant = this.tenants.ofWake(item.tenant)
@@ -169,6 +224,7 @@ class Registry {
     }
     this.hints.record(queue, tenant, partition)
     this.pops.wake(queue, tenant)
+    for (const sink of this.sinks) sink.wake(queue, tenant)
   }
 
   /** Parks the calling fiber (the body of `awaitWake`'s `Effect.async`). */
@@ -204,13 +260,15 @@ class Registry {
   }
 
   releaseAll(): number {
-    return this.pops.releaseAll()
+    let released = this.pops.releaseAll()
+    for (const sink of this.sinks) released += sink.releaseAll()
+    return released
   }
 
   shutdown(): number {
     if (this.closed) return 0
     this.closed = true
-    return this.pops.releaseAll()
+    return this.releaseAll()
   }
 }
 
@@ -219,7 +277,8 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
   Effect.gen(function* () {
     const pops = new ParkedPops()
     const resolution = Duration.toMillis(Duration.decode(options.timeoutResolution ?? Duration.millis(25)))
-    const registry = new Registry(
+    let onDegrade = (_short: Duration.Duration): void => {}
+    const registry: Registry = new Registry(
       new Tenants(options),
       pops,
       new HintStore({
@@ -228,9 +287,10 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
         maxBytes: options.maxHintBytes ?? 4 * 1024 * 1024
       }),
       yield* DeadlineReaper.make(pops, resolution),
-      yield* DegradedWait.make(pops, options.degradedMaxWait),
+      yield* DegradedWait.make(pops, options.degradedMaxWait, (short) => onDegrade(short)),
       yield* Effect.clock
     )
+    onDegrade = (short) => registry.shortenGroups(short)
     const unsafeWake = (item: QueueItem): void => registry.wake(item)
     const shutdown = Effect.sync(() => registry.shutdown())
     // Closing the scope hands every parked pop back: a broker's requests never hang on a waker gone.
@@ -243,6 +303,12 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
       releaseAll: Effect.sync(() => registry.releaseAll()),
       shutdown,
       takePartitionHints: (target) => Effect.sync(() => registry.takePartitionHints(target)),
-      dropped: Effect.sync(() => registry.dropped)
+      dropped: Effect.sync(() => registry.dropped),
+      grouped: (groupOptions) =>
+        Effect.gen(function* () {
+          const groups = yield* PopGroups.make(registry, groupOptions, resolution)
+          yield* registry.follow(groups)
+          return groups.api()
+        })
     }
   })

@@ -1,0 +1,667 @@
+/**
+ * Grouped pops of the shipped waker: the pops parked on one queue (and tenant) are served by at most
+ * one claim in flight, and the rows it returns are handed to them in the order they came, each up to its
+ * batch. This is what keeps a wake's cost to PostgreSQL flat as the consumers grow: a wake starts one
+ * claim (or, landing while one runs, folds into one follow-up), never one claim per waiting pop.
+ *
+ * The pieces, per `(queue, tenant)` group:
+ * - a FIFO of waiting pops (hand-out order) and a deadline heap (their timeouts), both with lazy removal;
+ * - `demand`, the sum of the waiting pops' batches: the claim's limit, capped at `maxClaim`;
+ * - whether a claim is in flight, and the reason for the one owed after it (a wake, an arrival);
+ * - one timer fiber, armed for the earliest of the next re-poll (the fallback for a lost hint, shortened
+ *   while the mesh is degraded) and the earliest pop's deadline (at most `resolution` late).
+ *
+ * Rows never strand: rows claimed for pops that left during the claim, or handed to a pop whose fiber
+ * was interrupted before it took them, go to the next waiting pop of the group or back to the host's
+ * `release` at once. A claim runs uninterruptibly (its rows must reach someone), in a fiber of the scope
+ * the group set was made in.
+ *
+ * @internal
+ */
+import type * as Cause from "effect/Cause"
+import type * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { DeadlineHeap } from "./deadlineHeap.js"
+
+/**
+ * How a grouped pop's wait ended: `"none"` (the first claim after it came found rows), `"woken"` (a
+ * later claim, started by a wake or by another pop's arrival, found rows), `"timeout"` (its `maxWait`
+ * elapsed, or the group's re-poll found rows), `"shutdown"` (the waker shut down or released its pops).
+ */
+export type GroupedWake = "none" | "woken" | "timeout" | "shutdown"
+
+/** What the host's claim is asked for. */
+export interface ClaimRequest {
+  readonly queue: string
+  readonly tenant: string
+  /** The most rows to claim: the waiting pops' batches added up, capped at `maxClaim`. */
+  readonly limit: number
+  /** The partitions hinted since the group's last claim (the waker's partition hints, taken). */
+  readonly partitions: ReadonlyArray<string>
+}
+
+/** The queue and tenant of a group. */
+export interface GroupKey {
+  readonly queue: string
+  readonly tenant: string
+}
+
+/** What a grouped pop answers. */
+export interface GroupedPopResult<A> {
+  /** At most the pop's batch, all from one claim; empty when it timed out or was shut down. */
+  readonly rows: ReadonlyArray<A>
+  readonly wake: GroupedWake
+}
+
+/** The host's side of a group set. */
+export interface GroupedPopsOptions<A, E> {
+  /**
+   * Claims up to `request.limit` rows. Fewer than `limit` must mean none were left to claim: that is
+   * how `offer` knows the peers need no wake.
+   */
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<A>, E>
+  /** Hands back rows claimed for pops that have gone, at once (not when their lease runs out). */
+  readonly release: (key: GroupKey, rows: ReadonlyArray<A>) => Effect.Effect<void, unknown>
+  /** How often a group with pops waiting claims on its own: the fallback for a lost hint. Default 10 s. */
+  readonly repoll?: Duration.DurationInput | undefined
+  /** The largest limit one claim asks for. Default 1,000. */
+  readonly maxClaim?: number | undefined
+}
+
+/** What a grouped pop waits on: as `LocalWaker`'s `WaitTarget`. */
+export interface GroupTarget {
+  readonly queue: string
+  readonly tenant?: Option.Option<string> | string | null | undefined
+}
+
+/** A set of groups, as a host reaches it. */
+export interface GroupedPops<A, E> {
+  /**
+   * Waits for rows of `target`'s queue: at most `batch`, from the group's claims, or none once `maxWait`
+   * elapses or the waker shuts down. Once it returns rows they are the caller's; interrupted before,
+   * the rows meant for it go to another pop or back to `release`.
+   */
+  readonly pop: (
+    target: GroupTarget,
+    options: { readonly batch: number; readonly maxWait: Duration.DurationInput }
+  ) => Effect.Effect<GroupedPopResult<A>, E>
+  /**
+   * Rows were committed on `target` here: the pops waiting here claim first. `true` when a claim that
+   * began after this call left nothing to claim (the peers need no wake), `false` otherwise: no pop
+   * waits here, the claim filled its limit, or it failed.
+   */
+  readonly offer: (target: GroupTarget) => Effect.Effect<boolean>
+  /** How many pops wait in the groups now. */
+  readonly waiting: Effect.Effect<number>
+  /** Claims run, rows handed to pops, and rows given back to `release`, since the set was made. */
+  readonly counts: Effect.Effect<GroupCounts>
+}
+
+/** A group set's running totals. */
+export interface GroupCounts {
+  readonly claims: number
+  readonly handed: number
+  readonly released: number
+}
+
+/** What a group set needs from the waker that owns it. */
+export interface GroupHost {
+  /** The waker shut down: pops answer `"shutdown"` at once. */
+  readonly closed: boolean
+  /** The tenant a target names, or `undefined` when its names do not fit the wire. */
+  tenantOf(target: GroupTarget): string | undefined
+  /** Takes (and clears) the partition hints of a group. */
+  takeHints(queue: string, tenant: string): ReadonlyArray<string>
+  /** The re-poll interval in force: `asked`, or shorter while the mesh is degraded. */
+  repollWithin(asked: Duration.Duration): Duration.Duration
+}
+
+/** How the waker drives a group set: wakes, releases and health, without knowing its row type. */
+export interface GroupSink {
+  readonly waiting: number
+  wake(queue: string, tenant: string): void
+  wakeQueue(queue: string): void
+  tenantsOn(queue: string): Iterable<string> | undefined
+  /** Every waiting pop answers `"shutdown"`; returns how many did. */
+  releaseAll(): number
+  /** The mesh degraded: groups re-poll within `short` from now. */
+  shortenRepoll(short: Duration.Duration): void
+}
+
+/** The re-poll of a group with pops waiting, and the largest claim, unless the host says otherwise. */
+export const DEFAULTS = { repoll: Duration.seconds(10), maxClaim: 1_000 } as const
+
+const QUEUED = 0
+const HANDED = 1
+const FINISHED = 2
+const GONE = 3
+type WaiterState = typeof QUEUED | typeof HANDED | typeof FINISHED | typeof GONE
+
+/** Below this many stale heap entries compaction is not worth a pass. */
+const COMPACT_FLOOR = 64
+/** The longest timer the clock will arm (`setTimeout`'s limit). */
+const MAX_SLEEP_MILLIS = 2 ** 31 - 1
+
+type Resume<A, E> = (result: Effect.Effect<GroupedPopResult<A>, E>) => void
+
+/** A waiting pop: in its group's FIFO and deadline heap until it is answered or leaves. */
+class Waiter<A, E> {
+  state: WaiterState = QUEUED
+  /** For the heap: set once the pop is out of the FIFO. */
+  done = false
+  rows: ReadonlyArray<A> = []
+  resume: Resume<A, E> | undefined = undefined
+  /** The answer, when it came before the fiber registered its `resume`. */
+  answer: Effect.Effect<GroupedPopResult<A>, E> | undefined = undefined
+  constructor(
+    readonly group: Group<A, E>,
+    readonly batch: number,
+    readonly deadline: number,
+    readonly seq: number,
+    /** How many claims of the group had started when it came. */
+    readonly arrivedAt: number
+  ) {}
+}
+
+/** One `(queue, tenant)`: its waiting pops, its claim in flight, its timer. */
+class Group<A, E> {
+  readonly fifo: Array<Waiter<A, E>> = []
+  head = 0
+  live = 0
+  demand = 0
+  readonly heap = new DeadlineHeap<Waiter<A, E>>()
+  stale = 0
+  inFlight = false
+  owed: GroupedWake | undefined = undefined
+  lastFull = false
+  claimsStarted = 0
+  repollAt = Number.POSITIVE_INFINITY
+  timer: Fiber.RuntimeFiber<void, never> | undefined = undefined
+  timerAt = Number.POSITIVE_INFINITY
+  lastPass = Number.NEGATIVE_INFINITY
+  /** `offer`s waiting for the next claim to start. */
+  probes: Array<(drained: boolean) => void> = []
+  constructor(
+    readonly queue: string,
+    readonly tenant: string
+  ) {}
+}
+
+const shutdownResult = Effect.succeed({ rows: [], wake: "shutdown" as const })
+const timeoutResult = Effect.succeed({ rows: [], wake: "timeout" as const })
+const TRUE = Effect.succeed(true)
+const FALSE = Effect.succeed(false)
+
+/** The groups of one host's claim, keyed `queue -> tenant` (nested, so no two names collide). */
+export class PopGroups<A, E> implements GroupSink {
+  private readonly byQueue = new Map<string, Map<string, Group<A, E>>>()
+  private waiters = 0
+  private seq = 0
+  private claims = 0
+  private handed = 0
+  private released = 0
+  private readonly repoll: Duration.Duration
+  private readonly maxClaim: number
+
+  private constructor(
+    private readonly host: GroupHost,
+    private readonly options: GroupedPopsOptions<A, E>,
+    private readonly clock: Clock.Clock,
+    private readonly resolution: number,
+    private readonly run: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void, never>
+  ) {
+    this.repoll = Duration.decode(options.repoll ?? DEFAULTS.repoll)
+    this.maxClaim = options.maxClaim ?? DEFAULTS.maxClaim
+  }
+
+  /** A group set whose claims and timers run in fibers of the current scope. */
+  static make<A, E>(
+    host: GroupHost,
+    options: GroupedPopsOptions<A, E>,
+    resolution: number
+  ): Effect.Effect<PopGroups<A, E>, never, Scope.Scope> {
+    return Effect.gen(function* () {
+      const maxClaim = options.maxClaim
+      if (maxClaim !== undefined && !(Number.isSafeInteger(maxClaim) && maxClaim >= 1)) {
+        return yield* Effect.dieMessage(
+          `grouped pops: maxClaim must be a whole number of rows, 1 or more (got ${maxClaim})`
+        )
+      }
+      const clock = yield* Effect.clock
+      const run = yield* FiberSet.makeRuntime<never, void, never>()
+      return new PopGroups(host, options, clock, resolution, (effect) => run(effect))
+    })
+  }
+
+  get waiting(): number {
+    return this.waiters
+  }
+
+  /** The host's API, as effects. */
+  api(): GroupedPops<A, E> {
+    return {
+      pop: (target, options) => this.pop(target, options),
+      offer: (target) => this.offer(target),
+      waiting: Effect.sync(() => this.waiters),
+      counts: Effect.sync(() => ({ claims: this.claims, handed: this.handed, released: this.released }))
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // the waker's side
+  // -------------------------------------------------------------------------------------------
+
+  wake(queue: string, tenant: string): void {
+    const group = this.byQueue.get(queue)?.get(tenant)
+    if (group !== undefined) this.demandClaim(group, "woken")
+  }
+
+  wakeQueue(queue: string): void {
+    const byTenant = this.byQueue.get(queue)
+    if (byTenant === undefined) return
+    for (const group of [...byTenant.values()]) this.demandClaim(group, "woken")
+  }
+
+  tenantsOn(queue: string): Iterable<string> | undefined {
+    return this.byQueue.get(queue)?.keys()
+  }
+
+  releaseAll(): number {
+    let released = 0
+    for (const byTenant of [...this.byQueue.values()]) {
+      for (const group of [...byTenant.values()]) {
+        released += this.answerAll(group, shutdownResult)
+        this.resolveProbes(group, false)
+        this.settleIdle(group)
+      }
+    }
+    return released
+  }
+
+  shortenRepoll(short: Duration.Duration): void {
+    const due = this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(short)
+    for (const byTenant of this.byQueue.values()) {
+      for (const group of byTenant.values()) {
+        if (group.inFlight || group.live === 0 || group.repollAt <= due) continue
+        group.repollAt = due
+        this.arm(group)
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // the host's side
+  // -------------------------------------------------------------------------------------------
+
+  private pop(
+    target: GroupTarget,
+    options: { readonly batch: number; readonly maxWait: Duration.DurationInput }
+  ): Effect.Effect<GroupedPopResult<A>, E> {
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        if (this.host.closed) return shutdownResult
+        const maxWait = Duration.toMillis(Duration.decode(options.maxWait))
+        const tenant = this.host.tenantOf(target)
+        // A name no wake could carry: nothing to claim for, so it just waits out `maxWait`.
+        if (tenant === undefined) return restore(Effect.zipRight(Effect.sleep(maxWait), timeoutResult))
+        const batch = Number.isFinite(options.batch) ? Math.max(1, Math.floor(options.batch)) : 1
+        const deadline = this.clock.unsafeCurrentTimeMillis() + Math.max(0, maxWait)
+        const waiter = this.arrive(this.groupOf(target.queue, tenant), batch, deadline)
+        const wait = Effect.async<GroupedPopResult<A>, E>((resume) => {
+          if (waiter.answer !== undefined) resume(waiter.answer)
+          else waiter.resume = resume
+        })
+        return restore(wait).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => this.leave(waiter))),
+          // Outside `restore`: once the answer is out of the wait, no interruption can lose its rows.
+          Effect.tap(() => {
+            waiter.state = FINISHED
+            waiter.rows = []
+          })
+        )
+      })
+    )
+  }
+
+  private offer(target: GroupTarget): Effect.Effect<boolean> {
+    return Effect.suspend(() => {
+      if (this.host.closed) return FALSE
+      const tenant = this.host.tenantOf(target)
+      const group = tenant === undefined ? undefined : this.byQueue.get(target.queue)?.get(tenant)
+      if (group === undefined || group.live === 0) return FALSE
+      return Effect.async<boolean>((resume) => {
+        const probe = (drained: boolean) => resume(drained ? TRUE : FALSE)
+        group.probes.push(probe)
+        this.demandClaim(group, "woken")
+        return Effect.sync(() => {
+          const at = group.probes.indexOf(probe)
+          if (at >= 0) group.probes.splice(at, 1)
+        })
+      })
+    })
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // the groups
+  // -------------------------------------------------------------------------------------------
+
+  private groupOf(queue: string, tenant: string): Group<A, E> {
+    let byTenant = this.byQueue.get(queue)
+    if (byTenant === undefined) {
+      byTenant = new Map()
+      this.byQueue.set(queue, byTenant)
+    }
+    let group = byTenant.get(tenant)
+    if (group === undefined) {
+      group = new Group(queue, tenant)
+      byTenant.set(tenant, group)
+    }
+    return group
+  }
+
+  private arrive(group: Group<A, E>, batch: number, deadline: number): Waiter<A, E> {
+    const waiter = new Waiter(group, batch, deadline, this.seq++, group.claimsStarted)
+    group.fifo.push(waiter)
+    group.heap.push(waiter)
+    group.live++
+    group.demand += batch
+    this.waiters++
+    // Every pop claims once on its own arrival, as an ungrouped pop would: it must see what was
+    // committed before it came, whatever hints were lost.
+    this.demandClaim(group, "woken")
+    this.arm(group)
+    return waiter
+  }
+
+  /** A claim is wanted: started now, or owed after the one in flight. */
+  private demandClaim(group: Group<A, E>, reason: GroupedWake): void {
+    if (group.live === 0) return
+    if (group.inFlight) {
+      group.owed ??= reason
+      return
+    }
+    this.startClaim(group, reason)
+  }
+
+  private startClaim(group: Group<A, E>, reason: GroupedWake): void {
+    group.inFlight = true
+    group.repollAt = Number.POSITIVE_INFINITY
+    this.run(Effect.uninterruptible(this.claimLoop(group, reason)))
+  }
+
+  /** One claim, its rows handed out, then the next claim if one is owed. */
+  private claimLoop(group: Group<A, E>, reason: GroupedWake): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const seq = ++group.claimsStarted
+      const limit = Math.min(Math.max(group.demand, 1), this.maxClaim)
+      const probes = group.probes
+      group.probes = []
+      group.owed = undefined
+      this.claims++
+      const request: ClaimRequest = {
+        queue: group.queue,
+        tenant: group.tenant,
+        limit,
+        partitions: this.host.takeHints(group.queue, group.tenant)
+      }
+      return Effect.flatMap(Effect.exit(Effect.suspend(() => this.options.claim(request))), (exit) => {
+        const leftover = this.settleClaim(group, seq, limit, reason, exit)
+        for (const probe of probes) probe(Exit.isSuccess(exit) && exit.value.length < limit)
+        const next = Effect.suspend(() => {
+          const again = this.nextClaim(group)
+          if (again !== undefined) return this.claimLoop(group, again)
+          group.inFlight = false
+          group.repollAt =
+            this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(this.host.repollWithin(this.repoll))
+          this.arm(group)
+          this.settleIdle(group)
+          return Effect.void
+        })
+        return leftover.length === 0 ? next : Effect.zipRight(this.releaseRows(group, leftover), next)
+      })
+    })
+  }
+
+  /** Hands a claim's rows out (or fails the pops it was for); returns the rows no pop took. */
+  private settleClaim(
+    group: Group<A, E>,
+    seq: number,
+    limit: number,
+    reason: GroupedWake,
+    exit: Exit.Exit<ReadonlyArray<A>, E>
+  ): ReadonlyArray<A> {
+    if (Exit.isFailure(exit)) {
+      group.lastFull = false
+      // The pops this claim was for fail with it, as each would have with a claim of its own; those
+      // that came during it are owed the next one.
+      this.failPresent(group, seq, exit.cause)
+      return []
+    }
+    const rows = exit.value
+    group.lastFull = rows.length >= limit
+    return this.handOut(group, rows, (waiter) => (waiter.arrivedAt + 1 === seq ? "none" : reason))
+  }
+
+  /** Gives `rows` to the waiting pops in the order they came; returns what is left. */
+  private handOut(
+    group: Group<A, E>,
+    rows: ReadonlyArray<A>,
+    wakeOf: (waiter: Waiter<A, E>) => GroupedWake
+  ): ReadonlyArray<A> {
+    let at = 0
+    while (at < rows.length) {
+      const waiter = this.nextQueued(group)
+      if (waiter === undefined) break
+      const mine = rows.slice(at, at + waiter.batch)
+      at += mine.length
+      this.dequeue(group, waiter)
+      waiter.state = HANDED
+      waiter.rows = mine
+      this.handed += mine.length
+      this.deliver(waiter, Effect.succeed({ rows: mine, wake: wakeOf(waiter) }))
+    }
+    return at === 0 ? rows : rows.slice(at)
+  }
+
+  private failPresent(group: Group<A, E>, seq: number, cause: Cause.Cause<E>): void {
+    const failed = Effect.failCause(cause)
+    for (let i = group.head; i < group.fifo.length; i++) {
+      const waiter = group.fifo[i]!
+      if (waiter.state !== QUEUED || waiter.arrivedAt >= seq) continue
+      this.dequeue(group, waiter)
+      waiter.state = FINISHED
+      this.deliver(waiter, failed)
+    }
+    this.compactFifo(group)
+  }
+
+  /** The reason for another claim right away, if one is owed and pops still wait. */
+  private nextClaim(group: Group<A, E>): GroupedWake | undefined {
+    if (group.live === 0) {
+      group.owed = undefined
+      return undefined
+    }
+    const owed = group.owed
+    if (owed !== undefined) return owed
+    return group.lastFull ? "woken" : undefined
+  }
+
+  /** The pop's fiber was interrupted before it took its answer. */
+  private leave(waiter: Waiter<A, E>): void {
+    const group = waiter.group
+    if (waiter.state === QUEUED) {
+      this.dequeue(group, waiter)
+      waiter.state = GONE
+      this.compactFifo(group)
+      if (group.live === 0) this.settleIdle(group)
+      else this.arm(group)
+      return
+    }
+    if (waiter.state !== HANDED) return
+    waiter.state = GONE
+    const rows = waiter.rows
+    waiter.rows = []
+    this.handed -= rows.length
+    const leftover = this.handOut(group, rows, () => "woken")
+    if (leftover.length > 0) this.run(this.releaseRows(group, leftover))
+    if (group.live === 0) this.settleIdle(group)
+  }
+
+  private releaseRows(group: Group<A, E>, rows: ReadonlyArray<A>): Effect.Effect<void> {
+    this.released += rows.length
+    return Effect.suspend(() =>
+      this.options.release({ queue: group.queue, tenant: group.tenant }, rows)
+    ).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning(`${rows.length} claimed rows not released; their lease will hand them back`, cause)
+      ),
+      Effect.annotateLogs({ module: "LocalWaker", fiber: "release" })
+    )
+  }
+
+  private deliver(waiter: Waiter<A, E>, answer: Effect.Effect<GroupedPopResult<A>, E>): void {
+    const resume = waiter.resume
+    waiter.resume = undefined
+    if (resume !== undefined) resume(answer)
+    else waiter.answer = answer
+  }
+
+  /** Out of the FIFO's live count and demand; its heap entry, unless already popped, goes stale. */
+  private dequeue(group: Group<A, E>, waiter: Waiter<A, E>, inHeap = true): void {
+    waiter.done = true
+    group.live--
+    group.demand -= waiter.batch
+    this.waiters--
+    if (!inHeap) return
+    group.stale++
+    if (group.stale > group.live && group.stale >= COMPACT_FLOOR) {
+      group.heap.compact()
+      group.stale = 0
+    }
+  }
+
+  private nextQueued(group: Group<A, E>): Waiter<A, E> | undefined {
+    const fifo = group.fifo
+    while (group.head < fifo.length && fifo[group.head]!.state !== QUEUED) group.head++
+    this.compactFifo(group)
+    return fifo[group.head]
+  }
+
+  private compactFifo(group: Group<A, E>): void {
+    if (group.head >= COMPACT_FLOOR && group.head * 2 >= group.fifo.length) {
+      group.fifo.splice(0, group.head)
+      group.head = 0
+    }
+    if (group.live === 0 && group.fifo.length > 0) {
+      group.fifo.length = 0
+      group.head = 0
+    }
+  }
+
+  private answerAll(group: Group<A, E>, answer: Effect.Effect<GroupedPopResult<A>, E>): number {
+    let answered = 0
+    for (let i = group.head; i < group.fifo.length; i++) {
+      const waiter = group.fifo[i]!
+      if (waiter.state !== QUEUED) continue
+      this.dequeue(group, waiter)
+      waiter.state = FINISHED
+      this.deliver(waiter, answer)
+      answered++
+    }
+    this.compactFifo(group)
+    return answered
+  }
+
+  private resolveProbes(group: Group<A, E>, drained: boolean): void {
+    const probes = group.probes
+    group.probes = []
+    for (const probe of probes) probe(drained)
+  }
+
+  /** A group with no pop and no claim leaves the index, its timer stopped. */
+  private settleIdle(group: Group<A, E>): void {
+    if (group.live > 0 || group.inFlight) return
+    this.resolveProbes(group, false)
+    this.stopTimer(group)
+    const byTenant = this.byQueue.get(group.queue)
+    if (byTenant?.get(group.tenant) !== group) return
+    byTenant.delete(group.tenant)
+    if (byTenant.size === 0) this.byQueue.delete(group.queue)
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // time: deadlines and the re-poll
+  // -------------------------------------------------------------------------------------------
+
+  /** The earliest deadline of a waiting pop, its stale heap entries dropped on the way. */
+  private firstDeadline(group: Group<A, E>): number {
+    let top = group.heap.peek()
+    while (top?.done) {
+      group.heap.pop()
+      group.stale--
+      top = group.heap.peek()
+    }
+    return top === undefined ? Number.POSITIVE_INFINITY : top.deadline
+  }
+
+  /** Arms the group's timer for its next deadline or re-poll, if it would otherwise wake later. */
+  private arm(group: Group<A, E>): void {
+    if (group.live === 0) {
+      this.stopTimer(group)
+      return
+    }
+    const deadline = this.firstDeadline(group)
+    const due = Math.min(
+      group.repollAt,
+      deadline === Number.POSITIVE_INFINITY ? deadline : Math.max(deadline, group.lastPass + this.resolution)
+    )
+    if (due === Number.POSITIVE_INFINITY || due >= group.timerAt) return
+    this.stopTimer(group)
+    const wait = Math.min(Math.max(0, due - this.clock.unsafeCurrentTimeMillis()), MAX_SLEEP_MILLIS)
+    group.timerAt = due
+    group.timer = this.run(
+      Effect.zipRight(
+        Effect.sleep(Duration.millis(wait)),
+        Effect.sync(() => {
+          group.timer = undefined
+          group.timerAt = Number.POSITIVE_INFINITY
+          this.tick(group)
+        })
+      ).pipe(Effect.annotateLogs({ module: "LocalWaker", fiber: "group-timer" }))
+    )
+  }
+
+  private stopTimer(group: Group<A, E>): void {
+    const timer = group.timer
+    group.timer = undefined
+    group.timerAt = Number.POSITIVE_INFINITY
+    timer?.unsafeInterruptAsFork(FiberId.none)
+  }
+
+  /** Times out the pops due, and re-polls when the group's re-poll is due. */
+  private tick(group: Group<A, E>): void {
+    const now = this.clock.unsafeCurrentTimeMillis()
+    let expired = false
+    while (this.firstDeadline(group) <= now) {
+      const waiter = group.heap.pop()!
+      this.dequeue(group, waiter, false)
+      waiter.state = FINISHED
+      this.deliver(waiter, timeoutResult)
+      expired = true
+    }
+    if (expired) {
+      group.lastPass = now
+      this.compactFifo(group)
+    }
+    if (group.live > 0 && !group.inFlight && now >= group.repollAt) this.startClaim(group, "timeout")
+    this.arm(group)
+    this.settleIdle(group)
+  }
+}
