@@ -571,6 +571,15 @@ const runSteps = (steps: ReadonlyArray<Step>) =>
         yield* noLostWake
       }
       if (queue.maxInFlight > 1) violations.push("two claims in flight")
+      // Parked: waiting pops whose arrival claim has run; all of them once no claim is pending.
+      const [parked, waiting, pending] = [
+        yield* waker.parked,
+        yield* pops.waiting,
+        yield* Queue.size(queue.pending)
+      ]
+      if (parked < 0 || parked > waiting) violations.push(`parked ${parked} of ${waiting} waiting`)
+      if (pending === 0 && parked !== waiting)
+        violations.push(`parked ${parked} of ${waiting}, no claim pending`)
     }
     // Drain: every claim finishes, every deadline passes.
     for (let round = 0; round < 200; round++) {

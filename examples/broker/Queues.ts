@@ -1,12 +1,12 @@
 /**
  * What the broker does with a request, between PostgreSQL (the `Store`) and the mesh: pushes commit
- * and then say so, pops claim or park on the shipped `LocalWaker` until a wake or their own re-poll,
+ * and then say so, pops wait in the shipped waker's grouped pops (one claim in flight per queue, its
+ * rows handed to the waiting pops in the order they came) until a wake or the group's re-poll,
  * maintenance goes through the mesh's flags, and queue settings through the mesh's queue-config cache.
- * Everything the mesh is told is a hint: when one is lost, a pop's re-poll finds the message anyway.
+ * Everything the mesh is told is a hint: when one is lost, the group's re-poll finds the message anyway.
  */
 import type { SqlError } from "@effect/sql"
 import {
-  Clock,
   Context,
   Data,
   Duration,
@@ -18,7 +18,7 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import { LocalWaker, MaintenanceFlags, Mesh, QueueConfigCache } from "queen-mesh"
+import { type GroupedPops, LocalWaker, MaintenanceFlags, Mesh, QueueConfigCache } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { Stages } from "./Stages.js"
 import { type Claimed, type Outgoing, type QueueSettings, Store } from "./Store.js"
@@ -31,11 +31,11 @@ export class MaintenanceError extends Data.TaggedError("MaintenanceError")<{}> {
 }
 
 /**
- * How a pop's last wait ended before it answered: `none` (it found messages without waiting), `woken`
- * (a wake named its queue: a push here, or through the mesh), `timeout` (its own re-poll, or the end of
- * its wait), `shutdown` (the broker is draining, or pop maintenance began).
+ * How a pop's wait ended before it answered: `none` (the claim made for its arrival found messages),
+ * `woken` (a later claim, after a wake: a push here, or through the mesh), `timeout` (the end of its
+ * wait, or the group's re-poll found them), `shutdown` (the broker is draining, or pop maintenance began).
  */
-export type WaitOutcome = "none" | LocalWaker.WakeOutcome
+export type WaitOutcome = GroupedPops.Wake
 
 export interface PopResult {
   readonly lease: string | null
@@ -81,8 +81,20 @@ export const metrics = {
   acked: Metric.counter("broker_messages_acked_total", { incremental: true }),
   released: Metric.counter("broker_leases_released_total", { incremental: true }),
   claims: Metric.counter("broker_claims_total", { incremental: true }),
+  returned: Metric.counter("broker_messages_returned_total", { incremental: true }),
   waits: Metric.frequency("broker_pop_waits")
 }
+
+/** A claimed message as the grouped pops hand it out: all of one pop's share one claim's lease. */
+interface Held {
+  readonly lease: string
+  readonly message: Claimed
+  /** When its claim ran, on the stage tracer's clock (only while tracing). */
+  readonly ran: readonly [string, string] | undefined
+}
+
+/** The largest claim the groups make: the API's largest batch. */
+const MAX_CLAIM = 1000
 
 export const make = Effect.gen(function* () {
   const config = yield* BrokerConfig
@@ -114,11 +126,16 @@ export const make = Effect.gen(function* () {
       yield* stages.mark("insert")
       const ids = yield* store.push(tenant, queue, messages)
       yield* stages.mark("committed")
-      yield* announce(
-        tenant,
-        queue,
-        messages.map((message) => message.partition)
-      )
+      // This replica's waiting pops claim first. When their claim, begun after the commit, left
+      // nothing to claim, no peer has news: the push is not announced (its claim would find nothing).
+      const drained = yield* groups.offer({ queue, tenant })
+      if (!drained) {
+        yield* announce(
+          tenant,
+          queue,
+          messages.map((message) => message.partition)
+        )
+      }
       yield* stages.mark("hinted")
       yield* Metric.incrementBy(metrics.pushed, ids.length)
       return ids
@@ -139,38 +156,51 @@ export const make = Effect.gen(function* () {
       return settings
     })
 
+  const empty = (wake: WaitOutcome): PopResult => ({ lease: null, messages: [], wake })
+
+  /**
+   * One claim for the pops waiting on a queue: as many messages as they asked for, under one lease.
+   * Runs in the groups' own fiber, never a request's: a client that goes away cannot strand its rows.
+   */
+  const claim = ({ queue, tenant, limit }: GroupedPops.ClaimRequest) =>
+    Effect.gen(function* () {
+      const settings = yield* settingsOf(tenant, queue)
+      const started = stages.enabled ? stages.now() : undefined
+      const claimed = yield* store.claim(tenant, queue, limit, settings.leaseTimeSeconds)
+      yield* Metric.increment(metrics.claims)
+      const ran = started === undefined ? undefined : ([started, stages.now()] as const)
+      return claimed.messages.map((message): Held => ({ lease: claimed.lease, message, ran }))
+    })
+
+  /** Messages claimed for pops that went away: claimable again now, not when their lease runs out. */
+  const release = ({ queue, tenant }: GroupedPops.GroupKey, rows: ReadonlyArray<Held>) => {
+    const byLease = new Map<string, Array<string>>()
+    for (const held of rows) {
+      const ids = byLease.get(held.lease) ?? []
+      ids.push(held.message.id)
+      byLease.set(held.lease, ids)
+    }
+    return Effect.forEach(byLease, ([lease, ids]) => store.release(tenant, queue, lease, ids), {
+      discard: true
+    }).pipe(Effect.zipRight(Metric.incrementBy(metrics.returned, rows.length)))
+  }
+
+  const groups = yield* waker.grouped({ claim, release, repoll: config.repoll, maxClaim: MAX_CLAIM })
+
   const pop: QueuesShape["pop"] = (tenant, queue, options) =>
     Effect.gen(function* () {
-      const empty = (wake: WaitOutcome): PopResult => ({ lease: null, messages: [], wake })
       if (yield* SubscriptionRef.get(flags.popMaintenance)) return empty("shutdown")
-      const settings = yield* settingsOf(tenant, queue)
-      const target = { queue, tenant }
-      const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.wait)
-      let wake: WaitOutcome = "none"
-      while (true) {
-        // Wakes from here on leave a partition hint: one that lands while the claim runs (its rows
-        // committed after the claim's snapshot) is seen below, so the pop claims again instead of
-        // parking past it.
-        yield* waker.takePartitionHints(target)
-        yield* stages.mark("claim")
-        const claimed = yield* store.claim(tenant, queue, options.batch, settings.leaseTimeSeconds)
-        yield* stages.mark("claimed")
-        yield* Metric.increment(metrics.claims)
-        if (claimed.messages.length > 0) {
-          yield* Metric.incrementBy(metrics.popped, claimed.messages.length)
-          return { ...claimed, wake }
-        }
-        const left = deadline - (yield* Clock.currentTimeMillis)
-        if (left <= 0) return empty(wake)
-        if ((yield* waker.takePartitionHints(target)).length > 0) continue
-        // Parked until a wake names the queue, or the re-poll: long while the mesh wakes this replica's
-        // pops, short while it cannot (the waker shortens it by itself, see `Broker.ts`).
-        wake = yield* waker.awaitWake(target, { maxWait: Duration.min(Duration.millis(left), config.repoll) })
-        yield* stages.mark("woke")
-        yield* Metric.update(metrics.waits, wake)
-        if (wake === "shutdown" || (yield* SubscriptionRef.get(flags.popMaintenance)))
-          return empty("shutdown")
+      const result = yield* groups.pop({ queue, tenant }, { batch: options.batch, maxWait: options.wait })
+      yield* Metric.update(metrics.waits, result.wake)
+      const first = result.rows[0]
+      if (first === undefined) return empty(result.wake)
+      if (first.ran !== undefined) {
+        if (result.wake !== "none") yield* stages.markAt("woke", first.ran[0])
+        yield* stages.markAt("claim", first.ran[0])
+        yield* stages.markAt("claimed", first.ran[1])
       }
+      yield* Metric.incrementBy(metrics.popped, result.rows.length)
+      return { lease: first.lease, messages: result.rows.map((held) => held.message), wake: result.wake }
     })
 
   const ack: QueuesShape["ack"] = (tenant, queue, lease, ids) =>

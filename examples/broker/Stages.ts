@@ -25,6 +25,10 @@ export interface StagesShape {
   readonly enabled: boolean
   /** Records `stage` now, on the current request's trail. */
   readonly mark: (stage: string) => Effect.Effect<void>
+  /** Records `stage` at `at` (from {@link StagesShape.now}): for work done in another fiber. */
+  readonly markAt: (stage: string, at: string) => Effect.Effect<void>
+  /** The tracer's clock, now. */
+  readonly now: () => string
   /** Names the request's route and the messages it carried, which is how the bench joins the lines. */
   readonly note: (route: string, ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Wraps the app: starts a trail at `in`, prints it at `out`. */
@@ -39,6 +43,8 @@ const now = () => process.hrtime.bigint().toString()
 const off: StagesShape = {
   enabled: false,
   mark: () => Effect.void,
+  markAt: () => Effect.void,
+  now,
   note: () => Effect.void,
   middleware: (app) => app
 }
@@ -51,6 +57,13 @@ const on: StagesShape = {
         trail?.at.push([stage, now()])
       })
     ),
+  markAt: (stage, at) =>
+    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+      Effect.sync(() => {
+        trail?.at.push([stage, at])
+      })
+    ),
+  now,
   note: (route, ids) =>
     Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
       Effect.sync(() => {

@@ -53,6 +53,16 @@ export interface StoreShape {
     batch: number,
     leaseSeconds: number
   ) => Effect.Effect<{ readonly lease: string; readonly messages: ReadonlyArray<Claimed> }, SqlError.SqlError>
+  /**
+   * Hands back messages of `ids` held under `lease` that no consumer received (their pop went away
+   * before it answered): claimable again at once, the delivery not counted. How many.
+   */
+  readonly release: (
+    tenant: string,
+    queue: string,
+    lease: string,
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<number, SqlError.SqlError>
   /** Deletes the messages of `ids` still held under `lease`; how many. */
   readonly ack: (
     tenant: string,
@@ -178,6 +188,14 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
           WHERE tenant = ${tenant} AND queue = ${queue} AND lease = ${lease} AND id = ANY(${ids}::bigint[])
           RETURNING id`.pipe(Effect.map((rows) => rows.length))
 
+    const release: StoreShape["release"] = (tenant, queue, lease, ids) =>
+      ids.length === 0
+        ? Effect.succeed(0)
+        : sql`UPDATE broker_messages
+          SET lease = NULL, visible_at = now(), deliveries = GREATEST(deliveries - 1, 0)
+          WHERE tenant = ${tenant} AND queue = ${queue} AND lease = ${lease} AND id = ANY(${ids}::bigint[])
+          RETURNING id`.pipe(Effect.map((rows) => rows.length))
+
     const queueSettings: StoreShape["queueSettings"] = (tenant, queue) =>
       sql`SELECT lease_time_seconds, encrypted FROM broker_queues
         WHERE tenant = ${tenant} AND queue = ${queue}`.pipe(
@@ -211,7 +229,7 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
       )
       SELECT DISTINCT tenant, queue, partition FROM released`.pipe(Effect.flatMap(decodeExpired))
 
-    return { push, claim, ack, queueSettings, configure, releaseExpired }
+    return { push, claim, release, ack, queueSettings, configure, releaseExpired }
   }
 )
 

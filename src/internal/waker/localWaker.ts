@@ -162,7 +162,7 @@ class Registry implements GroupHost {
 
   get parked(): number {
     let parked = this.pops.parked
-    for (const sink of this.sinks) parked += sink.waiting
+    for (const sink of this.sinks) parked += sink.parked
     return parked
   }
 

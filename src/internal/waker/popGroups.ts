@@ -125,7 +125,8 @@ export interface GroupHost {
 
 /** How the waker drives a group set: wakes, releases and health, without knowing its row type. */
 export interface GroupSink {
-  readonly waiting: number
+  /** Pops whose arrival claim has run and found nothing for them: parked, as an ungrouped pop would be. */
+  readonly parked: number
   wake(queue: string, tenant: string): void
   wakeQueue(queue: string): void
   tenantsOn(queue: string): Iterable<string> | undefined
@@ -182,6 +183,10 @@ class Group<A, E> {
   owed: GroupedWake | undefined = undefined
   lastFull = false
   claimsStarted = 0
+  /** Waiting pops that came since the last claim started (their first claim is still to run). */
+  freshNow = 0
+  /** Waiting pops whose first claim is the one in flight. */
+  freshInClaim = 0
   repollAt = Number.POSITIVE_INFINITY
   timer: Fiber.RuntimeFiber<void, never> | undefined = undefined
   timerAt = Number.POSITIVE_INFINITY
@@ -203,6 +208,8 @@ const FALSE = Effect.succeed(false)
 export class PopGroups<A, E> implements GroupSink {
   private readonly byQueue = new Map<string, Map<string, Group<A, E>>>()
   private waiters = 0
+  /** Waiting pops whose first claim has not finished yet. */
+  private fresh = 0
   private seq = 0
   private claims = 0
   private handed = 0
@@ -240,8 +247,8 @@ export class PopGroups<A, E> implements GroupSink {
     })
   }
 
-  get waiting(): number {
-    return this.waiters
+  get parked(): number {
+    return this.waiters - this.fresh
   }
 
   /** The host's API, as effects. */
@@ -372,6 +379,8 @@ export class PopGroups<A, E> implements GroupSink {
     group.heap.push(waiter)
     group.live++
     group.demand += batch
+    group.freshNow++
+    this.fresh++
     this.waiters++
     // Every pop claims once on its own arrival, as an ungrouped pop would: it must see what was
     // committed before it came, whatever hints were lost.
@@ -400,6 +409,8 @@ export class PopGroups<A, E> implements GroupSink {
   private claimLoop(group: Group<A, E>, reason: GroupedWake): Effect.Effect<void> {
     return Effect.suspend(() => {
       const seq = ++group.claimsStarted
+      group.freshInClaim = group.freshNow
+      group.freshNow = 0
       const limit = Math.min(Math.max(group.demand, 1), this.maxClaim)
       const probes = group.probes
       group.probes = []
@@ -413,6 +424,9 @@ export class PopGroups<A, E> implements GroupSink {
       }
       return Effect.flatMap(Effect.exit(Effect.suspend(() => this.options.claim(request))), (exit) => {
         const leftover = this.settleClaim(group, seq, limit, reason, exit)
+        // The pops this claim was the first for, and still waiting, are parked now.
+        this.fresh -= group.freshInClaim
+        group.freshInClaim = 0
         for (const probe of probes) probe(Exit.isSuccess(exit) && exit.value.length < limit)
         const next = Effect.suspend(() => {
           const again = this.nextClaim(group)
@@ -536,6 +550,13 @@ export class PopGroups<A, E> implements GroupSink {
   /** Out of the FIFO's live count and demand; its heap entry, unless already popped, goes stale. */
   private dequeue(group: Group<A, E>, waiter: Waiter<A, E>, inHeap = true): void {
     waiter.done = true
+    if (waiter.arrivedAt === group.claimsStarted) {
+      group.freshNow--
+      this.fresh--
+    } else if (group.inFlight && waiter.arrivedAt === group.claimsStarted - 1) {
+      group.freshInClaim--
+      this.fresh--
+    }
     group.live--
     group.demand -= waiter.batch
     this.waiters--
