@@ -8,6 +8,8 @@
  * - pops parked on B and C are answered by a push on A through the carrier: each answers `woken` (a
  *   wake named its queue) while its own re-poll is a minute away and its wait half a minute, and B's
  *   and C's carriers show the frames received;
+ * - twenty pops waiting on each replica cost one claim per wake; a push taken by its own replica's
+ *   pops is not announced, one with no pop waiting where it was pushed costs each peer one claim;
  * - settings and maintenance set on A reach B and C through the carrier; bad input is refused with 400;
  * - a replica killed mid-run (SIGKILL with the mesh, SIGTERM on the lane) loses no committed message
  *   (what it had leased comes back when the lease runs out), and its parked pops' clients get an error
@@ -121,6 +123,58 @@ const parkedAnsweredThroughTheCarrier = async (carrier: Carrier, replicas: Reado
   for (let i = 0; i < 2; i++) assert.isAbove(framesIn(carrier, after[i]!), framesIn(carrier, before[i]!))
 }
 
+/**
+ * Grouped pops across replicas: twenty pops waiting on each replica cost one claim per wake, not
+ * twenty; a push whose own replica's pops took it is not announced (the peers claim nothing), and one
+ * that finds no pop waiting where it was pushed costs each peer one claim.
+ */
+const oneClaimPerMessage = async (replicas: ReadonlyArray<Replica>) => {
+  const [a, b, c] = replicas as [Replica, Replica, Replica]
+  const claims = async () =>
+    Promise.all(replicas.map(async (replica) => (await replica.client.stats()).claims))
+  const parkedAll = (counts: ReadonlyArray<number>) =>
+    until("the pops parked", async () =>
+      (await Promise.all(replicas.map((replica) => replica.client.stats()))).every(
+        (stats, i) => stats.parked === counts[i]
+      )
+    )
+  const waiting = (replica: Replica, queue: string, n: number) =>
+    Array.from({ length: n }, () => settle(replica.client.pop(queue, { batch: 1, waitMs: 30_000 })))
+  // Twenty pops on each replica; one message pushed on A is taken by A's pops.
+  const herd = [...waiting(a, "herd", 20), ...waiting(b, "herd", 20), ...waiting(c, "herd", 20)]
+  await parkedAll([20, 20, 20])
+  const before = await claims()
+  await a.client.push("herd", [{ partition: "p", payload: { seq: 0 } }])
+  await parkedAll([19, 20, 20])
+  const after = await claims()
+  assert.deepStrictEqual(
+    after.map((n, i) => n - before[i]!),
+    [1, 0, 0],
+    "one claim on A, none on the peers"
+  )
+  // Twenty pops on each of B and C, none on A: a push on A costs each peer one claim.
+  const peers = [...waiting(b, "peers", 20), ...waiting(c, "peers", 20)]
+  await parkedAll([19, 40, 40])
+  const beforePeers = await claims()
+  await a.client.push("peers", [{ partition: "p", payload: { seq: 1 } }])
+  await until("a pop on B or C answered", async () => {
+    const stats = await Promise.all([b, c].map((replica) => replica.client.stats()))
+    return stats[0]!.parked + stats[1]!.parked === 79
+  })
+  const afterPeers = await claims()
+  assert.deepStrictEqual(
+    afterPeers.map((n, i) => n - beforePeers[i]!),
+    [0, 1, 1],
+    "one claim on each peer, whichever took the message"
+  )
+  // Pop maintenance answers every waiting pop at once.
+  await a.client.maintenance(true, "pop")
+  const answers = await Promise.all([...herd, ...peers])
+  await a.client.maintenance(false, "pop")
+  const messages = answers.flatMap((answer) => (answer.ok ? answer.value.messages : []))
+  assert.deepStrictEqual(messages.map((message) => message.payload).sort(), [{ seq: 0 }, { seq: 1 }])
+}
+
 const killMidRun = async (replicas: ReadonlyArray<Replica>, signal: NodeJS.Signals) => {
   const [a, b, c] = replicas as [Replica, Replica, Replica]
   // Leases of 2 s on this queue: what the killed replica had claimed and not delivered comes back soon.
@@ -205,6 +259,7 @@ layer(Pg.layer, { excludeTestServices: true, timeout: "150 seconds" })("the refe
           await exactlyOnce(replicas)
           await settingsAndMaintenanceCross(replicas)
           await parkedAnsweredThroughTheCarrier(carrier, replicas)
+          await oneClaimPerMessage(replicas)
           await killMidRun(replicas, signal)
         } catch (error) {
           const tails = replicas.map((replica) => `--- ${replica.name}\n${replica.tail()}`).join("\n")
