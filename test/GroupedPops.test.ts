@@ -243,6 +243,25 @@ describe("GroupedPops", () => {
     })
   )
 
+  it.scoped("a pop with no wait still gets its arrival claim's answer, however long the claim takes", () =>
+    Effect.gen(function* () {
+      const { pops, queue } = yield* setup({ gated: true })
+      queue.push(1)
+      const found = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: 0 }))
+      const none = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "5 millis" }))
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(found)))
+      yield* queue.finishOne()
+      assert.deepStrictEqual(yield* Fiber.join(found), { rows: [{ id: 0 }], wake: "none" })
+      // The second pop came during the first claim: its own is the follow-up, and then it times out.
+      assert.isTrue(Option.isNone(yield* Fiber.poll(none)))
+      yield* queue.finishOne()
+      assert.deepStrictEqual(yield* Fiber.join(none), { rows: [], wake: "timeout" })
+      assert.strictEqual(yield* pops.waiting, 0)
+    })
+  )
+
   it.scoped("the group re-polls on its own while pops wait: one claim per interval, not one per pop", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ repoll: "1 second" })
@@ -478,7 +497,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc.record({
       _tag: fc.constant("park" as const),
       batch: fc.integer({ min: 1, max: 3 }),
-      wait: fc.integer({ min: 1, max: 5_000 })
+      wait: fc.integer({ min: 0, max: 5_000 })
     })
   },
   {

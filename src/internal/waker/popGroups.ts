@@ -157,6 +157,8 @@ class Waiter<A, E> {
   state: WaiterState = QUEUED
   /** For the heap: set once the pop is out of the FIFO. */
   done = false
+  /** Whether its entry is still in the deadline heap. */
+  inHeap = true
   rows: ReadonlyArray<A> = []
   resume: Resume<A, E> | undefined = undefined
   /** The answer, when it came before the fiber registered its `resume`. */
@@ -193,6 +195,8 @@ class Group<A, E> {
   lastPass = Number.NEGATIVE_INFINITY
   /** `offer`s waiting for the next claim to start. */
   probes: Array<(drained: boolean) => void> = []
+  /** Pops past their deadline whose first claim had not finished: they time out once it has. */
+  overdue: Array<Waiter<A, E>> = []
   constructor(
     readonly queue: string,
     readonly tenant: string
@@ -424,6 +428,7 @@ export class PopGroups<A, E> implements GroupSink {
       }
       return Effect.flatMap(Effect.exit(Effect.suspend(() => this.options.claim(request))), (exit) => {
         const leftover = this.settleClaim(group, seq, limit, reason, exit)
+        if (group.overdue.length > 0) this.timeOutOverdue(group, seq)
         // The pops this claim was the first for, and still waiting, are parked now.
         this.fresh -= group.freshInClaim
         group.freshInClaim = 0
@@ -548,7 +553,7 @@ export class PopGroups<A, E> implements GroupSink {
   }
 
   /** Out of the FIFO's live count and demand; its heap entry, unless already popped, goes stale. */
-  private dequeue(group: Group<A, E>, waiter: Waiter<A, E>, inHeap = true): void {
+  private dequeue(group: Group<A, E>, waiter: Waiter<A, E>): void {
     waiter.done = true
     if (waiter.arrivedAt === group.claimsStarted) {
       group.freshNow--
@@ -560,7 +565,7 @@ export class PopGroups<A, E> implements GroupSink {
     group.live--
     group.demand -= waiter.batch
     this.waiters--
-    if (!inHeap) return
+    if (!waiter.inHeap) return
     group.stale++
     if (group.stale > group.live && group.stale >= COMPACT_FLOOR) {
       group.heap.compact()
@@ -666,13 +671,44 @@ export class PopGroups<A, E> implements GroupSink {
     timer?.unsafeInterruptAsFork(FiberId.none)
   }
 
+  /** Whether the pop's first claim (the one for its arrival) has not finished yet. */
+  private isFresh(group: Group<A, E>, waiter: Waiter<A, E>): boolean {
+    return (
+      waiter.arrivedAt === group.claimsStarted ||
+      (group.inFlight && waiter.arrivedAt === group.claimsStarted - 1)
+    )
+  }
+
+  /** The overdue pops whose first claim was `seq` or earlier, and found nothing for them, time out. */
+  private timeOutOverdue(group: Group<A, E>, seq: number): void {
+    const still: Array<Waiter<A, E>> = []
+    for (const waiter of group.overdue) {
+      if (waiter.state !== QUEUED) continue
+      if (waiter.arrivedAt >= seq) {
+        still.push(waiter)
+        continue
+      }
+      this.dequeue(group, waiter)
+      waiter.state = FINISHED
+      this.deliver(waiter, timeoutResult)
+    }
+    group.overdue = still
+    this.compactFifo(group)
+  }
+
   /** Times out the pops due, and re-polls when the group's re-poll is due. */
   private tick(group: Group<A, E>): void {
     const now = this.clock.unsafeCurrentTimeMillis()
     let expired = false
     while (this.firstDeadline(group) <= now) {
       const waiter = group.heap.pop()!
-      this.dequeue(group, waiter, false)
+      waiter.inHeap = false
+      // A pop always gets its arrival claim's answer, however short its wait: it times out after it.
+      if (this.isFresh(group, waiter)) {
+        group.overdue.push(waiter)
+        continue
+      }
+      this.dequeue(group, waiter)
       waiter.state = FINISHED
       this.deliver(waiter, timeoutResult)
       expired = true
