@@ -9,7 +9,7 @@ import type { SqlError } from "@effect/sql"
 import {
   Context,
   Data,
-  Duration,
+  type Duration,
   Effect,
   Layer,
   Metric,
@@ -190,7 +190,17 @@ export const make = Effect.gen(function* () {
   const pop: QueuesShape["pop"] = (tenant, queue, options) =>
     Effect.gen(function* () {
       if (yield* SubscriptionRef.get(flags.popMaintenance)) return empty("shutdown")
-      const result = yield* groups.pop({ queue, tenant }, { batch: options.batch, maxWait: options.wait })
+      // Only the wait may be interrupted (the client went away): once the rows are out of the group,
+      // the answer is built without a gap in which they could be dropped.
+      return yield* Effect.uninterruptibleMask((restore) =>
+        restore(groups.pop({ queue, tenant }, { batch: options.batch, maxWait: options.wait })).pipe(
+          Effect.flatMap(answer)
+        )
+      )
+    })
+
+  const answer = (result: GroupedPops.PopResult<Held>): Effect.Effect<PopResult> =>
+    Effect.gen(function* () {
       yield* Metric.update(metrics.waits, result.wake)
       const first = result.rows[0]
       if (first === undefined) return empty(result.wake)
