@@ -7,7 +7,7 @@
  */
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Schedule, Scope } from "effect"
+import { type Duration, Effect, ExecutionStrategy, Exit, Schedule, Scope } from "effect"
 import * as FaultProxy from "./fixtures/faultProxy.js"
 
 const HOST = "127.0.0.1"
@@ -95,6 +95,20 @@ const setup = Effect.gen(function* () {
   const proxy = yield* FaultProxy.make({ target: { host: HOST, port: echo.port } })
   return { echo, proxy }
 })
+
+/** Closes `scope`; fails, rather than hanging, when that takes more than `within`. */
+const closeWithin = (scope: Scope.CloseableScope, within: Duration.DurationInput = "10 seconds") =>
+  Scope.close(scope, Exit.void).pipe(
+    // A finalizer that hangs cannot be interrupted: stop waiting for it instead (from a release too,
+    // which runs uninterruptibly).
+    Effect.disconnect,
+    Effect.interruptible,
+    Effect.timeoutFail({ duration: within, onTimeout: () => new Error("the scope did not close in time") })
+  )
+
+/** `f` in a scope of its own, closed however `f` ends, within `closeWithin`'s bound. */
+const inScope = <A, E>(f: (scope: Scope.CloseableScope) => Effect.Effect<A, E>) =>
+  Effect.acquireUseRelease(Scope.make(), f, (scope) => Effect.orDie(closeWithin(scope)))
 
 const tcpHandles = (): number =>
   process.getActiveResourcesInfo().filter((name) => name.startsWith("TCP") || name === "Timeout").length
@@ -384,5 +398,81 @@ describe("faultProxy", () => {
       // The client sockets and the echo server's are gone too: back under the baseline.
       yield* eventually(() => tcpHandles() <= baseline)
     })
+  )
+
+  it.live("a reset as the hole is lifted closes a link whose other side closed inside it", () =>
+    inScope((scope) =>
+      Effect.gen(function* () {
+        const { echo, proxy } = yield* Scope.extend(setup, scope)
+        const c = yield* Scope.extend(client(proxy.port), scope)
+        c.socket.write("x")
+        yield* eventually(() => received(c.chunks) === "x")
+        proxy.blackHole(true)
+        echo.connections[0]!.socket.destroy()
+        // The upstream side has closed; the end it owes the dialer waits for the hole to be lifted.
+        yield* eventually(() => proxy.handles().sockets === 1)
+        // Lifting the hole sends that end (a shutdown under way), and the reset comes before it is done:
+        // Node's reset failed there and left the socket's handle open for ever, never closed.
+        proxy.blackHole(false)
+        proxy.reset()
+        yield* eventually(() => proxy.handles().sockets === 0 && c.state.closed, "10 seconds")
+        assert.strictEqual(proxy.counters().open, 0)
+      })
+    )
+  )
+
+  it.live("closing the scope releases every socket and server the faults left behind, at once", () =>
+    inScope((outer) =>
+      Effect.gen(function* () {
+        const echo = yield* Scope.extend(echoServer, outer)
+        const connect = (port: number) => Scope.extend(client(port), outer)
+        const baseline = tcpHandles()
+        const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
+        const proxy = yield* Scope.extend(FaultProxy.make({ target: { host: HOST, port: echo.port } }), scope)
+        const clients: Array<Client> = []
+
+        // Reset as a hole is lifted: a link whose target closed inside the hole, and one accepted into it.
+        const a = yield* connect(proxy.port)
+        clients.push(a)
+        a.socket.write("a")
+        yield* eventually(() => received(a.chunks) === "a")
+        proxy.blackHole(true)
+        clients.push(yield* connect(proxy.port))
+        yield* eventually(() => proxy.counters().accepted === 2)
+        echo.connections[0]!.socket.destroy()
+        yield* eventually(() => proxy.handles().sockets === 2)
+        proxy.blackHole(false)
+        proxy.reset()
+
+        // Stalled with bytes held, then refused: the first server stops listening while the stalled
+        // link lives on, so that server's own close callback cannot come before the link's end.
+        const b = yield* connect(proxy.port)
+        clients.push(b)
+        b.socket.write("b")
+        yield* eventually(() => received(b.chunks) === "b")
+        proxy.stall(true)
+        yield* write(b.socket, "held")
+        yield* proxy.refuse(true)
+
+        // Listening again (a second server): a link held by the stall, and one in a new hole.
+        yield* proxy.refuse(false)
+        clients.push(yield* connect(proxy.port))
+        yield* eventually(() => proxy.counters().accepted === 4)
+        proxy.blackHole(true)
+        clients.push(yield* connect(proxy.port))
+        yield* eventually(() => proxy.counters().accepted === 5)
+        assert.isAbove(proxy.handles().sockets, 0)
+
+        // It takes milliseconds; it hung for ever when a reset had left a handle open.
+        yield* closeWithin(scope)
+        assert.deepStrictEqual(proxy.handles(), { listening: 0, sockets: 0 })
+        assert.strictEqual(proxy.counters().open, 0)
+        yield* eventually(() => clients.every((client) => client.state.closed))
+        for (const client of clients) client.socket.destroy()
+        for (const connection of echo.connections) connection.socket.destroy()
+        // Nothing of the proxy is left open in the process: back under the baseline.
+        yield* eventually(() => tcpHandles() <= baseline)
+      })
+    )
   )
 })
