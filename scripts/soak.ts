@@ -2,7 +2,7 @@
  * A soak run: a three-node mesh over real loopback TCP in one process, under churn, with its accounting
  * checked as it goes (spec "Topology", "Observing it").
  *
- *   npm run soak -- [--minutes 1] [--seed N]
+ *   npm run soak -- [--minutes 1 | --seconds N] [--seed N]
  *
  * Each node dials its peers through a fault proxy (`test/fixtures/faultProxy.ts`), one per directed
  * link, so a link can be reset, black-holed, stalled, slowed, sliced, cut mid-frame or refused without
@@ -14,8 +14,10 @@
  * - per peer: `handed === written + dropped_full + dropped_down + discarded + queued`;
  * - per node: `messages_received === frames_dispatched + frames_invalid + frames_unknown + frames_oversized`;
  * - the heap after GC does not trend up (last third's average above the first third's by 20% and 20 MB);
- * - once churn stops and every fault is lifted, every link comes back and wakes flow again.
- * Exits 1 when any of them fails.
+ * - once churn stops and every fault is lifted, every link comes back and wakes flow again;
+ * - then the nodes and the proxies close within 30 s and leave no TCP handle open.
+ * Prints PASS or FAIL last and exits with 0 or 1: a tool that stays up after its verdict cannot run in
+ * a script. `--seconds` is for the test that runs it (test/soak.int.test.ts).
  */
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
@@ -41,15 +43,17 @@ import * as FaultProxy from "../test/fixtures/faultProxy.js"
 // options
 // ---------------------------------------------------------------------------------------------
 
-const usage = "usage: npm run soak -- [--minutes 1] [--seed N]"
+const usage = "usage: npm run soak -- [--minutes 1 | --seconds N] [--seed N]"
 
-const parse = (argv: ReadonlyArray<string>): { readonly minutes: number; readonly seed: number } => {
-  let minutes = 1
+const parse = (argv: ReadonlyArray<string>): { readonly durationMs: number; readonly seed: number } => {
+  let durationMs = 60_000
   let seed = (Math.random() * 0x7fffffff) | 0
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]
     const value = Number(argv[i + 1])
-    if (flag === "--minutes" && Number.isFinite(value) && value > 0) minutes = value
+    const positive = Number.isFinite(value) && value > 0
+    if (flag === "--minutes" && positive) durationMs = value * 60_000
+    else if (flag === "--seconds" && positive) durationMs = value * 1000
     else if (flag === "--seed" && Number.isSafeInteger(value)) seed = value
     else {
       console.error(flag === "--help" ? usage : `bad argument ${flag}\n${usage}`)
@@ -57,7 +61,7 @@ const parse = (argv: ReadonlyArray<string>): { readonly minutes: number; readonl
     }
     i++
   }
-  return { minutes, seed }
+  return { durationMs, seed }
 }
 
 const options = parse(process.argv.slice(2))
@@ -323,8 +327,8 @@ const log = (started: number, text: string): void => {
 
 const program = Effect.gen(function* () {
   const started = Date.now()
-  const deadline = started + options.minutes * 60_000
-  console.log(`soak: 3 nodes, ${options.minutes} minute(s), seed ${options.seed}`)
+  const deadline = started + options.durationMs
+  console.log(`soak: 3 nodes, ${options.durationMs / 1000} s, seed ${options.seed}`)
 
   const ports = yield* Effect.all(NAMES.map(() => freePort))
   const proxies: Array<Proxy> = []
@@ -575,13 +579,64 @@ const program = Effect.gen(function* () {
   for (const broken of breaks) console.log(`  ${broken}`)
   console.log(trend)
   if (breaks.length > 0) failures.push(`${breaks.length} accounting equation(s) broke`)
-  for (const failure of failures) console.log(`FAIL: ${failure}`)
-  console.log(failures.length === 0 ? "PASS" : "FAIL")
-  return failures.length === 0 ? 0 : 1
+  return failures
 })
 
-Effect.runPromiseExit(Effect.scoped(program)).then((exit) => {
-  if (Exit.isSuccess(exit)) process.exit(exit.value)
-  console.error("soak crashed:", exit.cause)
-  process.exit(1)
+// ---------------------------------------------------------------------------------------------
+// the end: close everything, then the verdict
+// ---------------------------------------------------------------------------------------------
+
+/** The nodes' and the proxies' scopes close in milliseconds; this only ends a close that hangs. */
+const CLOSE_WITHIN = Duration.seconds(30)
+
+/** TCP handles open in the process: servers, sockets, connects in flight. */
+const tcpHandles = (): ReadonlyArray<string> =>
+  process.getActiveResourcesInfo().filter((name) => name.startsWith("TCP"))
+
+/**
+ * Closes the run's scope, bounded, and checks that nothing of it is left open: a handle left behind
+ * kept the process alive after its verdict (a fault proxy's socket whose reset failed).
+ */
+const close = (scope: Scope.CloseableScope): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function* () {
+    const began = Date.now()
+    const closed = yield* Scope.close(scope, Exit.void).pipe(
+      // A finalizer that hangs cannot be interrupted: stop waiting for it instead.
+      Effect.disconnect,
+      Effect.interruptible,
+      Effect.timeout(CLOSE_WITHIN),
+      Effect.option
+    )
+    if (closed._tag === "None")
+      return [
+        `the nodes and proxies did not close within ${Duration.format(CLOSE_WITHIN)}; open: ${tcpHandles().join(", ")}`
+      ]
+    // A handle closes a loop turn or so after its owner let it go.
+    const gone = yield* Effect.sync(() => tcpHandles().length === 0).pipe(
+      Effect.repeat({ schedule: Schedule.spaced("20 millis"), until: (none) => none }),
+      Effect.timeout("10 seconds"),
+      Effect.option
+    )
+    if (gone._tag === "None") return [`TCP handles left open after closing: ${tcpHandles().join(", ")}`]
+    console.log(`closed in ${Date.now() - began} ms, no TCP handle left open`)
+    return []
+  })
+
+const main = Effect.gen(function* () {
+  const scope = yield* Scope.make()
+  const run = yield* Effect.exit(Scope.extend(program, scope))
+  const failures = [...(Exit.isSuccess(run) ? run.value : []), ...(yield* close(scope))]
+  if (Exit.isFailure(run)) console.error("soak crashed:", run.cause)
+  for (const failure of failures) console.log(`FAIL: ${failure}`)
+  const passed = Exit.isSuccess(run) && failures.length === 0
+  console.log(passed ? "PASS" : "FAIL")
+  return passed ? 0 : 1
 })
+
+Effect.runPromise(main).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error("soak crashed:", error)
+    process.exit(1)
+  }
+)
