@@ -5,7 +5,8 @@
  *
  *   npm run chaos -- [--seed=N] [--minutes=M] [--carrier=tcp|lane|both]
  *
- * `--minutes` is the load's length per carrier. Exits 1 when a message was lost or delivered twice under
+ * `--minutes` is the load's length per carrier; `--consumers` long-poll on each replica (50), and
+ * `--abandon` is the share of their pops whose client gives up mid-wait (0.3). Exits 1 when a message was lost or delivered twice under
  * a live lease, a fault never recovered, or an acceptance bound was missed, 0 otherwise: as soon as the
  * replicas, the fault proxies and PostgreSQL have been stopped and the verdict printed, since a run that
  * stays up after its verdict cannot run in a script or CI. The machinery is in
@@ -14,7 +15,7 @@
 import * as Os from "node:os"
 import { buildExample } from "../test/fixtures/broker.js"
 import { startDatabase } from "../test/fixtures/chaos/cluster.js"
-import { passed, type RunResult, runChaos, summarize } from "../test/fixtures/chaos/run.js"
+import { defaultConsumers, passed, type RunResult, runChaos, summarize } from "../test/fixtures/chaos/run.js"
 import type { Carrier } from "../test/fixtures/chaos/schedule.js"
 
 const arg = (name: string, fallback: string): string => {
@@ -25,8 +26,18 @@ const arg = (name: string, fallback: string): string => {
 const seed = Number(arg("seed", "1"))
 const minutes = Number(arg("minutes", "5"))
 const carrierArg = arg("carrier", "both")
-if (!Number.isInteger(seed) || !(minutes > 0) || !["tcp", "lane", "both"].includes(carrierArg)) {
-  process.stderr.write("usage: npm run chaos -- [--seed=N] [--minutes=M] [--carrier=tcp|lane|both]\n")
+const perReplica = Number(arg("consumers", String(defaultConsumers.perReplica)))
+const abandonShare = Number(arg("abandon", String(defaultConsumers.abandonShare)))
+if (
+  !Number.isInteger(seed) ||
+  !(minutes > 0) ||
+  !["tcp", "lane", "both"].includes(carrierArg) ||
+  !(Number.isInteger(perReplica) && perReplica >= 1 && perReplica <= 500) ||
+  !(abandonShare >= 0 && abandonShare < 1)
+) {
+  process.stderr.write(
+    "usage: npm run chaos -- [--seed=N] [--minutes=M] [--carrier=tcp|lane|both] [--consumers=1..500] [--abandon=0..0.99]\n"
+  )
   process.exit(2)
 }
 const carriers: ReadonlyArray<Carrier> =
@@ -63,6 +74,7 @@ const main = async (): Promise<number> => {
           overlap: 0.3,
           quietMs: 5000,
           pushPauseMs: 20,
+          consumers: { ...defaultConsumers, perReplica, abandonShare },
           log: say
         })
       )

@@ -1,7 +1,8 @@
 /**
  * The fault run's short version (`npm run chaos` is the long one; test/fixtures/chaos/ holds both's
  * machinery): the reference broker's three replicas over one embedded PostgreSQL, pushes and pops the
- * whole time, and each fault once, brief, on a fixed seed: PostgreSQL shut down at once and started
+ * whole time (50 consumers per replica, 30% of their pops given up by their client mid-wait), and each
+ * fault once, brief, on a fixed seed: PostgreSQL shut down at once and started
  * again, a replica killed and started again, a replica frozen past the dead threshold, a link
  * black-holed (a mesh link with the TCP mesh, a replica's lane connection with the lane) and backends
  * terminated; once with the TCP mesh and once on the lane. The checker must find nothing lost and
