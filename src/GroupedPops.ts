@@ -10,7 +10,8 @@
  * wire is unchanged. What holds:
  *
  * - one claim in flight per group; a wake, or a pop that comes, while it runs folds into one follow-up
- *   claim, run only while pops still wait;
+ *   claim, run only while pops still wait: as soon as the claim is done, or (`followUpInterval`) no
+ *   sooner than that long after it began, so a stream of commits costs a bounded rate of claims;
  * - every pop claims once on its arrival (folded like a wake), so it sees what was committed before it
  *   came whatever hints were lost; the group re-polls on its own every `repoll` while pops wait;
  * - no row is stranded or given twice: rows claimed for pops that have gone (interrupted, timed out)
@@ -35,7 +36,8 @@ import { LocalWaker } from "./LocalWaker.js"
 export interface GroupedPops<A, E> extends Internal.GroupedPops<A, E> {}
 
 /**
- * The host's claim and release, the re-poll interval and the largest claim.
+ * The host's claim and release, the re-poll interval, the largest claim, and the least interval from
+ * a claim's start to the follow-up owed to what landed while it ran (default 0: at once).
  *
  * @since 0.1.0
  * @category models
@@ -142,9 +144,14 @@ export const make = <A, E>(
   Effect.flatMap(LocalWaker, (waker) => waker.grouped(options))
 
 /**
- * The default re-poll of a group with pops waiting, and the default largest claim.
+ * The default re-poll of a group with pops waiting, the default largest claim, and the default interval
+ * from a claim's start to its follow-up (zero: at once).
  *
  * @since 0.1.0
  * @category constants
  */
-export const defaults: { readonly repoll: Duration.Duration; readonly maxClaim: number } = Internal.DEFAULTS
+export const defaults: {
+  readonly repoll: Duration.Duration
+  readonly maxClaim: number
+  readonly followUpInterval: Duration.Duration
+} = Internal.DEFAULTS

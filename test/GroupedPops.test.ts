@@ -112,6 +112,7 @@ const setup = (
     readonly gated?: boolean
     readonly repoll?: Duration.DurationInput
     readonly maxClaim?: number
+    readonly followUpInterval?: Duration.DurationInput
   } = {}
 ): Effect.Effect<
   { waker: LocalWaker.LocalWakerShape; pops: GroupedPops.GroupedPops<Row, ClaimBroke>; queue: TestQueue },
@@ -125,7 +126,8 @@ const setup = (
       claim: queue.claim,
       release: queue.release,
       repoll: options.repoll ?? "10 seconds",
-      ...(options.maxClaim === undefined ? {} : { maxClaim: options.maxClaim })
+      ...(options.maxClaim === undefined ? {} : { maxClaim: options.maxClaim }),
+      ...(options.followUpInterval === undefined ? {} : { followUpInterval: options.followUpInterval })
     })
     return { waker, pops, queue }
   })
@@ -468,11 +470,111 @@ describe("GroupedPops", () => {
   it.scoped("bad options are refused with a clear defect", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
-      const exit = yield* Effect.exit(
-        waker.grouped({ claim: () => Effect.succeed([]), release: () => Effect.void, maxClaim: 0 })
+      const refused = (options: Partial<GroupedPops.Options<never, never>>) =>
+        Effect.map(
+          Effect.exit(
+            waker.grouped({ claim: () => Effect.succeed([]), release: () => Effect.void, ...options })
+          ),
+          (exit) => String(Cause.squash(Exit.isFailure(exit) ? exit.cause : Cause.empty))
+        )
+      assert.match(yield* refused({ maxClaim: 0 }), /maxClaim/)
+      assert.match(yield* refused({ followUpInterval: Duration.infinity }), /followUpInterval/)
+    })
+  )
+})
+
+describe("GroupedPops, followUpInterval", () => {
+  it.scoped("a group with no claim in flight claims at once on a wake, even right after a claim", () =>
+    Effect.gen(function* () {
+      const { waker, pops, queue } = yield* setup({ followUpInterval: "50 millis" })
+      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
+      // The arrival's claim found nothing a moment ago; the wake's claim does not wait for the interval.
+      queue.push(1)
+      yield* waker.wake(wakeOrders)
+      yield* settle
+      assert.strictEqual(queue.requests.length, 2)
+      assert.deepStrictEqual(yield* Fiber.join(waiting), { rows: [{ id: 0 }], wake: "woken" })
+    })
+  )
+
+  it.scoped(
+    "wakes and arrivals during a claim fold into one follow-up, no sooner than the interval after it began",
+    () =>
+      Effect.gen(function* () {
+        const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
+        const first = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        yield* settle
+        assert.strictEqual(queue.requests.length, 1)
+        // While the arrival's claim runs: rows pushed (not in its snapshot), their wakes, another pop.
+        queue.push(2)
+        for (let i = 0; i < 5; i++) yield* waker.wake(wakeOrders)
+        const second = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        yield* TestClock.adjust("10 millis")
+        yield* queue.finishOne()
+        // The claim is done 10 ms after it began: its follow-up waits until 50 ms.
+        assert.strictEqual(queue.requests.length, 1)
+        // What lands while the follow-up waits folds into it: a row, its wake, a third pop.
+        queue.push(1)
+        yield* waker.wake(wakeOrders)
+        const third = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        yield* TestClock.adjust("39 millis")
+        assert.strictEqual(queue.requests.length, 1)
+        yield* TestClock.adjust("1 millis")
+        assert.strictEqual(queue.requests.length, 2, "one follow-up, at 50 ms")
+        assert.strictEqual(queue.requests[1]!.limit, 3)
+        assert.deepStrictEqual(queue.requests[1]!.partitions, ["p1"])
+        yield* queue.finishOne()
+        // No wake lost: every row pushed meanwhile is claimed, in the pops' arrival order.
+        assert.deepStrictEqual(ids(yield* Fiber.join(first)), [0])
+        assert.deepStrictEqual(ids(yield* Fiber.join(second)), [1])
+        assert.deepStrictEqual(ids(yield* Fiber.join(third)), [2])
+        assert.strictEqual(queue.requests.length, 2, "nothing more owed")
+        assert.strictEqual(queue.maxInFlight, 1)
+      })
+  )
+
+  it.scoped("a claim slower than the interval is followed at once", () =>
+    Effect.gen(function* () {
+      const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
+      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      yield* settle
+      queue.push(1)
+      yield* waker.wake(wakeOrders)
+      yield* TestClock.adjust("80 millis")
+      yield* queue.finishOne()
+      assert.strictEqual(queue.requests.length, 2)
+      yield* queue.finishOne()
+      assert.deepStrictEqual(ids(yield* Fiber.join(waiting)), [0])
+    })
+  )
+
+  it.scoped("a claim that filled its limit is followed at once, not after the interval", () =>
+    Effect.gen(function* () {
+      const { waker, pops, queue } = yield* setup({ maxClaim: 2, followUpInterval: "1 second" })
+      const fibers = yield* Effect.forEach(Array.from({ length: 5 }), () =>
+        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
-      assert.isTrue(Exit.isFailure(exit))
-      assert.match(String(Cause.squash(Exit.isFailure(exit) ? exit.cause : Cause.empty)), /maxClaim/)
+      yield* settleUntil(Effect.map(pops.waiting, (n) => n === 5))
+      const before = queue.requests.length
+      queue.push(5)
+      yield* waker.wake(wakeOrders)
+      for (const fiber of fibers) assert.strictEqual((yield* Fiber.join(fiber)).rows.length, 1)
+      assert.strictEqual(queue.requests.length - before, 3)
+    })
+  )
+
+  it.scoped("pops that all leave while the follow-up waits cancel it", () =>
+    Effect.gen(function* () {
+      const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
+      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      yield* settle
+      yield* waker.wake(wakeOrders)
+      yield* queue.finishOne()
+      yield* Fiber.interrupt(waiting)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(queue.requests.length, 1)
+      assert.strictEqual(yield* pops.waiting, 0)
     })
   )
 })
@@ -529,9 +631,13 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 )
 
 /** Runs the steps, then drains; returns the violations found (none expected). */
-const runSteps = (steps: ReadonlyArray<Step>) =>
+const runSteps = (steps: ReadonlyArray<Step>, followUpMillis = 0) =>
   Effect.gen(function* () {
-    const { waker, pops, queue } = yield* setup({ gated: true, repoll: "1 second" })
+    const { waker, pops, queue } = yield* setup({
+      gated: true,
+      repoll: "1 second",
+      followUpInterval: Duration.millis(followUpMillis)
+    })
     const fibers: Array<Fiber.RuntimeFiber<GroupedPops.PopResult<Row>, ClaimBroke>> = []
     const delivered = new Map<number, number>()
     const violations: Array<string> = []
@@ -585,19 +691,28 @@ const runSteps = (steps: ReadonlyArray<Step>) =>
       }
       yield* settle
       if (s._tag === "push" && s.hint) {
-        // A hinted push: the claims it starts run to the end, then nothing may be left for a waiting pop.
-        while ((yield* Queue.size(queue.pending)) > 0) yield* queue.finishOne(true)
+        // A hinted push: the claims it starts run to the end (a spaced follow-up once its interval has
+        // passed), then nothing may be left for a waiting pop.
+        for (;;) {
+          while ((yield* Queue.size(queue.pending)) > 0) yield* queue.finishOne(true)
+          if (followUpMillis === 0) break
+          yield* TestClock.adjust(Duration.millis(followUpMillis))
+          yield* settle
+          if ((yield* Queue.size(queue.pending)) === 0) break
+        }
         yield* noLostWake
       }
       if (queue.maxInFlight > 1) violations.push("two claims in flight")
-      // Parked: waiting pops whose arrival claim has run; all of them once no claim is pending.
+      // Parked: waiting pops whose arrival claim has run; all of them once no claim is pending (and,
+      // with spaced follow-ups, none waits for its interval: so after a hinted push's drain).
       const [parked, waiting, pending] = [
         yield* waker.parked,
         yield* pops.waiting,
         yield* Queue.size(queue.pending)
       ]
+      const noFollowUpWaits = followUpMillis === 0 || (s._tag === "push" && s.hint)
       if (parked < 0 || parked > waiting) violations.push(`parked ${parked} of ${waiting} waiting`)
-      if (pending === 0 && parked !== waiting)
+      if (pending === 0 && noFollowUpWaits && parked !== waiting)
         violations.push(`parked ${parked} of ${waiting}, no claim pending`)
     }
     // Drain: every claim finishes, every deadline passes.
@@ -627,6 +742,18 @@ describe("GroupedPops, over random interleavings", () => {
         assert.deepStrictEqual(violations, [])
       }),
       { numRuns: numRuns(500) }
+    )
+  })
+
+  it("the same with follow-ups spaced by an interval", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps) => {
+        const violations = await Effect.runPromise(
+          Effect.scoped(runSteps(steps, 100)).pipe(Effect.provide(TestContext.TestContext))
+        )
+        assert.deepStrictEqual(violations, [])
+      }),
+      { numRuns: numRuns(300) }
     )
   })
 })

@@ -7,7 +7,8 @@
  * The pieces, per `(queue, tenant)` group:
  * - a FIFO of waiting pops (hand-out order) and a deadline heap (their timeouts), both with lazy removal;
  * - `demand`, the sum of the waiting pops' batches: the claim's limit, capped at `maxClaim`;
- * - whether a claim is in flight, and the reason for the one owed after it (a wake, an arrival);
+ * - whether a claim is in flight, and the reason for the one owed after it (a wake, an arrival), which
+ *   waits out `followUpInterval` from the start of the claim before it when the host asked for one;
  * - one timer fiber, armed for the earliest of the next re-poll (the fallback for a lost hint, shortened
  *   while the mesh is degraded) and the earliest pop's deadline (at most `resolution` late).
  *
@@ -73,6 +74,15 @@ export interface GroupedPopsOptions<A, E> {
   readonly repoll?: Duration.DurationInput | undefined
   /** The largest limit one claim asks for. Default 1,000. */
   readonly maxClaim?: number | undefined
+  /**
+   * The least time from the start of a claim to the start of the follow-up claim owed to the wakes and
+   * arrivals that landed while it ran; what lands meanwhile folds into that follow-up too. Under a
+   * stream of commits a group's claims then come at most once per interval and take bigger batches,
+   * at the cost of up to this much latency per row; a group with no claim in flight still claims at
+   * once on a wake or an arrival, and a claim that filled its limit is still followed at once. Default
+   * 0 (the follow-up starts as soon as the claim before it is done).
+   */
+  readonly followUpInterval?: Duration.DurationInput | undefined
 }
 
 /** What a grouped pop waits on: as `LocalWaker`'s `WaitTarget`. */
@@ -136,8 +146,12 @@ export interface GroupSink {
   shortenRepoll(short: Duration.Duration): void
 }
 
-/** The re-poll of a group with pops waiting, and the largest claim, unless the host says otherwise. */
-export const DEFAULTS = { repoll: Duration.seconds(10), maxClaim: 1_000 } as const
+/** The re-poll of a group with pops waiting, the largest claim and the follow-up's interval, by default. */
+export const DEFAULTS = {
+  repoll: Duration.seconds(10),
+  maxClaim: 1_000,
+  followUpInterval: Duration.zero
+} as const
 
 const QUEUED = 0
 const HANDED = 1
@@ -181,10 +195,15 @@ class Group<A, E> {
   demand = 0
   readonly heap = new DeadlineHeap<Waiter<A, E>>()
   stale = 0
+  /** A claim runs or is owed and waits to start: wakes and arrivals fold into it. */
   inFlight = false
+  /** A claim runs (from its start until its rows are handed out). */
+  running = false
   owed: GroupedWake | undefined = undefined
   lastFull = false
   claimsStarted = 0
+  /** When the latest claim started (clock millis). */
+  claimBegan = Number.NEGATIVE_INFINITY
   /** Waiting pops that came since the last claim started (their first claim is still to run). */
   freshNow = 0
   /** Waiting pops whose first claim is the one in flight. */
@@ -220,6 +239,7 @@ export class PopGroups<A, E> implements GroupSink {
   private released = 0
   private readonly repoll: Duration.Duration
   private readonly maxClaim: number
+  private readonly followUpMillis: number
 
   private constructor(
     private readonly host: GroupHost,
@@ -230,6 +250,9 @@ export class PopGroups<A, E> implements GroupSink {
   ) {
     this.repoll = Duration.decode(options.repoll ?? DEFAULTS.repoll)
     this.maxClaim = options.maxClaim ?? DEFAULTS.maxClaim
+    this.followUpMillis = Duration.toMillis(
+      Duration.decode(options.followUpInterval ?? DEFAULTS.followUpInterval)
+    )
   }
 
   /** A group set whose claims and timers run in fibers of the current scope. */
@@ -243,6 +266,12 @@ export class PopGroups<A, E> implements GroupSink {
       if (maxClaim !== undefined && !(Number.isSafeInteger(maxClaim) && maxClaim >= 1)) {
         return yield* Effect.dieMessage(
           `grouped pops: maxClaim must be a whole number of rows, 1 or more (got ${maxClaim})`
+        )
+      }
+      const followUp = options.followUpInterval
+      if (followUp !== undefined && !Duration.isFinite(Duration.decode(followUp))) {
+        return yield* Effect.dieMessage(
+          "grouped pops: followUpInterval must be finite (a wake must be claimed)"
         )
       }
       const clock = yield* Effect.clock
@@ -413,6 +442,8 @@ export class PopGroups<A, E> implements GroupSink {
   private claimLoop(group: Group<A, E>, reason: GroupedWake): Effect.Effect<void> {
     return Effect.suspend(() => {
       const seq = ++group.claimsStarted
+      group.claimBegan = this.clock.unsafeCurrentTimeMillis()
+      group.running = true
       group.freshInClaim = group.freshNow
       group.freshNow = 0
       const limit = Math.min(Math.max(group.demand, 1), this.maxClaim)
@@ -432,20 +463,47 @@ export class PopGroups<A, E> implements GroupSink {
         // The pops this claim was the first for, and still waiting, are parked now.
         this.fresh -= group.freshInClaim
         group.freshInClaim = 0
+        group.running = false
         for (const probe of probes) probe(Exit.isSuccess(exit) && exit.value.length < limit)
         const next = Effect.suspend(() => {
           const again = this.nextClaim(group)
-          if (again !== undefined) return this.claimLoop(group, again)
-          group.inFlight = false
-          group.repollAt =
-            this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(this.host.repollWithin(this.repoll))
-          this.arm(group)
-          this.settleIdle(group)
-          return Effect.void
+          if (again === undefined) return this.idle(group)
+          // Owed to wakes and arrivals (not to a full claim): spaced from the claim before it. The group
+          // stays in flight meanwhile, so what lands folds into this follow-up.
+          const wait = group.lastFull
+            ? 0
+            : group.claimBegan + this.followUpMillis - this.clock.unsafeCurrentTimeMillis()
+          if (wait <= 0) return this.claimLoop(group, again)
+          // Only the wait is wrapped (and interruptible): the loop after it must not nest in it.
+          return Effect.interruptible(Effect.sleep(Duration.millis(wait))).pipe(
+            // The scope closed while it waited: nothing will claim for this group any more.
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                group.inFlight = false
+                this.resolveProbes(group, false)
+              })
+            ),
+            Effect.zipRight(
+              Effect.suspend(() => {
+                const owed = this.nextClaim(group)
+                return owed === undefined ? this.idle(group) : this.claimLoop(group, owed)
+              })
+            )
+          )
         })
         return leftover.length === 0 ? next : Effect.zipRight(this.releaseRows(group, leftover), next)
       })
     })
+  }
+
+  /** No claim owed: the group waits for a wake, an arrival or its re-poll. */
+  private idle(group: Group<A, E>): Effect.Effect<void> {
+    group.inFlight = false
+    group.repollAt =
+      this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(this.host.repollWithin(this.repoll))
+    this.arm(group)
+    this.settleIdle(group)
+    return Effect.void
   }
 
   /** Hands a claim's rows out (or fails the pops it was for); returns the rows no pop took. */
@@ -558,7 +616,7 @@ export class PopGroups<A, E> implements GroupSink {
     if (waiter.arrivedAt === group.claimsStarted) {
       group.freshNow--
       this.fresh--
-    } else if (group.inFlight && waiter.arrivedAt === group.claimsStarted - 1) {
+    } else if (group.running && waiter.arrivedAt === group.claimsStarted - 1) {
       group.freshInClaim--
       this.fresh--
     }
