@@ -8,24 +8,28 @@
  * K producer connections each commit one message per transaction (an autocommit `INSERT`) back to back
  * for `cellMs`; each connection numbers its messages and stamps each on `CLOCK_MONOTONIC` as its commit
  * is acknowledged. The consumers claim in batches (`DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP
- * LOCKED LIMIT batch) RETURNING`), stamp each message as its claim returns, and otherwise wait as the
- * carrier lets them:
+ * LOCKED LIMIT batch) RETURNING`), stamp each message as its claim returns, and wait as the carrier
+ * lets them:
  *
  * - `tcp`: the producer's mesh node calls `unsafeMessageAvailable` after each commit (the mesh coalesces
- *   a tick's frames into one socket write); the consumers are mesh nodes, parked on `LocalWaker`;
+ *   a tick's frames into one socket write); the consumers are mesh nodes whose pops wait in grouped pops
+ *   (`LocalWaker.grouped`): one claim in flight per consumer, the hints that land while it runs folded
+ *   into one follow-up claim begun no sooner than `followUpMs` after it began; a consumer with no claim
+ *   in flight claims at once on a hint;
  * - `lane`: the same calls on lane-only nodes (src/Postgres.ts): the lane coalesces a tick's hints into
  *   its own `NOTIFY` on its own connection, outside the producers' transactions;
  * - `notify`: `pg_notify` in the push's statement (`WITH m AS (INSERT ...) SELECT pg_notify(...)`), in
- *   its transaction, as job queues do; the consumers `LISTEN` on a connection of their own;
- * - `none`: no hint; an idle consumer re-polls every `pollMs`.
+ *   its transaction, as job queues do; the consumers `LISTEN` on a connection of their own and claim
+ *   as long as claims find messages;
+ * - `none`: no hint; a consumer claims as long as claims find messages, then re-polls every `pollMs`.
  *
- * A consumer parked on a carrier re-claims after `fallbackMs` without a wake, so a lost hint shows as
+ * A consumer waiting on a carrier re-claims after `fallbackMs` without a wake, so a lost hint shows as
  * latency, never as a lost message. Per cell: commits per second, commit-to-claim p50/p99 over every
  * message, lost / delivered twice / unknown (bench/deliveries.ts), PostgreSQL's CPU per commit (every
  * server process's schedstat over the window, over the commits), and each process's CPU.
  */
 import * as Fs from "node:fs"
-import { Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option, Schema } from "effect"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import { type Claimed, type Committed, spread, tally } from "./deliveries.js"
@@ -57,6 +61,11 @@ export interface LoadPlan {
   readonly pollMs: number
   /** A consumer parked on a carrier re-claims after this long without a wake. */
   readonly fallbackMs: number
+  /**
+   * `tcp`, `lane`: the grouped pops' `followUpInterval`, the least time from a claim's start to the
+   * follow-up owed to the wakes that landed while it ran.
+   */
+  readonly followUpMs: number
   /** After the window, how long the consumers get to claim what is left before it counts as lost. */
   readonly drainMs: number
 }
@@ -83,6 +92,9 @@ const INSERT = "INSERT INTO wl_messages (source, seq, payload) VALUES ($1, $2, $
 const INSERT_NOTIFY = `WITH m AS (INSERT INTO wl_messages (source, seq, payload) VALUES ($1, $2, $3) RETURNING id) SELECT pg_notify('${NOTIFY_CHANNEL}', '') FROM m`
 const CLAIM =
   "DELETE FROM wl_messages WHERE id IN (SELECT id FROM wl_messages ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING source, seq"
+/** Rows claimed for grouped pops that went away, back in the table (never in these runs: no pop leaves). */
+const GIVE_BACK =
+  "INSERT INTO wl_messages (source, seq, payload) SELECT s, q, $3 FROM unnest($1::int[], $2::int[]) AS t(s, q)"
 
 // ---------------------------------------------------------------------------------------------
 // driver
@@ -173,7 +185,8 @@ const startSet = async (db: Database, carrier: Carrier, plan: LoadPlan, sets: Ar
     nodes: producerCount + 2,
     batch: plan.batch,
     pollMs: plan.pollMs,
-    fallbackMs: plan.fallbackMs
+    fallbackMs: plan.fallbackMs,
+    followUpMs: plan.followUpMs
   }
   const consumers = consumerPorts.map((port, i) =>
     startChild("consumer", { ...common, index: i, port, peers: producerPorts })
@@ -340,6 +353,7 @@ export interface RoleParams {
   readonly batch: number
   readonly pollMs: number
   readonly fallbackMs: number
+  readonly followUpMs: number
 }
 
 /** The node a carrier needs in a process (`tcp`, `lane`), ready: its links up or the others heard. */
@@ -431,111 +445,213 @@ export const producer = async (params: RoleParams): Promise<void> => {
   }
 }
 
-/**
- * A consumer process: claims in batches as long as claims find messages; then waits as its carrier
- * lets it (parked on `LocalWaker`, on a `LISTEN` connection, or a re-poll timer) and claims again.
- * Reports (and forgets) its claims on `report`, once its claim in flight is in.
- */
-export const consumer = async (params: RoleParams): Promise<void> => {
-  const serverId = `wl-consumer-${params.index}`
-  const runtime = await meshNode(params, serverId)
-  const waker = runtime === undefined ? undefined : await runtime.runPromise(LocalWaker.LocalWaker)
-  const client = await pgClient(params.url)
-  const inbox = fromParent()
-  let source: Array<number> = []
-  let seq: Array<number> = []
-  let atNs: Array<number> = []
-  let claims = 0
-  let emptyClaims = 0
-  let cpu = process.cpuUsage()
+/** A claimed message, stamped as its claim returned. */
+interface Stamped {
+  readonly source: number
+  readonly seq: number
+  readonly atNs: number
+}
 
-  // The carrier's wait, and how a wake that came while claiming is kept for the next wait.
-  let wait: () => Promise<void>
-  let clearHints: () => void = () => {}
-  if (waker !== undefined && runtime !== undefined) {
-    // The waker keeps the partitions hinted while no pop was parked: a hint taken here came during the
-    // claim just made, so claim again rather than park.
-    clearHints = () => {
-      runtime.runSync(waker.takePartitionHints(TARGET))
-    }
-    const park = Effect.flatMap(waker.takePartitionHints(TARGET), (hinted) =>
-      hinted.length > 0 ? Effect.void : Effect.asVoid(waker.awaitWake(TARGET, { maxWait: params.fallbackMs }))
-    )
-    wait = () => runtime.runPromise(park)
-  } else if (params.carrier === "notify") {
-    const listener = await pgClient(params.url)
-    let notified = false
-    let resume: (() => void) | undefined
-    listener.on("notification", () => {
-      notified = true
-      const r = resume
-      resume = undefined
-      r?.()
-    })
-    await listener.query(`LISTEN ${NOTIFY_CHANNEL}`)
-    clearHints = () => {
-      notified = false
-    }
-    wait = () =>
-      notified
-        ? Promise.resolve()
-        : new Promise<void>((resolve) => {
-            const timer = setTimeout(() => {
-              resume = undefined
-              resolve()
-            }, params.fallbackMs)
-            resume = () => {
-              clearTimeout(timer)
-              resolve()
-            }
-          })
-  } else {
-    wait = () => sleep(params.pollMs)
+/**
+ * What a consumer has claimed since the driver last reset it: every message with its claim's stamp,
+ * the claims and those that found nothing, and its CPU. A report waits until no claim is in flight
+ * and every row claimed is recorded (a grouped pop's rows reach it a moment after its claim returns).
+ */
+class ConsumerTally {
+  private source: Array<number> = []
+  private seq: Array<number> = []
+  private atNs: Array<number> = []
+  private claims = 0
+  private emptyClaims = 0
+  private cpu = process.cpuUsage()
+  /** Claims in flight, and rows claimed but not yet recorded or given back. */
+  private claiming = 0
+  private inHand = 0
+  private reporting = false
+
+  reset(): void {
+    this.source = []
+    this.seq = []
+    this.atNs = []
+    this.claims = 0
+    this.emptyClaims = 0
+    this.cpu = process.cpuUsage()
   }
 
-  let reporting = false
-  let claiming = false
-  inbox.handle("reset", () => {
-    source = []
-    seq = []
-    atNs = []
-    claims = 0
-    emptyClaims = 0
-    cpu = process.cpuUsage()
-    toParent({ kind: "reset" })
-  })
-  const report = () => {
-    reporting = false
-    const used = process.cpuUsage(cpu)
+  claimStarted(): void {
+    this.claiming++
+  }
+
+  claimEnded(rows: number): void {
+    this.claiming--
+    this.claims++
+    if (rows === 0) this.emptyClaims++
+    this.inHand += rows
+    this.settle()
+  }
+
+  record(rows: ReadonlyArray<Stamped>): void {
+    for (const row of rows) {
+      this.source.push(row.source)
+      this.seq.push(row.seq)
+      this.atNs.push(row.atNs)
+    }
+    this.inHand -= rows.length
+    this.settle()
+  }
+
+  /** Rows given back to the table: claimed again later, and recorded then. */
+  givenBack(rows: number): void {
+    this.inHand -= rows
+    this.settle()
+  }
+
+  /** Reports (and forgets) what it has, once nothing is in flight. */
+  report(): void {
+    this.reporting = true
+    this.settle()
+  }
+
+  private settle(): void {
+    if (!this.reporting || this.claiming > 0 || this.inHand > 0) return
+    this.reporting = false
+    const used = process.cpuUsage(this.cpu)
+    const { source, seq, atNs, claims, emptyClaims } = this
     toParent({
       kind: "claimed",
       data: { source, seq, atNs, claims, emptyClaims, cpuUs: used.user + used.system }
     })
-    source = []
-    seq = []
-    atNs = []
+    this.source = []
+    this.seq = []
+    this.atNs = []
   }
-  // Parked, at once; claiming, as the claim is in.
-  inbox.handle("report", () => {
-    if (claiming) reporting = true
-    else report()
+}
+
+/**
+ * A consumer process. `tcp` and `lane`: pops waiting in grouped pops (`LocalWaker.grouped`), whose
+ * claim is the CLAIM statement for the group's limit: wakes that land while a claim runs fold into one
+ * follow-up claim. `notify` and `none`: one claim loop that claims as long as claims find messages,
+ * then waits on its `LISTEN` connection or a re-poll timer. Reports (and forgets) its claims on
+ * `report`, once its claim in flight is in.
+ */
+export const consumer = async (params: RoleParams): Promise<void> => {
+  const serverId = `wl-consumer-${params.index}`
+  const runtime = await meshNode(params, serverId)
+  const client = await pgClient(params.url)
+  const inbox = fromParent()
+  const tally = new ConsumerTally()
+  const claim = async (limit: number): Promise<ReadonlyArray<Stamped>> => {
+    tally.claimStarted()
+    const { rows } = await client.query<{ source: number; seq: number }>(CLAIM, [limit])
+    const atNs = nowNs()
+    tally.claimEnded(rows.length)
+    return rows.map((row) => ({ source: row.source, seq: row.seq, atNs }))
+  }
+  inbox.handle("reset", () => {
+    tally.reset()
+    toParent({ kind: "reset" })
   })
+  inbox.handle("report", () => tally.report())
+  if (runtime !== undefined) {
+    const giveBack = async (rows: ReadonlyArray<Stamped>) => {
+      await client.query(GIVE_BACK, [rows.map((row) => row.source), rows.map((row) => row.seq), PAYLOAD])
+      tally.givenBack(rows.length)
+    }
+    toParent({ kind: "ready" })
+    await runtime.runPromise(groupedPops(params, claim, giveBack, (rows) => tally.record(rows)))
+    return
+  }
+  const idle: IdleWait =
+    params.carrier === "notify"
+      ? await listenFor(params)
+      : { clear: () => {}, wait: () => sleep(params.pollMs) }
   toParent({ kind: "ready" })
   for (;;) {
-    clearHints()
-    claiming = true
-    const { rows } = await client.query<{ source: number; seq: number }>(CLAIM, [params.batch])
-    const at = nowNs()
-    claims++
-    for (const row of rows) {
-      source.push(row.source)
-      seq.push(row.seq)
-      atNs.push(at)
-    }
-    claiming = false
-    if (reporting) report()
-    if (rows.length > 0) continue
-    emptyClaims++
-    await wait()
+    idle.clear()
+    const rows = await claim(params.batch)
+    tally.record(rows)
+    if (rows.length === 0) await idle.wait()
+  }
+}
+
+/**
+ * How many grouped pops a consumer keeps waiting, each for a whole batch. With two, one still waits
+ * while the other's rows are recorded, so its group always has a pop waiting: the wakes that land
+ * during a claim fold into the group's follow-up claim, and a pop coming back folds into it too,
+ * rather than claiming anew on its arrival. `maxClaim` = batch keeps each claim to a batch, as the
+ * other carriers' claims are.
+ */
+const GROUPED_POPS = 2
+
+/** `tcp`, `lane`: the consumer's grouped pops, each popping back to back; runs until the process ends. */
+const groupedPops = (
+  params: RoleParams,
+  claim: (limit: number) => Promise<ReadonlyArray<Stamped>>,
+  giveBack: (rows: ReadonlyArray<Stamped>) => Promise<void>,
+  record: (rows: ReadonlyArray<Stamped>) => void
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const waker = yield* LocalWaker.LocalWaker
+      const pops = yield* waker.grouped<Stamped, never>({
+        claim: ({ limit }) => Effect.promise(() => claim(limit)),
+        release: (_key, rows) => Effect.promise(() => giveBack(rows)),
+        // A group with pops waiting re-claims after this long without a wake: a lost hint shows as latency.
+        repoll: Duration.millis(params.fallbackMs),
+        maxClaim: params.batch,
+        followUpInterval: Duration.millis(params.followUpMs)
+      })
+      const popBackToBack = Effect.forever(
+        Effect.flatMap(pops.pop(TARGET, { batch: params.batch, maxWait: LONG_WAIT_MS }), (result) =>
+          Effect.sync(() => record(result.rows))
+        )
+      )
+      yield* Effect.all(
+        Array.from({ length: GROUPED_POPS }, () => popBackToBack),
+        { concurrency: "unbounded", discard: true }
+      )
+    })
+  )
+
+/** How a claim loop waits after a claim that found nothing; `clear` as a claim starts. */
+interface IdleWait {
+  readonly clear: () => void
+  readonly wait: () => Promise<void>
+}
+
+/**
+ * `notify`: a `LISTEN` connection of the consumer's own. The wait resolves on a notification (at once
+ * if one came since the last claim started: that claim may have missed its row), else after
+ * `fallbackMs`.
+ */
+const listenFor = async (params: RoleParams): Promise<IdleWait> => {
+  const listener = await pgClient(params.url)
+  let notified = false
+  let resume: (() => void) | undefined
+  listener.on("notification", () => {
+    notified = true
+    const r = resume
+    resume = undefined
+    r?.()
+  })
+  await listener.query(`LISTEN ${NOTIFY_CHANNEL}`)
+  const wait = (): Promise<void> =>
+    notified
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            resume = undefined
+            resolve()
+          }, params.fallbackMs)
+          resume = () => {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+  return {
+    clear: () => {
+      notified = false
+    },
+    wait
   }
 }

@@ -19,7 +19,8 @@ const RoleParams = Schema.Struct({
   nodes: Schema.Number,
   batch: Schema.Number,
   pollMs: Schema.Number,
-  fallbackMs: Schema.Number
+  fallbackMs: Schema.Number,
+  followUpMs: Schema.Number
 })
 const HandoffParams = Schema.Struct({
   way: Schema.Literal("bare", "mesh"),

@@ -27,6 +27,9 @@ const full: WriteLoadSectionPlan = {
       batch: 100,
       pollMs: 100,
       fallbackMs: 1000,
+      // A consumer's claims come at most every 5 ms while commits stream: from 5 to 20 ms the commit
+      // rate over no carrier's stayed level while each ms went on push-to-pop (bench/README.md).
+      followUpMs: 5,
       drainMs: 5000
     },
     handoff: { warmup: 100, rounds: 1000, block: 100 }
@@ -37,6 +40,37 @@ const quick: WriteLoadSectionPlan = {
   writeload: {
     load: { ...full.writeload.load, cellMs: 2000, drainMs: 3000 },
     handoff: { warmup: 50, rounds: 300, block: 50 }
+  }
+}
+
+/**
+ * Knobs for a short development run, on top of `--quick` or the full plan: `--writeload-ks=32,64` (the
+ * Ks to run), `--writeload-cell-ms=3000` (each cell's window), `--writeload-carriers=tcp,none` (a subset
+ * of the carriers) and `--writeload-follow-up-ms=5` (the grouped pops' follow-up interval). The driver
+ * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
+ */
+const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
+  const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+  const ks = flag("writeload-ks")
+    ?.split(",")
+    .map(Number)
+    .filter((k) => Number.isSafeInteger(k) && k >= 1)
+  const cellMs = Number(flag("writeload-cell-ms"))
+  const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
+  const carriers = WriteLoad.CARRIERS.filter(
+    (c) => flag("writeload-carriers")?.split(",").includes(c) ?? true
+  )
+  return {
+    writeload: {
+      ...plan.writeload,
+      load: {
+        ...plan.writeload.load,
+        ...(ks === undefined || ks.length === 0 ? {} : { ks }),
+        ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
+        ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
+        ...(carriers.length === 0 ? {} : { carriers })
+      }
+    }
   }
 }
 
@@ -210,12 +244,12 @@ const note = (result: Result, plan: WriteLoadSectionPlan["writeload"]): string =
   const settings = Object.entries(result.settings)
     .map(([k, v]) => `${k}=${v}`)
     .join(", ")
-  return `Write load: bench/writeload.ts on an embedded PostgreSQL ${result.postgres} (${settings}), a database per carrier. Per cell, K producer connections (${load.perProducer} per producer process at most) each commit one INSERT per transaction back to back for ${load.cellMs} ms; two consumer processes claim up to ${load.batch} at a time (DELETE ... FOR UPDATE SKIP LOCKED ... RETURNING). Carriers: tcp = unsafeMessageAvailable after each commit over the TCP mesh, consumers parked on LocalWaker; lane = the same on lane-only nodes; notify = pg_notify in the INSERT's statement, consumers LISTEN; none = an idle consumer re-polls every ${load.pollMs} ms. A parked consumer re-claims after ${load.fallbackMs} ms without a wake. Push-to-pop = the claim returned (consumer) minus the commit acknowledged (producer), CLOCK_MONOTONIC, over every message (it can be slightly negative: a consumer may claim a row before its producer has read the acknowledgement). Lost / delivered twice: every message's (connection, number) checked after a drain of up to ${load.drainMs} ms. PostgreSQL's CPU = every server process's schedstat over the window, over the commits (the consumers' claims included; the producers' backends are read before they close); the producers' and consumers' CPU likewise, and the machine's busy share from /proc/stat: where every process shares the machine's cores and it is saturated, a carrier's own CPU per commit comes out of PostgreSQL's commit rate. Hand-off: bench/handoff.ts, ${handoff.rounds} one-at-a-time rounds per way after ${handoff.warmup} warm-up, the two ways in alternating blocks of ${handoff.block}; push begun (producer) to claim returned (worker), stages stamped where they happen.`
+  return `Write load: bench/writeload.ts on an embedded PostgreSQL ${result.postgres} (${settings}), a database per carrier. Per cell, K producer connections (${load.perProducer} per producer process at most) each commit one INSERT per transaction back to back for ${load.cellMs} ms; two consumer processes claim up to ${load.batch} at a time (DELETE ... FOR UPDATE SKIP LOCKED ... RETURNING). Carriers: tcp = unsafeMessageAvailable after each commit over the TCP mesh, each consumer's pops waiting in grouped pops (one claim in flight; the hints that land during it fold into one follow-up begun no sooner than ${load.followUpMs} ms after it began); lane = the same on lane-only nodes; notify = pg_notify in the INSERT's statement, consumers LISTEN; none = an idle consumer re-polls every ${load.pollMs} ms. A waiting consumer re-claims after ${load.fallbackMs} ms without a wake. Push-to-pop = the claim returned (consumer) minus the commit acknowledged (producer), CLOCK_MONOTONIC, over every message (it can be slightly negative: a consumer may claim a row before its producer has read the acknowledgement). Lost / delivered twice: every message's (connection, number) checked after a drain of up to ${load.drainMs} ms. PostgreSQL's CPU = every server process's schedstat over the window, over the commits (the consumers' claims included; the producers' backends are read before they close); the producers' and consumers' CPU likewise, and the machine's busy share from /proc/stat: where every process shares the machine's cores and it is saturated, a carrier's own CPU per commit comes out of PostgreSQL's commit rate. Hand-off: bench/handoff.ts, ${handoff.rounds} one-at-a-time rounds per way after ${handoff.warmup} warm-up, the two ways in alternating blocks of ${handoff.block}; push begun (producer) to claim returned (worker), stages stamped where they happen.`
 }
 
 export const writeload = section({
   names: ["writeload"],
-  plan: { full, quick },
+  plan: { full: withKnobs(full), quick: withKnobs(quick) },
   run,
   results: (result) => ({ writeload: result }),
   rows: (result) =>
