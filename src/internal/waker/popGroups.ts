@@ -733,7 +733,7 @@ export class PopGroups<A, E> implements GroupSink {
   private isFresh(group: Group<A, E>, waiter: Waiter<A, E>): boolean {
     return (
       waiter.arrivedAt === group.claimsStarted ||
-      (group.inFlight && waiter.arrivedAt === group.claimsStarted - 1)
+      (group.running && waiter.arrivedAt === group.claimsStarted - 1)
     )
   }
 
