@@ -75,7 +75,10 @@ export class BrokerClient {
     readonly port: number,
     options: { readonly maxSockets?: number } = {}
   ) {
-    this.agent = new Http.Agent({ keepAlive: true, maxSockets: options.maxSockets ?? 256 })
+    // As many idle sockets kept as may be open: a thousand long-polls answered at once must not close
+    // most of their connections only to open them again (the free list's default is 256).
+    const maxSockets = options.maxSockets ?? 256
+    this.agent = new Http.Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets })
   }
 
   /** One request; JSON in and out. Rejects on a network error or after `timeoutMs`. */
