@@ -79,7 +79,7 @@ const root = Path.resolve(here, "../..")
 const notifyEntry = Path.join(here, "brokerNotify.js")
 
 /** The example imports `queen-mesh` by name, which is `dist/`: rebuilt when `src/` is newer. */
-const ensureDist = (progress: (text: string) => void) => {
+export const ensureDist = (progress: (text: string) => void) => {
   const newest = (dir: string): number =>
     Fs.readdirSync(dir, { withFileTypes: true }).reduce((most, entry) => {
       const path = Path.join(dir, entry.name)

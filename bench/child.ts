@@ -7,6 +7,7 @@ import { Schema } from "effect"
 import * as Broadcast from "./broadcast.js"
 import * as Codec from "./codec.js"
 import * as Fairness from "./fairness.js"
+import { runGroupedWake } from "./groupedWake.js"
 import * as Idle from "./idle.js"
 import { flushParent, toParent } from "./ipc.js"
 import * as Latency from "./latency.js"
@@ -92,6 +93,16 @@ const roles: Record<string, () => Promise<void>> = {
   sinks: () => Broadcast.sinks({ secret: str(params, "secret"), count: num(params, "count", 1) }),
   parked: async () => {
     toParent({ kind: "result", data: await runParkedBench(nums(params, "sizes")) })
+  },
+  "grouped-wake": async () => {
+    toParent({
+      kind: "result",
+      data: await runGroupedWake({
+        parked: num(params, "parked", 10_000),
+        rounds: num(params, "rounds", 200),
+        ungroupedRounds: num(params, "ungroupedRounds", 20)
+      })
+    })
   },
   tls: async () => {
     toParent({ kind: "result", data: await runTlsBench(num(params, "rounds", 1000)) })

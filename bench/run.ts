@@ -25,6 +25,7 @@ import { broker } from "./sections/broker.js"
 import { cli } from "./sections/cli.js"
 import { cluster } from "./sections/cluster.js"
 import { codec } from "./sections/codec.js"
+import { consumers } from "./sections/consumers.js"
 import { fair } from "./sections/fair.js"
 import { flood } from "./sections/flood.js"
 import { idle } from "./sections/idle.js"
@@ -54,6 +55,7 @@ const sections: ReadonlyArray<Registered> = [
   idle,
   startupSection,
   broker,
+  consumers,
   writeload
 ]
 
