@@ -54,6 +54,16 @@ export interface Options<A, E> extends Internal.GroupedPopsOptions<A, E> {}
 export interface ClaimRequest extends Internal.ClaimRequest {}
 
 /**
+ * A claim's rows and whether it left rows to claim, for a claim that can tell (say, by picking one row
+ * more than it leases). A claim that returns only its rows is taken to have left some when it filled
+ * its limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClaimResult<A> extends Internal.ClaimResult<A> {}
+
+/**
  * A group's queue and tenant, as `release` is told them.
  *
  * @since 0.1.0

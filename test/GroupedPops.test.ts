@@ -448,6 +448,49 @@ describe("GroupedPops", () => {
       })
   )
 
+  it.scoped(
+    "a claim that says it left nothing, though it filled its limit, is not followed and drains offer",
+    () =>
+      Effect.gen(function* () {
+        const waker = yield* LocalWaker.make({ timeoutResolution: 0 })
+        const queue = yield* makeQueue({ gated: false })
+        const pops = yield* waker.grouped({
+          // As a claim that picks one row more than it leases tells.
+          claim: (request) =>
+            Effect.map(queue.claim(request), (rows) => ({ rows, more: queue.ready.length > 0 })),
+          release: queue.release
+        })
+        const one = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
+        const before = queue.requests.length
+        queue.push(1)
+        assert.isTrue(yield* pops.offer(orders), "the one row was taken here: nothing for the peers")
+        assert.deepStrictEqual(ids(yield* Fiber.join(one)), [0])
+        assert.strictEqual(queue.requests.length - before, 1, "no follow-up after a claim that left nothing")
+      })
+  )
+
+  it.scoped("a pop that joins parked pops after a claim that left nothing makes no claim of its own", () =>
+    Effect.gen(function* () {
+      const { waker, pops, queue } = yield* setup()
+      const first = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
+      const claims = queue.requests.length
+      const joiners = yield* Effect.forEach(Array.from({ length: 50 }), () =>
+        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      )
+      yield* settleUntil(Effect.map(waker.parked, (n) => n === 51))
+      assert.strictEqual(queue.requests.length, claims, "fifty re-pops, no claim")
+      // A wake serves them as one group, in arrival order.
+      queue.push(2)
+      yield* waker.wake(wakeOrders)
+      assert.deepStrictEqual(ids(yield* Fiber.join(first)), [0])
+      assert.deepStrictEqual(yield* Fiber.join(joiners[0]!), { rows: [{ id: 1 }], wake: "woken" })
+      assert.strictEqual(queue.requests.length, claims + 1)
+      for (const fiber of joiners.slice(1)) yield* Fiber.interrupt(fiber)
+    })
+  )
+
   it.scoped("ten thousand pops parked on one queue: one wake, one claim, one pop answered", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()

@@ -169,10 +169,16 @@ export const make = Effect.gen(function* () {
       const claimed = yield* store.claim(tenant, queue, limit, settings.leaseTimeSeconds)
       yield* Metric.increment(metrics.claims)
       const ran = started === undefined ? undefined : ([started, stages.now()] as const)
-      return claimed.messages.map((message): Held => ({ lease: claimed.lease, message, ran }))
+      return {
+        rows: claimed.messages.map((message): Held => ({ lease: claimed.lease, message, ran })),
+        more: claimed.more
+      }
     })
 
-  /** Messages claimed for pops that went away: claimable again now, not when their lease runs out. */
+  /**
+   * Messages claimed for pops that went away (no other pop waits here): claimable again now, not when
+   * their lease runs out, and news for the peers' pops, like a push.
+   */
   const release = ({ queue, tenant }: GroupedPops.GroupKey, rows: ReadonlyArray<Held>) => {
     const byLease = new Map<string, Array<string>>()
     for (const held of rows) {
@@ -182,7 +188,16 @@ export const make = Effect.gen(function* () {
     }
     return Effect.forEach(byLease, ([lease, ids]) => store.release(tenant, queue, lease, ids), {
       discard: true
-    }).pipe(Effect.zipRight(Metric.incrementBy(metrics.returned, rows.length)))
+    }).pipe(
+      Effect.zipRight(Metric.incrementBy(metrics.returned, rows.length)),
+      Effect.zipRight(
+        announce(
+          tenant,
+          queue,
+          rows.map((held) => held.message.partition)
+        )
+      )
+    )
   }
 
   const groups = yield* waker.grouped({ claim, release, repoll: config.repoll, maxClaim: MAX_CLAIM })

@@ -46,13 +46,19 @@ export interface StoreShape {
     queue: string,
     messages: ReadonlyArray<Outgoing>
   ) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
-  /** Claims up to `batch` visible messages under a new lease of `leaseSeconds`. */
+  /**
+   * Claims up to `batch` visible messages under a new lease of `leaseSeconds`; `more` says whether a
+   * visible message was left unclaimed.
+   */
   readonly claim: (
     tenant: string,
     queue: string,
     batch: number,
     leaseSeconds: number
-  ) => Effect.Effect<{ readonly lease: string; readonly messages: ReadonlyArray<Claimed> }, SqlError.SqlError>
+  ) => Effect.Effect<
+    { readonly lease: string; readonly messages: ReadonlyArray<Claimed>; readonly more: boolean },
+    SqlError.SqlError
+  >
   /**
    * Hands back messages of `ids` held under `lease` that no consumer received (their pop went away
    * before it answered): claimable again at once, the delivery not counted. How many.
@@ -97,7 +103,9 @@ const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
 
 const IdRow = Schema.Struct({ id: Schema.String })
 const decodeIds = decodeRows(IdRow)
-const decodeClaimed = decodeRows(Claimed)
+/** A claimed row, with how many rows the claim picked (one more than it leases, when there were). */
+const ClaimedRow = Schema.Struct({ ...Claimed.fields, picked: Schema.Number })
+const decodeClaimed = decodeRows(ClaimedRow)
 const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
 const decodeSettings = decodeRows(SettingsRow)
 const decodeExpired = decodeRows(Expired)
@@ -158,25 +166,33 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
       // The rows are picked once, in a materialized CTE: as `WHERE id IN (SELECT ... LIMIT n FOR UPDATE
       // SKIP LOCKED)` PostgreSQL may run the subquery again for a row a concurrent claim changed, and
       // then claim more than `batch` rows (seen under the bench's load: a pop of 1,000 answered more).
+      // One row more than the batch is picked, and only locked until the statement ends: whether it
+      // was there tells the waiting pops' group whether to claim again, and the push whether its peers
+      // have news (a claim that filled its batch could not say).
       return sql`WITH picked AS MATERIALIZED (
         SELECT id FROM broker_messages
         WHERE tenant = ${tenant} AND queue = ${queue} AND visible_at <= now()
         ORDER BY id
-        LIMIT ${batch}
+        LIMIT ${batch + 1}
         FOR UPDATE SKIP LOCKED
+      ), chosen AS (
+        SELECT id FROM picked ORDER BY id LIMIT ${batch}
       )
       UPDATE broker_messages AS m
       SET lease = ${lease},
           visible_at = now() + make_interval(secs => ${leaseSeconds}),
           deliveries = m.deliveries + 1
-      FROM picked
-      WHERE m.id = picked.id
-      RETURNING m.id, m.partition, m.payload, m.deliveries`.pipe(
+      FROM chosen
+      WHERE m.id = chosen.id
+      RETURNING m.id, m.partition, m.payload, m.deliveries, (SELECT count(*) FROM picked)::int AS picked`.pipe(
         Effect.flatMap(decodeClaimed),
         // RETURNING follows no order; the queue's does.
-        Effect.map((messages) => ({
+        Effect.map((rows) => ({
           lease,
-          messages: [...messages].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
+          messages: [...rows]
+            .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
+            .map(({ picked: _, ...message }) => message),
+          more: (rows[0]?.picked ?? 0) > batch
         }))
       )
     }

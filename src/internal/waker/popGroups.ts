@@ -48,6 +48,16 @@ export interface ClaimRequest {
   readonly partitions: ReadonlyArray<string>
 }
 
+/**
+ * A claim's rows, and whether it left rows to claim. A claim that returns only its rows is taken to
+ * have left some when it filled its limit; one that can tell (say, by picking one row more than it
+ * leases) saves the follow-up claim and the peers' wake a full claim would cost.
+ */
+export interface ClaimResult<A> {
+  readonly rows: ReadonlyArray<A>
+  readonly more: boolean
+}
+
 /** The queue and tenant of a group. */
 export interface GroupKey {
   readonly queue: string
@@ -67,7 +77,7 @@ export interface GroupedPopsOptions<A, E> {
    * Claims up to `request.limit` rows. Fewer than `limit` must mean none were left to claim: that is
    * how `offer` knows the peers need no wake.
    */
-  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<A>, E>
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<A> | ClaimResult<A>, E>
   /** Hands back rows claimed for pops that have gone, at once (not when their lease runs out). */
   readonly release: (key: GroupKey, rows: ReadonlyArray<A>) => Effect.Effect<void, unknown>
   /** How often a group with pops waiting claims on its own: the fallback for a lost hint. Default 10 s. */
@@ -146,6 +156,9 @@ export interface GroupSink {
   shortenRepoll(short: Duration.Duration): void
 }
 
+const isResult = <A>(result: ReadonlyArray<A> | ClaimResult<A>): result is ClaimResult<A> =>
+  !Array.isArray(result)
+
 /** The re-poll of a group with pops waiting, the largest claim and the follow-up's interval, by default. */
 export const DEFAULTS = {
   repoll: Duration.seconds(10),
@@ -173,6 +186,8 @@ class Waiter<A, E> {
   done = false
   /** Whether its entry is still in the deadline heap. */
   inHeap = true
+  /** It joined parked pops after a claim that left nothing: no claim of its own, never fresh. */
+  joined = false
   rows: ReadonlyArray<A> = []
   resume: Resume<A, E> | undefined = undefined
   /** The answer, when it came before the fiber registered its `resume`. */
@@ -201,6 +216,8 @@ class Group<A, E> {
   running = false
   owed: GroupedWake | undefined = undefined
   lastFull = false
+  /** The last claim succeeded and left nothing to claim: a pop that joins parked pops needs no claim. */
+  lastDrained = false
   claimsStarted = 0
   /** When the latest claim started (clock millis). */
   claimBegan = Number.NEGATIVE_INFINITY
@@ -408,16 +425,24 @@ export class PopGroups<A, E> implements GroupSink {
 
   private arrive(group: Group<A, E>, batch: number, deadline: number): Waiter<A, E> {
     const waiter = new Waiter(group, batch, deadline, this.seq++, group.claimsStarted)
+    // Pops already parked here, after a claim that left nothing: what is committed from now on reaches
+    // them through a wake or the group's re-poll, and this pop with them, so it joins them without a
+    // claim of its own. A consumer's re-pop then costs nothing while its queue is empty.
+    const joins = group.lastDrained && group.live - group.freshNow - group.freshInClaim > 0
     group.fifo.push(waiter)
     group.heap.push(waiter)
     group.live++
     group.demand += batch
-    group.freshNow++
-    this.fresh++
     this.waiters++
-    // Every pop claims once on its own arrival, as an ungrouped pop would: it must see what was
-    // committed before it came, whatever hints were lost.
-    this.demandClaim(group, "woken")
+    if (joins) {
+      waiter.joined = true
+    } else {
+      group.freshNow++
+      this.fresh++
+      // Otherwise it claims once on its arrival, as an ungrouped pop would: it must see what was
+      // committed before it came, whatever hints were lost.
+      this.demandClaim(group, "woken")
+    }
     this.arm(group)
     return waiter
   }
@@ -457,14 +482,20 @@ export class PopGroups<A, E> implements GroupSink {
         limit,
         partitions: this.host.takeHints(group.queue, group.tenant)
       }
-      return Effect.flatMap(Effect.exit(Effect.suspend(() => this.options.claim(request))), (exit) => {
-        const leftover = this.settleClaim(group, seq, limit, reason, exit)
+      const claimed = Effect.suspend(() => this.options.claim(request)).pipe(
+        Effect.map(
+          (result): ClaimResult<A> =>
+            isResult(result) ? result : { rows: result, more: result.length >= limit }
+        )
+      )
+      return Effect.flatMap(Effect.exit(claimed), (exit) => {
+        const leftover = this.settleClaim(group, seq, reason, exit)
         if (group.overdue.length > 0) this.timeOutOverdue(group, seq)
         // The pops this claim was the first for, and still waiting, are parked now.
         this.fresh -= group.freshInClaim
         group.freshInClaim = 0
         group.running = false
-        for (const probe of probes) probe(Exit.isSuccess(exit) && exit.value.length < limit)
+        for (const probe of probes) probe(Exit.isSuccess(exit) && !exit.value.more)
         const next = Effect.suspend(() => {
           const again = this.nextClaim(group)
           if (again === undefined) return this.idle(group)
@@ -510,20 +541,23 @@ export class PopGroups<A, E> implements GroupSink {
   private settleClaim(
     group: Group<A, E>,
     seq: number,
-    limit: number,
     reason: GroupedWake,
-    exit: Exit.Exit<ReadonlyArray<A>, E>
+    exit: Exit.Exit<ClaimResult<A>, E>
   ): ReadonlyArray<A> {
     if (Exit.isFailure(exit)) {
       group.lastFull = false
+      group.lastDrained = false
       // The pops this claim was for fail with it, as each would have with a claim of its own; those
       // that came during it are owed the next one.
       this.failPresent(group, seq, exit.cause)
       return []
     }
-    const rows = exit.value
-    group.lastFull = rows.length >= limit
-    return this.handOut(group, rows, (waiter) => (waiter.arrivedAt + 1 === seq ? "none" : reason))
+    const { rows, more } = exit.value
+    group.lastFull = more
+    group.lastDrained = !more
+    return this.handOut(group, rows, (waiter) =>
+      !waiter.joined && waiter.arrivedAt + 1 === seq ? "none" : reason
+    )
   }
 
   /** Gives `rows` to the waiting pops in the order they came; returns what is left. */
@@ -593,6 +627,8 @@ export class PopGroups<A, E> implements GroupSink {
 
   private releaseRows(group: Group<A, E>, rows: ReadonlyArray<A>): Effect.Effect<void> {
     this.released += rows.length
+    // Claimable again: the next pop to come must claim.
+    group.lastDrained = false
     return Effect.suspend(() =>
       this.options.release({ queue: group.queue, tenant: group.tenant }, rows)
     ).pipe(
@@ -613,7 +649,9 @@ export class PopGroups<A, E> implements GroupSink {
   /** Out of the FIFO's live count and demand; its heap entry, unless already popped, goes stale. */
   private dequeue(group: Group<A, E>, waiter: Waiter<A, E>): void {
     waiter.done = true
-    if (waiter.arrivedAt === group.claimsStarted) {
+    if (waiter.joined) {
+      // Never fresh.
+    } else if (waiter.arrivedAt === group.claimsStarted) {
       group.freshNow--
       this.fresh--
     } else if (group.running && waiter.arrivedAt === group.claimsStarted - 1) {
@@ -732,8 +770,9 @@ export class PopGroups<A, E> implements GroupSink {
   /** Whether the pop's first claim (the one for its arrival) has not finished yet. */
   private isFresh(group: Group<A, E>, waiter: Waiter<A, E>): boolean {
     return (
-      waiter.arrivedAt === group.claimsStarted ||
-      (group.running && waiter.arrivedAt === group.claimsStarted - 1)
+      !waiter.joined &&
+      (waiter.arrivedAt === group.claimsStarted ||
+        (group.running && waiter.arrivedAt === group.claimsStarted - 1))
     )
   }
 
