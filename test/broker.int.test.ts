@@ -161,6 +161,11 @@ const oneClaimPerMessage = async (replicas: ReadonlyArray<Replica>) => {
     const stats = await Promise.all([b, c].map((replica) => replica.client.stats()))
     return stats[0]!.parked + stats[1]!.parked === 79
   })
+  // The peer that did not take the message may still be running its claim.
+  await until("both peers claimed", async () => {
+    const now = await claims()
+    return now[1]! > beforePeers[1]! && now[2]! > beforePeers[2]!
+  })
   const afterPeers = await claims()
   assert.deepStrictEqual(
     afterPeers.map((n, i) => n - beforePeers[i]!),
