@@ -182,8 +182,10 @@ type Resume<A, E> = (result: Effect.Effect<GroupedPopResult<A>, E>) => void
 /** A waiting pop: in its group's FIFO and deadline heap until it is answered or leaves. */
 class Waiter<A, E> {
   state: WaiterState = QUEUED
-  /** For the heap: set once the pop is out of the FIFO. */
-  done = false
+  /** For the heap: the pop is out of the FIFO. */
+  get done(): boolean {
+    return this.state !== QUEUED
+  }
   /** Whether its entry is still in the deadline heap. */
   inHeap = true
   /** It joined parked pops after a claim that left nothing: no claim of its own, never fresh. */
@@ -572,8 +574,7 @@ export class PopGroups<A, E> implements GroupSink {
       if (waiter === undefined) break
       const mine = rows.slice(at, at + waiter.batch)
       at += mine.length
-      this.dequeue(group, waiter)
-      waiter.state = HANDED
+      this.dequeue(group, waiter, HANDED)
       waiter.rows = mine
       this.handed += mine.length
       this.deliver(waiter, Effect.succeed({ rows: mine, wake: wakeOf(waiter) }))
@@ -586,8 +587,7 @@ export class PopGroups<A, E> implements GroupSink {
     for (let i = group.head; i < group.fifo.length; i++) {
       const waiter = group.fifo[i]!
       if (waiter.state !== QUEUED || waiter.arrivedAt >= seq) continue
-      this.dequeue(group, waiter)
-      waiter.state = FINISHED
+      this.dequeue(group, waiter, FINISHED)
       this.deliver(waiter, failed)
     }
     this.compactFifo(group)
@@ -608,8 +608,7 @@ export class PopGroups<A, E> implements GroupSink {
   private leave(waiter: Waiter<A, E>): void {
     const group = waiter.group
     if (waiter.state === QUEUED) {
-      this.dequeue(group, waiter)
-      waiter.state = GONE
+      this.dequeue(group, waiter, GONE)
       this.compactFifo(group)
       if (group.live === 0) this.settleIdle(group)
       else this.arm(group)
@@ -646,9 +645,16 @@ export class PopGroups<A, E> implements GroupSink {
     else waiter.answer = answer
   }
 
-  /** Out of the FIFO's live count and demand; its heap entry, unless already popped, goes stale. */
-  private dequeue(group: Group<A, E>, waiter: Waiter<A, E>): void {
-    waiter.done = true
+  /**
+   * Out of the FIFO, in its new `state`: out of the live count and demand; its heap entry, unless
+   * already popped, goes stale.
+   */
+  private dequeue(
+    group: Group<A, E>,
+    waiter: Waiter<A, E>,
+    state: Exclude<WaiterState, typeof QUEUED>
+  ): void {
+    waiter.state = state
     if (waiter.joined) {
       // Never fresh.
     } else if (waiter.arrivedAt === group.claimsStarted) {
@@ -692,8 +698,7 @@ export class PopGroups<A, E> implements GroupSink {
     for (let i = group.head; i < group.fifo.length; i++) {
       const waiter = group.fifo[i]!
       if (waiter.state !== QUEUED) continue
-      this.dequeue(group, waiter)
-      waiter.state = FINISHED
+      this.dequeue(group, waiter, FINISHED)
       this.deliver(waiter, answer)
       answered++
     }
@@ -785,8 +790,7 @@ export class PopGroups<A, E> implements GroupSink {
         still.push(waiter)
         continue
       }
-      this.dequeue(group, waiter)
-      waiter.state = FINISHED
+      this.dequeue(group, waiter, FINISHED)
       this.deliver(waiter, timeoutResult)
     }
     group.overdue = still
@@ -805,8 +809,7 @@ export class PopGroups<A, E> implements GroupSink {
         group.overdue.push(waiter)
         continue
       }
-      this.dequeue(group, waiter)
-      waiter.state = FINISHED
+      this.dequeue(group, waiter, FINISHED)
       this.deliver(waiter, timeoutResult)
       expired = true
     }
