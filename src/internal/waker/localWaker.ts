@@ -209,12 +209,9 @@ class Registry implements GroupHost {
     if (this.tenants.fansOut(item.tenant)) {
       const tenants = this.pops.tenantsOn(queue)
       if (tenants !== undefined) for (const tenant of tenants) this.hints.record(queue, tenant, partition)
-      for (const sink of this.sinks) {
-        const grouped = sink.tenantsOn(queue)
-        if (grouped !== undefined) for (const tenant of grouped) this.hints.record(queue, tenant, partition)
-      }
       this.pops.wakeQueue(queue)
-      for (const sink of this.sinks) sink.wakeQueue(queue)
+      // Most wakers have no grouped pops: the receive path then allocates no iterator for them.
+      if (this.sinks.size > 0) this.wakeGroupsOnQueue(queue, partition)
       return
     }
     const tenant = this.tenants.ofWake(item.tenant)
@@ -224,7 +221,16 @@ class Registry implements GroupHost {
     }
     this.hints.record(queue, tenant, partition)
     this.pops.wake(queue, tenant)
-    for (const sink of this.sinks) sink.wake(queue, tenant)
+    if (this.sinks.size > 0) for (const sink of this.sinks) sink.wake(queue, tenant)
+  }
+
+  /** A wake with no tenant, for the grouped pops: a hint for each tenant waiting, then a claim each. */
+  private wakeGroupsOnQueue(queue: string, partition: string): void {
+    for (const sink of this.sinks) {
+      const grouped = sink.tenantsOn(queue)
+      if (grouped !== undefined) for (const tenant of grouped) this.hints.record(queue, tenant, partition)
+    }
+    for (const sink of this.sinks) sink.wakeQueue(queue)
   }
 
   /** Parks the calling fiber (the body of `awaitWake`'s `Effect.async`). */
