@@ -62,28 +62,16 @@ export default defineConfig({
     // time keep two cores busy (three left a fifth of the CPU idle; the suite took 229 to 260 s of vitest
     // then, 190 s with four).
     maxWorkers: FORKS,
-    minWorkers: 1,
     sequence: { sequencer: LongestFirst },
-    poolOptions: {
-      // Four processes, each running file after file of one project in one module graph (`isolate:
-      // false`, here and in the integration and release projects), as the unit threads do. A process of
-      // its own per file started vitest's runner and loaded effect, `@effect/vitest` and the sources
-      // afresh: 1 to 1.5 s of CPU before the file's first test, a tenth of the suite's CPU. So these
-      // files too leave nothing behind (their servers, sockets, databases and children end with their
-      // scopes; a changed global is put back), and `layer` comes from test/fixtures/layer.ts, which puts
-      // back the `it` that `@effect/vitest`'s own overwrites for every later file.
-      //
-      // At least four processes, not one: tinypool (vitest's pool) starts another only while fewer
-      // processes are left than files are queued, so the queue's last files ran one or two at a time.
-      forks: { isolate: false, minForks: FORKS, maxForks: FORKS },
-      // The unit tier runs in worker threads that each load effect and the sources once and then run file
-      // after file (`isolate: false`): loading them afresh for each file was most of the tier's time.
-      // So a unit file leaves no global state behind (a swapped global is put back in `finally`), and
-      // no two unit files may depend on running in a fresh module graph. `minThreads` equals
-      // `maxThreads`: a pool that shrinks idle non-isolated workers can tear one down twice, failing the
-      // run with "Terminating worker thread".
-      threads: { isolate: false, minThreads: UNIT_THREADS, maxThreads: UNIT_THREADS }
-    },
+    // Integration and release files run four at a time, each process running file after file of one
+    // project in one module graph (`isolate: false`), as the unit threads do. A process of its own per
+    // file started vitest's runner and loaded effect, `@effect/vitest` and the sources afresh: 1 to 1.5 s
+    // of CPU before the file's first test, a tenth of the suite's CPU. So these files too leave nothing
+    // behind (their servers, sockets, databases and children end with their scopes; a changed global is
+    // put back), and `layer` comes from test/fixtures/layer.ts, which puts back the `it` that
+    // `@effect/vitest`'s own overwrites for every later file.
+    pool: "forks",
+    isolate: false,
     projects: [
       {
         extends: true,
@@ -91,7 +79,13 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts"],
           exclude: tiers.map(named),
+          // Worker threads that each load effect and the sources once and then run file after file
+          // (`isolate: false`): loading them afresh for each file was most of the tier's time. So a unit
+          // file leaves no global state behind (a swapped global is put back in `finally`), and no two
+          // unit files may depend on running in a fresh module graph.
           pool: "threads",
+          isolate: false,
+          maxWorkers: UNIT_THREADS,
           // Zero-delay timeouts as `setImmediate`: TestClock's yields, without Node's 1 ms clamp.
           setupFiles: ["test/fixtures/zeroDelayTimers.ts"],
           // Only ends a stuck test: the heaviest (16 MiB batches, 300 connections past a cap of 256) take
@@ -105,7 +99,6 @@ export default defineConfig({
         test: {
           name: "integration",
           include: [named("int")],
-          poolOptions: { forks: { isolate: false } },
           // Generous: a test waits for conditions, each bounded; this only ends one that is stuck.
           testTimeout: 180_000,
           hookTimeout: 180_000
@@ -116,7 +109,6 @@ export default defineConfig({
         test: {
           name: "release",
           include: [named("release")],
-          poolOptions: { forks: { isolate: false } },
           testTimeout: 300_000,
           hookTimeout: 300_000
         }
@@ -133,7 +125,8 @@ export default defineConfig({
           // core: last, they were a third of a minute with the machine idle; first, `npm test`'s checks
           // (typecheck, lint, the package's) run beside them and fill it.
           sequence: { groupOrder: -1 },
-          poolOptions: { forks: { isolate: true, singleFork: true } }
+          isolate: true,
+          fileParallelism: false
         }
       }
     ]
