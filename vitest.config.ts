@@ -18,10 +18,11 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 const tiers = ["int", "solo", "release"] as const
 const named = (tier: (typeof tiers)[number]) => `test/**/*.${tier}.test.ts`
 
-/** Unit files at once: they only use the CPU, and the machine has two cores. */
-const UNIT_THREADS = 2
-
-/** Integration and release files at once. */
+/**
+ * Test files at once, of every project but `solo`. Vitest 5 runs the projects of one `groupOrder` in one
+ * pool of workers, so the unit threads and the integration and release forks share these four (projects
+ * with a `maxWorkers` of their own must each have a group of their own, and would run one after another).
+ */
 const FORKS = 4
 
 /**
@@ -62,7 +63,7 @@ export default defineConfig({
     // time keep two cores busy (three left a fifth of the CPU idle; the suite took 229 to 260 s of vitest
     // then, 190 s with four).
     maxWorkers: FORKS,
-    sequence: { sequencer: LongestFirst },
+    sequence: { sequencer: LongestFirst, groupOrder: 1 },
     // Integration and release files run four at a time, each process running file after file of one
     // project in one module graph (`isolate: false`), as the unit threads do. A process of its own per
     // file started vitest's runner and loaded effect, `@effect/vitest` and the sources afresh: 1 to 1.5 s
@@ -85,7 +86,6 @@ export default defineConfig({
           // unit files may depend on running in a fresh module graph.
           pool: "threads",
           isolate: false,
-          maxWorkers: UNIT_THREADS,
           // Zero-delay timeouts as `setImmediate`: TestClock's yields, without Node's 1 ms clamp.
           setupFiles: ["test/fixtures/zeroDelayTimers.ts"],
           // Only ends a stuck test: the heaviest (16 MiB batches, 300 connections past a cap of 256) take
@@ -120,11 +120,11 @@ export default defineConfig({
           include: [named("solo")],
           testTimeout: 180_000,
           hookTimeout: 180_000,
-          // Before the other projects (group 0), one file at a time in a single fork, each in a process
+          // Before the other projects (group 1), one file at a time in a single fork, each in a process
           // of its own. They wait on real timers (dead thresholds, a paused process) and use a tenth of a
           // core: last, they were a third of a minute with the machine idle; first, `npm test`'s checks
           // (typecheck, lint, the package's) run beside them and fill it.
-          sequence: { groupOrder: -1 },
+          sequence: { groupOrder: 0 },
           isolate: true,
           fileParallelism: false
         }

@@ -76,13 +76,13 @@ class Memory {
   }
 }
 
-const yieldTurn = Effect.async<void>((resume) => {
+const yieldTurn = Effect.callback<void>((resume) => {
   setImmediate(() => resume(Effect.void))
 })
 
 export const floodMesh = async (params: FloodParams): Promise<void> => {
   const runtime = localNode({ serverId: "flood-mesh", port: 0, peers: params.peers, secret: params.secret })
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   await until(runtime, linksUp, 10_000, "links to all three peers")
   const memory = new Memory()
   const { calls, yieldEvery } = params

@@ -190,12 +190,12 @@ export type BrokerSection =
   | { readonly measured: false; readonly reason: string }
 
 /** A replica's stage line (`examples/broker/Stages.ts`, on with `BROKER_TRACE_STAGES=true`). */
-const StageLine = Schema.parseJson(
+const StageLine = Schema.fromJsonString(
   Schema.Struct({
     stages: Schema.Struct({
       route: Schema.String,
       ids: Schema.Array(Schema.String),
-      at: Schema.Array(Schema.Tuple(Schema.String, Schema.String))
+      at: Schema.Array(Schema.Tuple([Schema.String, Schema.String]))
     })
   })
 )

@@ -8,7 +8,7 @@
  *
  * The LISTEN uses `pg` directly: `@effect/sql-pg`'s `listen` goes silent when its connection dies.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { Mesh } from "queen-mesh"
@@ -27,7 +27,7 @@ const TRIGGER = `
   CREATE OR REPLACE TRIGGER broker_notify AFTER INSERT ON broker_messages
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION broker_notify();`
 
-const Listen = Layer.scopedDiscard(
+const Listen = Layer.effectDiscard(
   Effect.gen(function* () {
     const config = yield* BrokerConfig
     const mesh = yield* Mesh.Mesh
@@ -59,4 +59,6 @@ const Listen = Layer.scopedDiscard(
   })
 )
 
-Layer.launch(Listen.pipe(Layer.provide(Broker.layer))).pipe(NodeRuntime.runMain)
+Layer.launch(Listen.pipe(Layer.provide(Broker.layer))).pipe(
+  NodeRuntime.runMain({ teardown: Broker.teardown })
+)

@@ -15,7 +15,7 @@ import { runParkedBench } from "./parked.js"
 import * as Throughput from "./throughput.js"
 import { runTlsBench } from "./tls.js"
 
-const Params = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const Params = Schema.Record(Schema.String, Schema.Unknown)
 const num = (params: Record<string, unknown>, key: string, fallback = 0): number => {
   const value = params[key]
   return typeof value === "number" ? value : fallback
@@ -30,7 +30,7 @@ const nums = (params: Record<string, unknown>, key: string): ReadonlyArray<numbe
 }
 
 const role = process.argv[2] ?? ""
-const params = Schema.decodeUnknownSync(Schema.parseJson(Params))(process.argv[3] ?? "{}")
+const params = Schema.decodeUnknownSync(Schema.fromJsonString(Params))(process.argv[3] ?? "{}")
 
 const wake = (): Latency.WakeParams => ({
   port: num(params, "port"),

@@ -292,7 +292,7 @@ export const startNode = (
   return node
 }
 
-const UpstreamStats = Schema.parseJson(
+const UpstreamStats = Schema.fromJsonString(
   Schema.Struct({
     event: Schema.Literal("stats"),
     body: Schema.Struct({
@@ -546,7 +546,7 @@ export interface CliQuietReceiveResult {
 }
 
 /** `messages_received` from a node's stats route (ours: the whole stats body; the baseline: a counter). */
-const QuietCount = Schema.parseJson(Schema.Struct({ messages_received: Schema.Number }))
+const QuietCount = Schema.fromJsonString(Schema.Struct({ messages_received: Schema.Number }))
 const decodeQuietCount = Schema.decodeUnknownSync(QuietCount)
 
 const fetchCount = async (url: string): Promise<number> => {
@@ -576,9 +576,9 @@ export const cliReceiveQuiet = async (
   let stopSender: (() => Promise<void>) | undefined
   try {
     const listening = await node.waitFor(isEvent("listening"), 15_000, "listening")
-    const httpPort = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ http_port: Schema.Number })))(
-      listening
-    ).http_port
+    const httpPort = Schema.decodeUnknownSync(
+      Schema.fromJsonString(Schema.Struct({ http_port: Schema.Number }))
+    )(listening).http_port
     const url =
       kind === "mesh"
         ? `http://127.0.0.1:${httpPort}/internal/api/shared-state/stats`

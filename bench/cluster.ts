@@ -77,12 +77,12 @@ export interface ClusterOptions {
 
 const MiB = 1024 * 1024
 
-const Listening = Schema.parseJson(
+const Listening = Schema.fromJsonString(
   Schema.Struct({ event: Schema.Literal("listening"), http_port: Schema.Number })
 )
 
 /** The fields of `MeshStats.StatsBody` read here (the rest is ignored). */
-const Stats = Schema.parseJson(
+const Stats = Schema.fromJsonString(
   Schema.Struct({
     peers: Schema.Array(Schema.Struct({ connected: Schema.Boolean, self: Schema.optional(Schema.Boolean) })),
     inbound: Schema.Struct({ open: Schema.Number, authenticated: Schema.Number })
@@ -109,7 +109,7 @@ const statsOf = async (httpPort: number): Promise<Stats> =>
   Schema.decodeUnknownSync(Stats)(await getText(httpPort, "/internal/api/shared-state/stats"))
 
 /** The sender's entry for one peer (the fields read here). */
-const PeerEntry = Schema.parseJson(
+const PeerEntry = Schema.fromJsonString(
   Schema.Struct({
     peers: Schema.Array(
       Schema.Struct({
@@ -151,7 +151,7 @@ const upstreamLinks = async (node: CliNode): Promise<Links> => {
   }
 }
 
-const BaseStats = Schema.parseJson(
+const BaseStats = Schema.fromJsonString(
   Schema.Struct({ event: Schema.Literal("stats"), outbound: Schema.Number, inbound: Schema.Number })
 )
 

@@ -4,7 +4,7 @@
  * (framing + Schema validation); the baseline through its `Parser` and `JSON.parse` plus hand checks.
  * Runs in a child of its own, single-threaded, with a warm-up before every figure.
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import * as Frame from "../src/Frame.js"
 import { FrameDecoder } from "../src/internal/wire/frameDecoder.js"
 import * as Baseline from "./baseline.js"
@@ -64,8 +64,8 @@ const runCase = (name: string, items: number, params: CodecParams): CodecCase =>
   const basePayload: object = items === 1 ? plain[0]! : { items: plain }
 
   const encodedOurs = Frame.encodeEither(ours)
-  if (Either.isLeft(encodedOurs)) throw new Error(`${name}: ${encodedOurs.left.message}`)
-  const bytes = Buffer.from(encodedOurs.right)
+  if (Result.isFailure(encodedOurs)) throw new Error(`${name}: ${encodedOurs.failure.message}`)
+  const bytes = Buffer.from(encodedOurs.success)
   const baseBytes = Baseline.encodeFrame(tag, basePayload)
   if (!bytes.equals(baseBytes)) throw new Error(`${name}: the two encoders disagree on the bytes`)
   if (bytes.length - 4 > Frame.MAX_FRAME_LENGTH) throw new Error(`${name}: over the 16 MiB cap`)
@@ -81,8 +81,8 @@ const runCase = (name: string, items: number, params: CodecParams): CodecCase =>
   let decodedItems = 0
   const onOurs = (t: number, payload: Uint8Array) => {
     const frame = Frame.decodePayload(t, payload)
-    if (Either.isLeft(frame)) throw frame.left
-    const value = frame.right
+    if (Result.isFailure(frame)) throw frame.failure
+    const value = frame.success
     decodedItems += value._tag === "MessageAvailableBatch" ? value.items.length : 1
   }
   const decodeOurs = time(() => {

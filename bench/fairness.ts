@@ -7,6 +7,7 @@
  * separate processes; the receiver is the real mesh node (`Mesh.layer` over TCP, a counting waker).
  */
 import * as Net from "node:net"
+import { Effect } from "effect"
 import * as Frame from "../src/Frame.js"
 import * as Mesh from "../src/Mesh.js"
 import * as Waker from "../src/Waker.js"
@@ -34,7 +35,7 @@ export const fairReceiver = async (params: FairRecvParams): Promise<void> => {
     { serverId: "fair-recv", port: 0, peers: [params.dummyPeerPort], secret: params.secret },
     Waker.sync(hit)
   )
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   if (mesh.port._tag === "None") throw new Error("the mesh did not bind")
   toParent({ kind: "ready", data: { port: mesh.port.value } })
   const inbox = fromParent()

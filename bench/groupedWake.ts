@@ -76,12 +76,12 @@ const groupedCase = async (parked: number, rounds: number, warmup: number): Prom
   const runtime = ManagedRuntime.make(LocalWaker.layer())
   const scope = Effect.runSync(Scope.make())
   try {
-    const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+    const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
     const wake = Waker.syncWakeOf(waker)
     if (wake === undefined) throw new Error("the shipped waker has no synchronous wake")
     const rows: Array<number> = []
     const pops = await runtime.runPromise(
-      Scope.extend(
+      Scope.provide(
         waker.grouped<number, never>({
           claim: ({ limit }) => Effect.sync(() => rows.splice(0, limit)),
           release: (_key, back) => Effect.sync(() => void rows.unshift(...back)),
@@ -132,7 +132,7 @@ const groupedCase = async (parked: number, rounds: number, warmup: number): Prom
 const ungroupedCase = async (parked: number, rounds: number, warmup: number): Promise<WakeCost> => {
   const runtime = ManagedRuntime.make(LocalWaker.layer())
   try {
-    const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+    const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
     const wake = Waker.syncWakeOf(waker)
     if (wake === undefined) throw new Error("the shipped waker has no synchronous wake")
     const parkedNow = () => runtime.runSync(waker.parked)
@@ -147,7 +147,7 @@ const ungroupedCase = async (parked: number, rounds: number, warmup: number): Pr
         if (--left === 0) allResumed()
       })
       for (let p = 0; p < parked; p++)
-        runtime.runFork(Effect.zipRight(waker.awaitWake(target, { maxWait: HOUR }), done))
+        runtime.runFork(Effect.andThen(waker.awaitWake(target, { maxWait: HOUR }), done))
       while (parkedNow() < parked) await turn()
       const cpu0 = cpuNs()
       const t0 = process.hrtime.bigint()

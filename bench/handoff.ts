@@ -186,7 +186,7 @@ export const handoffProducer = async (params: HandoffParams): Promise<void> => {
     params.way === "mesh"
       ? localNode({ serverId: "ho-producer", port: params.port, peers: params.peers, secret: params.secret })
       : undefined
-  const mesh = runtime === undefined ? undefined : await runtime.runPromise(Mesh.Mesh)
+  const mesh = runtime === undefined ? undefined : await runtime.runPromise(Effect.service(Mesh.Mesh))
   if (runtime !== undefined) await until(runtime, linksUp, 30_000, "the producer's link to the worker")
   const inbox = fromParent()
   const begun: Array<number> = new Array(params.total).fill(0)
@@ -240,7 +240,7 @@ export const handoffWorker = async (params: HandoffParams): Promise<void> => {
       peers: params.peers,
       secret: params.secret
     })
-    const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+    const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
     await until(runtime, hears(1), 30_000, "the worker hearing the producer")
     // A broker's request fiber: `runFork` registers the pop before it returns.
     waitForWake = () =>

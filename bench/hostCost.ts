@@ -18,7 +18,7 @@
  *   what the program keeps while it idles. `released` says whether that happened before the deadline.
  */
 import * as V8 from "node:v8"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schema } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted, References, Schema } from "effect"
 
 const Params = Schema.Struct({
   port: Schema.Number,
@@ -28,7 +28,7 @@ const Params = Schema.Struct({
 })
 
 const kind = process.argv[2] ?? "bare"
-const params = Schema.decodeUnknownSync(Schema.parseJson(Params))(process.argv[3] ?? "{}")
+const params = Schema.decodeUnknownSync(Schema.fromJsonString(Params))(process.argv[3] ?? "{}")
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 const gc = (): void => {
@@ -53,7 +53,8 @@ const collect = async () => {
   gc()
 }
 
-const quiet = Logger.minimumLogLevel(LogLevel.Warning)
+/** Warnings and worse only. */
+const quiet = Layer.succeed(References.MinimumLogLevel, "Warn")
 
 /** The mesh's modules, from the main entry or from their subpaths. */
 const meshModules = async (subpath: boolean) => {

@@ -73,7 +73,7 @@ export const idleMesh = async (params: IdleParams): Promise<void> => {
     peers: params.peers,
     secret: params.secret
   })
-  await runtime.runPromise(Mesh.Mesh)
+  await runtime.runPromise(Effect.service(Mesh.Mesh))
   await until(runtime, linksUp, 15_000, "links to the three peers")
   await until(runtime, hears(params.peers.length), 15_000, "HELLOs of the three peers")
   const result = await measure(params.durationMs)

@@ -21,7 +21,7 @@
  * so the lane's roles need nothing from the shared child entry.
  */
 import { fileURLToPath } from "node:url"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, ManagedRuntime, Option, Redacted, References, Schema } from "effect"
 import { freePort } from "../src/internal/ports.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
@@ -391,7 +391,8 @@ export type LaneResult = Awaited<ReturnType<typeof runLane>>
 // child: nodes
 // ---------------------------------------------------------------------------------------------
 
-const quiet = Logger.minimumLogLevel(LogLevel.Warning)
+/** Warnings and worse only. */
+const quiet = Layer.succeed(References.MinimumLogLevel, "Warn")
 
 export const laneRuntime = (serverId: string, url: string, secret: string, channel = LANE_CHANNEL) =>
   ManagedRuntime.make(
@@ -467,7 +468,7 @@ const pusher = async (
   await inbox.take("stop", LONG_WAIT_MS * 10)
 }
 
-const Params = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const Params = Schema.Record(Schema.String, Schema.Unknown)
 const num = (params: Record<string, unknown>, key: string): number => {
   const value = params[key]
   return typeof value === "number" ? value : 0
@@ -481,7 +482,7 @@ const laneA = (traced: boolean) => async (params: Record<string, unknown>) => {
   const total = num(params, "total")
   const recorder = traced ? new StageRecorder(total).install() : undefined
   const runtime = laneRuntime("lane-a", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   await pusher(
     () => untilLaneHears(runtime, 1, "lane A"),
     () => mesh.unsafeMessageAvailable(ITEM),
@@ -495,7 +496,7 @@ const laneB = (traced: boolean) => async (params: Record<string, unknown>) => {
   const total = num(params, "total")
   const recorder = traced ? new StageRecorder(total).install() : undefined
   const runtime = laneRuntime("lane-b", str(params, "url"), SECRET, str(params, "channel") || LANE_CHANNEL)
-  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+  const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
   let parked = 0
   await Latency.parker(
     () => untilLaneHears(runtime, 1, "lane B"),
@@ -609,7 +610,7 @@ const PACE_BELOW = 512
 
 const floodA = async (params: Record<string, unknown>) => {
   const runtime = laneRuntime("flood-a", str(params, "url"), SECRET)
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   const inbox = fromParent()
   await untilLaneHears(runtime, 1, "flood A")
   toParent({ kind: "ready" })
@@ -686,7 +687,7 @@ const Report = Schema.Struct({ queue: Schema.String, expected: Schema.Number, de
 
 const floodB = async (params: Record<string, unknown>) => {
   const runtime = laneRuntime("flood-b", str(params, "url"), SECRET)
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   const inbox = fromParent()
   const counts = new Map<string, { received: number; firstNs: number; lastNs: number }>()
   await runtime.runPromise(
@@ -781,7 +782,7 @@ const roles: Record<string, (params: Record<string, unknown>) => Promise<void>> 
 
 if (process.argv[2] === CHILD_FLAG) {
   const role = process.argv[3] ?? ""
-  const params = Schema.decodeUnknownSync(Schema.parseJson(Params))(process.argv[4] ?? "{}")
+  const params = Schema.decodeUnknownSync(Schema.fromJsonString(Params))(process.argv[4] ?? "{}")
   process.on("message", (raw) => {
     if (typeof raw === "object" && raw !== null && Reflect.get(raw, "kind") === "stop") {
       setTimeout(() => process.exit(0), 500).unref()

@@ -28,7 +28,7 @@ const STAGES = [
 /** The receiving stages of one notification: they run in one call, `notified` first, `dispatched` last. */
 const CHAIN = new Set<LaneStage>(["notified", "verified", "checked", "decoded"])
 
-export const Stamps = Schema.Record({ key: Schema.String, value: Schema.Array(Schema.Number) })
+export const Stamps = Schema.Record(Schema.String, Schema.Array(Schema.Number))
 export type Stamps = typeof Stamps.Type
 
 /**

@@ -89,7 +89,7 @@ export const meshPusher = async (params: WakeParams): Promise<void> => {
     peers: [params.peerPort],
     secret: params.secret
   })
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   const inbox = fromParent()
   // The one pending resume, set while the fiber waits; a push arriving before it waits is kept.
   let resume: ((i: number) => void) | undefined
@@ -101,7 +101,7 @@ export const meshPusher = async (params: WakeParams): Promise<void> => {
     if (waiting === undefined) early.push(i)
     else waiting(i)
   })
-  const nextPush = Effect.async<number>((k) => {
+  const nextPush = Effect.callback<number>((k) => {
     const i = early.shift()
     if (i !== undefined) return k(Effect.succeed(i))
     resume = (n) => k(Effect.succeed(n))
@@ -134,7 +134,7 @@ export const meshSyncPusher = async (params: WakeParams): Promise<void> => {
     peers: [params.peerPort],
     secret: params.secret
   })
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   const inbox = fromParent()
   const stamps: Array<number> = new Array(params.total).fill(0)
   let pushed = 0
@@ -182,7 +182,7 @@ export const meshParker = async (params: WakeParams): Promise<void> => {
     peers: [params.peerPort],
     secret: params.secret
   })
-  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+  const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
   await parker(
     () => until(runtime, hears(1), 10_000, "B hearing A's HELLO"),
     async () => {
@@ -265,7 +265,7 @@ export const baselineParker = async (params: WakeParams): Promise<void> => {
 /** A, mesh off: stamps and pushes (a local wake only) and reports the stamp to the driver. */
 export const offPusher = async (params: WakeParams): Promise<void> => {
   const runtime = localNode({ serverId: "off-a", port: params.port, peers: [], secret: params.secret })
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   if (mesh.active) throw new Error("the mesh should be off")
   const inbox = fromParent()
   toParent({ kind: "ready" })
@@ -285,7 +285,7 @@ export const offPusher = async (params: WakeParams): Promise<void> => {
  */
 export const offParker = async (params: WakeParams): Promise<void> => {
   const runtime = localNode({ serverId: "off-b", port: params.port, peers: [], secret: params.secret })
-  const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+  const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
   const inbox = fromParent()
   let committed: { i: number; at: number } | undefined
   let seen = 0

@@ -2,7 +2,7 @@
  * Building mesh nodes inside bench processes: a `ManagedRuntime` over the real layers, with logging
  * turned down to warnings so the table stays readable.
  */
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted, References } from "effect"
 import * as HotList from "../src/HotList.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
 import * as Mesh from "../src/Mesh.js"
@@ -20,7 +20,8 @@ export interface NodeOptions {
   readonly secret: string
 }
 
-const quiet = Logger.minimumLogLevel(LogLevel.Warning)
+/** Warnings and worse only. */
+const quiet = Layer.succeed(References.MinimumLogLevel, "Warn")
 
 const configLayer = (options: NodeOptions) =>
   MeshConfig.layer({

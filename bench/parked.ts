@@ -65,7 +65,7 @@ const round = (value: number) => Math.round(value * 10) / 10
 const measure = async (size: number, timeoutSpreadMs = 1_000): Promise<ParkedResult> => {
   const runtime = ManagedRuntime.make(LocalWaker.layer())
   try {
-    const waker = await runtime.runPromise(LocalWaker.LocalWaker)
+    const waker = await runtime.runPromise(Effect.service(LocalWaker.LocalWaker))
     const queueCount = Math.max(1, Math.floor(size / 10))
     const queues = Array.from({ length: queueCount }, (_, i) => `queue-${i}`)
     const none = Option.none<string>()
@@ -83,7 +83,7 @@ const measure = async (size: number, timeoutSpreadMs = 1_000): Promise<ParkedRes
       })
       for (let i = 0; i < size; i++) {
         const target = { queue: queues[i % queueCount]!, tenant: none }
-        runtime.runFork(Effect.zipRight(waker.awaitWake(target, { maxWait: maxWait(i) }), done))
+        runtime.runFork(Effect.andThen(waker.awaitWake(target, { maxWait: maxWait(i) }), done))
       }
       return ended
     }

@@ -40,10 +40,10 @@ export const probe = (): {
   }
 }
 
-const ProbeFile = Schema.parseJson(
+const ProbeFile = Schema.fromJsonString(
   Schema.Struct({
     pid: Schema.Number,
-    gcs: Schema.Array(Schema.Tuple(Schema.Number, Schema.Number, Schema.Number)),
+    gcs: Schema.Array(Schema.Tuple([Schema.Number, Schema.Number, Schema.Number])),
     elu: Schema.Struct({ idleMs: Schema.Number, activeMs: Schema.Number, utilization: Schema.Number })
   })
 )

@@ -6,6 +6,7 @@
  * wall time and `process.cpuUsage()`.
  */
 import * as Net from "node:net"
+import { Effect } from "effect"
 import * as Mesh from "../src/Mesh.js"
 import * as Waker from "../src/Waker.js"
 import * as Baseline from "./baseline.js"
@@ -68,7 +69,7 @@ export const receiveMesh = async (params: ReceiverParams): Promise<void> => {
     { serverId: "recv-mesh", port: 0, peers: [params.dummyPeerPort], secret: params.secret },
     Waker.sync(() => meter.hit())
   )
-  const mesh = await runtime.runPromise(Mesh.Mesh)
+  const mesh = await runtime.runPromise(Effect.service(Mesh.Mesh))
   if (mesh.port._tag === "None") throw new Error("the mesh did not bind")
   toParent({ kind: "ready", data: { port: mesh.port.value } })
   const result = await meter.done

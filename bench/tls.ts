@@ -70,7 +70,7 @@ const connectTimes = (transport: TransportShape, rounds: number) =>
       for (let i = 0; i < warmup + rounds; i++) {
         const scope = yield* Scope.make()
         const start = nowNs()
-        yield* Scope.extend(transport.dial("127.0.0.1", port), scope)
+        yield* Scope.provide(transport.dial("127.0.0.1", port), scope)
         const took = nowNs() - start
         yield* Scope.close(scope, Exit.void)
         if (i >= warmup) samples.push(micros(took))
@@ -92,7 +92,7 @@ const wakeTimes = (transport: TransportShape, rounds: number) =>
             buffered += chunk.length
             if (buffered >= FRAME_BYTES && pending !== undefined) {
               buffered -= FRAME_BYTES
-              Deferred.unsafeDone(pending.done, Exit.succeed(micros(at - pending.sent)))
+              Deferred.doneUnsafe(pending.done, Exit.succeed(micros(at - pending.sent)))
               pending = undefined
             }
             return undefined

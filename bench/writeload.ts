@@ -388,7 +388,7 @@ const laneSent = Effect.map(
 export const producer = async (params: RoleParams): Promise<void> => {
   const serverId = `wl-producer-${params.index}`
   const runtime = await meshNode(params, serverId)
-  const mesh = runtime === undefined ? undefined : await runtime.runPromise(Mesh.Mesh)
+  const mesh = runtime === undefined ? undefined : await runtime.runPromise(Effect.service(Mesh.Mesh))
   const inbox = fromParent()
   const clients: Array<PgClient> = []
   const statement = params.carrier === "notify" ? INSERT_NOTIFY : INSERT

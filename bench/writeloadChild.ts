@@ -8,7 +8,7 @@ import { handoffProducer, handoffWorker } from "./handoff.js"
 import { toParent } from "./ipc.js"
 import { consumer, producer } from "./writeload.js"
 
-const Carrier = Schema.Literal("tcp", "lane", "notify", "none")
+const Carrier = Schema.Literals(["tcp", "lane", "notify", "none"])
 const RoleParams = Schema.Struct({
   carrier: Carrier,
   url: Schema.String,
@@ -23,7 +23,7 @@ const RoleParams = Schema.Struct({
   followUpMs: Schema.Number
 })
 const HandoffParams = Schema.Struct({
-  way: Schema.Literal("bare", "mesh"),
+  way: Schema.Literals(["bare", "mesh"]),
   url: Schema.String,
   total: Schema.Number,
   secret: Schema.String,
@@ -32,11 +32,12 @@ const HandoffParams = Schema.Struct({
 })
 
 const roles: Record<string, (json: string) => Promise<void>> = {
-  producer: (json) => producer(Schema.decodeUnknownSync(Schema.parseJson(RoleParams))(json)),
-  consumer: (json) => consumer(Schema.decodeUnknownSync(Schema.parseJson(RoleParams))(json)),
+  producer: (json) => producer(Schema.decodeUnknownSync(Schema.fromJsonString(RoleParams))(json)),
+  consumer: (json) => consumer(Schema.decodeUnknownSync(Schema.fromJsonString(RoleParams))(json)),
   "handoff-producer": (json) =>
-    handoffProducer(Schema.decodeUnknownSync(Schema.parseJson(HandoffParams))(json)),
-  "handoff-worker": (json) => handoffWorker(Schema.decodeUnknownSync(Schema.parseJson(HandoffParams))(json))
+    handoffProducer(Schema.decodeUnknownSync(Schema.fromJsonString(HandoffParams))(json)),
+  "handoff-worker": (json) =>
+    handoffWorker(Schema.decodeUnknownSync(Schema.fromJsonString(HandoffParams))(json))
 }
 
 process.on("message", (raw) => {

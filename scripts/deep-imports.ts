@@ -1,12 +1,14 @@
 /**
- * Rewrites the barrel imports of `effect`, `@effect/platform` and `@effect/platform-node` in `src/`
- * into imports of their modules: `import { Effect, type Scope } from "effect"` becomes
- * `import * as Effect from "effect/Effect"` and `import type * as Scope from "effect/Scope"`, and the
- * functions the `effect` barrel re-exports (`pipe`, `identity`, ...) come from `effect/Function`.
+ * Rewrites the barrel imports of `effect` (and its `effect/http`, `effect/socket`, `effect/sql` and
+ * `effect/testing` barrels) and `@effect/platform-node` in `src/` into imports of their modules:
+ * `import { Effect, type Scope } from "effect"` becomes `import * as Effect from "effect/Effect"` and
+ * `import type * as Scope from "effect/Scope"`, `import { HttpRouter } from "effect/http"` becomes
+ * `import * as HttpRouter from "effect/http/HttpRouter"`, and the functions the `effect` barrel
+ * re-exports (`pipe`, `identity`, ...) come from `effect/Function`.
  *
- * Why: Node evaluates every module a barrel re-exports (the `effect` barrel is about 600 modules with
- * fast-check; `@effect/platform`'s brings the HTTP API, OpenAPI, workers, msgpack), so a module that
- * imports one name from a barrel pays for all of them, and so does every host of the library. The
+ * Why: Node evaluates every module a barrel re-exports (the `effect` barrel is some 150 modules;
+ * `effect/http`'s brings the HTTP client, multipart, the static server), so a module that imports one
+ * name from a barrel pays for all of them, and so does every host of the library. The
  * lint rule in biome.json keeps the barrels out of `src/`; this script is how the rewrite was done,
  * and redoes it on files that bring barrel imports back: `npx tsx scripts/deep-imports.ts [files...]`
  * (default: every `.ts` file under `src/`). Doc comments' examples are left alone (they show a host's
@@ -18,12 +20,26 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
-const BARRELS: ReadonlySet<string> = new Set(["effect", "@effect/platform", "@effect/platform-node"])
+const BARRELS: ReadonlySet<string> = new Set([
+  "effect",
+  "effect/http",
+  "effect/socket",
+  "effect/sql",
+  "effect/testing",
+  "@effect/platform-node"
+])
 /** What the `effect` barrel re-exports from `effect/Function` rather than as a module. */
-const FUNCTIONS: ReadonlySet<string> = new Set(["absurd", "flow", "hole", "identity", "pipe", "unsafeCoerce"])
+const FUNCTIONS: ReadonlySet<string> = new Set(["absurd", "cast", "flow", "hole", "identity", "pipe"])
 
-const moduleExists = (barrel: string, name: string): boolean =>
-  Fs.existsSync(Path.join(root, "node_modules", barrel, "dist", "esm", `${name}.js`))
+/** A barrel's module file: `effect/http`'s are under `effect/dist/http/`, a package's under its `dist/`. */
+const moduleExists = (barrel: string, name: string): boolean => {
+  const [scope, pkg, ...sub] = barrel.split("/")
+  const [packageName, under] = scope?.startsWith("@")
+    ? [`${scope}/${pkg}`, sub]
+    : [scope ?? "", [pkg, ...sub]]
+  const directory = under.filter((part): part is string => part !== undefined)
+  return Fs.existsSync(Path.join(root, "node_modules", packageName, "dist", ...directory, `${name}.js`))
+}
 
 const filesUnder = (dir: string): Array<string> =>
   Fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

@@ -21,19 +21,7 @@
  */
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
-import {
-  Context,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Logger,
-  LogLevel,
-  Redacted,
-  Schedule,
-  Scope
-} from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Redacted, References, Schedule, Scope } from "effect"
 import * as Ports from "../src/internal/ports.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
@@ -102,7 +90,7 @@ const SECRET = "soak-secret"
 const freePort: Effect.Effect<number> = Effect.promise(Ports.freePort)
 
 interface Live {
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   readonly mesh: Mesh.MeshShape
   readonly started: number
 }
@@ -139,7 +127,7 @@ const start = (node: Node): Effect.Effect<void> =>
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(meshLayer(node), scope).pipe(
       // Quiet: the nodes' fibers inherit this level from the build.
-      Logger.withMinimumLogLevel(LogLevel.Error),
+      Effect.provideService(References.MinimumLogLevel, "Error"),
       // Failed or interrupted: nothing of this life may stay open.
       Effect.onError(() => Scope.close(scope, Exit.void))
     )
@@ -147,7 +135,7 @@ const start = (node: Node): Effect.Effect<void> =>
     node.lives++
   }).pipe(
     // The port of a node just closed may take a moment to be free again.
-    Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(50)))),
+    Effect.retry(Schedule.max([Schedule.spaced("200 millis"), Schedule.recurs(50)])),
     Effect.orDie
   )
 
@@ -357,11 +345,11 @@ const program = Effect.gen(function* () {
   const churned = new Map<string, number>()
 
   const linksOf = (node: Node) => proxies.filter((p) => p.from === node.index || p.to === node.index)
-  const during = (node: Node, apply: (p: FaultProxy.FaultProxy) => void, hold: Duration.DurationInput) =>
+  const during = (node: Node, apply: (p: FaultProxy.FaultProxy) => void, hold: Duration.Input) =>
     Effect.sync(() => {
       for (const { proxy } of linksOf(node)) apply(proxy)
     }).pipe(
-      Effect.zipRight(Effect.sleep(hold)),
+      Effect.andThen(Effect.sleep(hold)),
       Effect.ensuring(
         Effect.sync(() => {
           for (const { proxy } of linksOf(node)) proxy.heal()
@@ -374,7 +362,7 @@ const program = Effect.gen(function* () {
       case "restart":
         // Interruptible on purpose: fibers forked by the build inherit its interruptibility. A restart
         // cut short by the end of the run leaves the node down; the heal phase starts it again.
-        return Effect.zipRight(stop(node), start(node))
+        return Effect.andThen(stop(node), start(node))
       case "reset":
         return Effect.sync(() => {
           for (const { proxy } of linksOf(node)) proxy.reset()
@@ -387,7 +375,7 @@ const program = Effect.gen(function* () {
           },
           "2500 millis"
         ).pipe(
-          Effect.zipRight(
+          Effect.andThen(
             Effect.sync(() => {
               for (const { proxy } of linksOf(node)) proxy.reset()
             })
@@ -406,12 +394,12 @@ const program = Effect.gen(function* () {
         return Effect.forEach(links, ({ proxy }) => Effect.ignore(proxy.refuse(true)), {
           discard: true
         }).pipe(
-          Effect.zipRight(
+          Effect.andThen(
             Effect.sync(() => {
               for (const { proxy } of links) proxy.reset()
             })
           ),
-          Effect.zipRight(Effect.sleep("2 seconds")),
+          Effect.andThen(Effect.sleep("2 seconds")),
           Effect.ensuring(
             Effect.forEach(links, ({ proxy }) => Effect.ignore(proxy.refuse(false)), { discard: true })
           )
@@ -477,8 +465,8 @@ const program = Effect.gen(function* () {
       )
     })
 
-  const churnFiber = yield* Effect.fork(churnLoop)
-  const trickleFiber = yield* Effect.fork(trickle)
+  const churnFiber = yield* Effect.forkChild(churnLoop)
+  const trickleFiber = yield* Effect.forkChild(trickle)
   while (Date.now() < deadline) {
     yield* Effect.sleep(Duration.millis(Math.min(5000, Math.max(0, deadline - Date.now()))))
     yield* report(false)
@@ -597,16 +585,13 @@ const tcpHandles = (): ReadonlyArray<string> =>
  * Closes the run's scope, bounded, and checks that nothing of it is left open: a handle left behind
  * kept the process alive after its verdict (a fault proxy's socket whose reset failed).
  */
-const close = (scope: Scope.CloseableScope): Effect.Effect<ReadonlyArray<string>> =>
+const close = (scope: Scope.Closeable): Effect.Effect<ReadonlyArray<string>> =>
   Effect.gen(function* () {
     const began = Date.now()
-    const closed = yield* Scope.close(scope, Exit.void).pipe(
-      // A finalizer that hangs cannot be interrupted: stop waiting for it instead.
-      Effect.disconnect,
-      Effect.interruptible,
-      Effect.timeout(CLOSE_WITHIN),
-      Effect.option
-    )
+    // A finalizer that hangs cannot be interrupted: the close runs in a fiber of its own, and the
+    // wait for it stops instead.
+    const closing = yield* Effect.forkDetach(Scope.close(scope, Exit.void))
+    const closed = yield* Fiber.join(closing).pipe(Effect.timeout(CLOSE_WITHIN), Effect.option)
     if (closed._tag === "None")
       return [
         `the nodes and proxies did not close within ${Duration.format(CLOSE_WITHIN)}; open: ${tcpHandles().join(", ")}`
@@ -624,7 +609,7 @@ const close = (scope: Scope.CloseableScope): Effect.Effect<ReadonlyArray<string>
 
 const main = Effect.gen(function* () {
   const scope = yield* Scope.make()
-  const run = yield* Effect.exit(Scope.extend(program, scope))
+  const run = yield* Effect.exit(Scope.provide(program, scope))
   const failures = [...(Exit.isSuccess(run) ? run.value : []), ...(yield* close(scope))]
   if (Exit.isFailure(run)) console.error("soak crashed:", run.cause)
   for (const failure of failures) console.log(`FAIL: ${failure}`)

@@ -19,19 +19,20 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import type * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as EventStream from "./internal/eventStream.js"
+import * as MetricNames from "./internal/metrics/metricNames.js"
 import * as ViewAssets from "./internal/view/assets.js"
 import * as ViewHistory from "./internal/view/history.js"
 import * as ViewPaths from "./internal/view/paths.js"
@@ -73,17 +74,17 @@ export interface Options {
   /** The path fetched at each peer's announced address: the stats route's. */
   readonly statsPath: string
   /** Time for one peer's whole answer. Default 1 second. */
-  readonly fetchTimeout?: Duration.DurationInput
+  readonly fetchTimeout?: Duration.Input
   /** Bodies longer than this are refused. Default 1 MiB. */
   readonly maxBodyBytes?: number
   /** How long fetched stats are reused, however many pages poll. Default 1 second. */
-  readonly refreshInterval?: Duration.DurationInput
+  readonly refreshInterval?: Duration.Input
   /** Peers fetched at most per refresh (by server id); the others show `skipped`. Default 64. */
   readonly maxPeers?: number
   /** Event streams open at once; one more is answered 503. Default 8. */
   readonly maxStreams?: number
   /** An event stream ends after this long (the page reconnects). Default 60 seconds. */
-  readonly streamLifetime?: Duration.DurationInput
+  readonly streamLifetime?: Duration.Input
 }
 
 /**
@@ -111,13 +112,13 @@ export const defaults = {
  * @since 0.1.0
  * @category schemas
  */
-export const FetchStatus = Schema.Literal(
+export const FetchStatus = Schema.Literals([
   "self",
   "ok",
   "no_address",
   "skipped",
   ...StatsFetch.FetchFailure.literals
-)
+])
 
 /**
  * @since 0.1.0
@@ -134,7 +135,7 @@ export type FetchStatus = typeof FetchStatus.Type
  * @since 0.1.0
  * @category schemas
  */
-export const NodeState = Schema.Literal("up", "no_answer", "down", "unknown")
+export const NodeState = Schema.Literals(["up", "no_answer", "down", "unknown"])
 
 /**
  * One direction of a link: `linked` (the dialer's connection is up and the receiver hears it),
@@ -144,7 +145,7 @@ export const NodeState = Schema.Literal("up", "no_answer", "down", "unknown")
  * @since 0.1.0
  * @category schemas
  */
-export const LinkState = Schema.Literal("linked", "dialling", "down", "refused", "self", "unknown")
+export const LinkState = Schema.Literals(["linked", "dialling", "down", "refused", "self", "unknown"])
 
 /**
  * @since 0.1.0
@@ -175,7 +176,7 @@ export const NodeStats = Schema.Struct({
   messages_discarded: Schema.Number,
   handshake_failures: Schema.Number,
   /** The refusal reasons with a count above zero. */
-  rejections: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  rejections: Schema.Record(Schema.String, Schema.Number),
   servers_alive: Schema.Number,
   servers_dead: Schema.Number,
   maintenance_mode: Schema.Boolean,
@@ -235,7 +236,7 @@ export const LinkView = Schema.Struct({
   state: LinkState,
   reason: Schema.NullOr(Schema.String),
   /** Whose stats it is known from. */
-  seen_by: Schema.Literal("dialer", "receiver", "both"),
+  seen_by: Schema.Literals(["dialer", "receiver", "both"]),
   /** Whether the receiver hears the dialer within the dead threshold, where its stats say. */
   heard: Schema.NullOr(Schema.Boolean),
   queued: Schema.NullOr(Schema.Number),
@@ -329,7 +330,7 @@ export interface Remote {
   readonly serverId: string
   /** The `http_addr` its last HELLO announced. */
   readonly httpAddr: string | null
-  readonly stats: Either.Either<
+  readonly stats: Result.Result<
     MeshStats.MeshStats,
     { readonly status: Exclude<FetchStatus, "self" | "ok">; readonly detail: string | null }
   >
@@ -385,7 +386,7 @@ const addressName = PeerBook.addressName
 
 const bodies = (sources: Pick<Sources, "self" | "remotes">): ReadonlyArray<MeshStats.MeshStats> => [
   sources.self,
-  ...sources.remotes.flatMap((remote) => (Either.isRight(remote.stats) ? [remote.stats.right] : []))
+  ...sources.remotes.flatMap((remote) => (Result.isSuccess(remote.stats) ? [remote.stats.success] : []))
 ]
 
 /**
@@ -408,7 +409,7 @@ export const learn = (
   out.push(...PeerBook.fromMembers(sources.members))
   out.push(...PeerBook.fromBody(self, null))
   for (const remote of sources.remotes)
-    if (Either.isRight(remote.stats)) out.push(...PeerBook.fromBody(remote.stats.right, remote.httpAddr))
+    if (Result.isSuccess(remote.stats)) out.push(...PeerBook.fromBody(remote.stats.success, remote.httpAddr))
   return out
 }
 
@@ -485,15 +486,15 @@ export const build = (sources: Sources): View => {
   for (const remote of sources.remotes) {
     const entry = node(remote.serverId)
     if (entry === undefined) continue
-    entry.fetch = Either.match(remote.stats, {
-      onLeft: (failure) => ({
+    entry.fetch = Result.match(remote.stats, {
+      onFailure: (failure) => ({
         status: failure.status,
         detail: failure.detail,
         ms: remote.ms
       }),
-      onRight: () => ({ status: "ok" as const, detail: null, ms: remote.ms })
+      onSuccess: () => ({ status: "ok" as const, detail: null, ms: remote.ms })
     })
-    if (Either.isRight(remote.stats)) entry.stats = nodeStats(remote.stats.right)
+    if (Result.isSuccess(remote.stats)) entry.stats = nodeStats(remote.stats.success)
   }
   // Liveness: as this node hears each server, else as the first node with stats that does.
   for (const member of sources.members) {
@@ -737,29 +738,28 @@ export const localMetrics = (serverId: string): Effect.Effect<LocalMetrics> =>
     const wakesSent = new Map<string, number>()
     const wakesReceived = new Map<string, number>()
     let applySeconds: Histogram | null = null
-    for (const pair of Metric.unsafeSnapshot()) {
-      const name = pair.metricKey.name
+    for (const snapshot of Metric.snapshotUnsafe(MetricNames.registry)) {
+      const name = snapshot.id
       if (name !== MeshMetrics.names.framesSent && name !== MeshMetrics.names.framesReceived) {
         if (name !== MeshMetrics.names.applySeconds) continue
       }
-      const tags = new Map(pair.metricKey.tags.map((tag) => [tag.key, tag.value]))
-      if (tags.get("server_id") !== serverId) continue
-      const state = pair.metricState
+      const tags = snapshot.attributes ?? {}
+      if (tags.server_id !== serverId) continue
       if (name === MeshMetrics.names.applySeconds) {
-        if (MetricState.isHistogramState(state)) applySeconds = histogramOf(state)
+        if (snapshot.type === "Histogram") applySeconds = histogramOf(snapshot.state)
         continue
       }
-      const peer = tags.get("peer")
-      const tag = tags.get("tag")
+      const peer = tags.peer
+      const tag = tags.tag
       if (peer === undefined || tag === undefined || !WAKE_TAGS.has(tag)) continue
-      if (!MetricState.isCounterState(state)) continue
+      if (snapshot.type !== "Counter") continue
       const into = name === MeshMetrics.names.framesSent ? wakesSent : wakesReceived
-      into.set(peer, (into.get(peer) ?? 0) + Number(state.count))
+      into.set(peer, (into.get(peer) ?? 0) + Number(snapshot.state.count))
     }
     return { wakesSent, wakesReceived, applySeconds }
   })
 
-const histogramOf = (state: MetricState.MetricState.Histogram): Histogram => {
+const histogramOf = (state: Metric.HistogramState): Histogram => {
   const bounds: Array<number> = []
   const counts: Array<number> = []
   let below = 0
@@ -810,10 +810,10 @@ export const eventTags: readonly [
  */
 export const ViewEvent = Schema.Struct({
   at: Schema.Number,
-  tag: Schema.Literal(...eventTags),
+  tag: Schema.Literals(eventTags),
   subject: Schema.String,
   detail: Schema.String,
-  tone: Schema.Literal("good", "bad", "info")
+  tone: Schema.Literals(["good", "bad", "info"])
 })
 
 /**
@@ -942,12 +942,12 @@ interface Settings {
 
 const settingsOf = (options: Options): Settings => ({
   statsPath: options.statsPath,
-  fetchTimeout: Duration.decode(options.fetchTimeout ?? defaults.fetchTimeout),
+  fetchTimeout: Duration.fromInputUnsafe(options.fetchTimeout ?? defaults.fetchTimeout),
   maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
-  refreshInterval: Duration.decode(options.refreshInterval ?? defaults.refreshInterval),
+  refreshInterval: Duration.fromInputUnsafe(options.refreshInterval ?? defaults.refreshInterval),
   maxPeers: options.maxPeers ?? defaults.maxPeers,
   maxStreams: options.maxStreams ?? defaults.maxStreams,
-  streamLifetime: Duration.decode(options.streamLifetime ?? defaults.streamLifetime)
+  streamLifetime: Duration.fromInputUnsafe(options.streamLifetime ?? defaults.streamLifetime)
 })
 
 /**
@@ -981,19 +981,19 @@ const fetchRemotes = (
       if (target.httpAddr === null)
         return Effect.succeed({
           ...target,
-          stats: Either.left({ status: "no_address", detail: "its HELLO announced no http_addr" }),
+          stats: Result.fail({ status: "no_address", detail: "its HELLO announced no http_addr" }),
           ms: null
         })
       if (index >= settings.maxPeers)
         return Effect.succeed({
           ...target,
-          stats: Either.left({ status: "skipped", detail: `more than ${settings.maxPeers} peers` }),
+          stats: Result.fail({ status: "skipped", detail: `more than ${settings.maxPeers} peers` }),
           ms: null
         })
       const httpAddr = target.httpAddr
       return Effect.gen(function* () {
         const start = yield* Clock.currentTimeMillis
-        const result = yield* Effect.either(
+        const result = yield* Effect.result(
           StatsFetch.fetchStats(target.serverId, httpAddr, {
             path: settings.statsPath,
             timeout: settings.fetchTimeout,
@@ -1003,7 +1003,7 @@ const fetchRemotes = (
         const ms = (yield* Clock.currentTimeMillis) - start
         return {
           ...target,
-          stats: Either.mapLeft(result, (error) => ({ status: error.reason, detail: error.detail })),
+          stats: Result.mapError(result, (error) => ({ status: error.reason, detail: error.detail })),
           ms
         }
       })
@@ -1033,7 +1033,7 @@ const PAGE_HEADERS = {
 } as const
 
 const json = (body: unknown, status = 200) =>
-  HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
+  HttpServerResponse.jsonUnsafe(body, { status, headers: { "cache-control": "no-store" } })
 
 const assetHandler = (name: ViewAssets.Name) =>
   Effect.sync(() => {
@@ -1139,22 +1139,35 @@ const eventsHandler = (settings: Settings) =>
 
 /**
  * The page's routes: the page (`/cluster/`, and `/cluster` redirecting to it), its two files, the view
- * (`view.json`) and the event stream (`events`). `HttpRoutes.makeRouter` mounts them with the stats
+ * (`view.json`) and the event stream (`events`), for a host to add to its own `HttpRouter`;
+ * {@link makeRouter} is the same as a layer. `HttpRoutes.makeRoutes` mounts them with the stats
  * routes, so a host that serves those serves the page.
  *
  * @since 0.1.0
  * @category routers
  */
-export const makeRouter = (options: Options): HttpRouter.HttpRouter<never, Mesh> => {
+export const makeRoutes = (options: Options): ReadonlyArray<HttpRouter.Route<never, Mesh>> => {
   const settings = settingsOf(options)
-  return HttpRouter.empty.pipe(
-    HttpRouter.get(paths.page, pageHandler),
-    HttpRouter.get(paths.style, assetHandler("style")),
-    HttpRouter.get(paths.script, assetHandler("script")),
-    HttpRouter.get(
+  return [
+    HttpRouter.route("GET", paths.page, pageHandler),
+    HttpRouter.route("GET", paths.style, assetHandler("style")),
+    HttpRouter.route("GET", paths.script, assetHandler("script")),
+    HttpRouter.route(
+      "GET",
       paths.view,
       Effect.map(viewWith(settings), (body) => json(body))
     ),
-    HttpRouter.get(paths.events, eventsHandler(settings))
-  )
+    HttpRouter.route("GET", paths.events, eventsHandler(settings))
+  ]
 }
+
+/**
+ * The page's routes (see {@link makeRoutes}) as a layer of effect's `HttpRouter`.
+ *
+ * @since 0.1.0
+ * @category routers
+ */
+export const makeRouter = (
+  options: Options
+): Layer.Layer<never, never, HttpRouter.HttpRouter | HttpRouter.Request<"Requires", Mesh>> =>
+  HttpRouter.addAll(makeRoutes(options))

@@ -48,7 +48,7 @@ export interface DiscoveryShape {
  * @since 0.1.0
  * @category tags
  */
-export class Discovery extends Context.Tag("queen-mesh/Discovery")<Discovery, DiscoveryShape>() {}
+export class Discovery extends Context.Service<Discovery, DiscoveryShape>()("queen-mesh/Discovery") {}
 
 /**
  * The system's answers for a name: every address (`dns.lookup` with `all`, which reads the hosts file
@@ -72,14 +72,14 @@ export interface DnsLookup {
  */
 export const systemLookup: DnsLookup = {
   addresses: (name) =>
-    Effect.async<ReadonlyArray<string>, Error>((resume) => {
+    Effect.callback<ReadonlyArray<string>, Error>((resume) => {
       Dns.lookup(name, { all: true }, (error, addresses) => {
         if (error !== null) resume(Effect.fail(error))
         else resume(Effect.succeed(addresses.map((entry) => entry.address)))
       })
     }),
   srv: (name) =>
-    Effect.async<ReadonlyArray<{ name: string; port: number }>, Error>((resume) => {
+    Effect.callback<ReadonlyArray<{ name: string; port: number }>, Error>((resume) => {
       Dns.resolveSrv(name, (error, records) => {
         if (error !== null) resume(Effect.fail(error))
         else resume(Effect.succeed(records.map((record) => ({ name: record.name, port: record.port }))))

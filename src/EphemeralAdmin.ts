@@ -47,10 +47,9 @@ export interface EphemeralAdminShape {
  * @since 0.1.0
  * @category tags
  */
-export class EphemeralAdmin extends Context.Tag("queen-mesh/EphemeralAdmin")<
-  EphemeralAdmin,
-  EphemeralAdminShape
->() {}
+export class EphemeralAdmin extends Context.Service<EphemeralAdmin, EphemeralAdminShape>()(
+  "queen-mesh/EphemeralAdmin"
+) {}
 
 /**
  * Applies nothing: the received verb is still published as an event and counted.

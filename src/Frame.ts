@@ -10,8 +10,8 @@
  *
  * @since 0.1.0
  */
-import type * as Either from "effect/Either"
 import type * as Option from "effect/Option"
+import type * as Result from "effect/Result"
 import * as Codec from "./internal/wire/codec.js"
 import * as Frames from "./internal/wire/frames.js"
 import * as Names from "./internal/wire/names.js"
@@ -347,12 +347,13 @@ export const heartbeat: (serverId?: string) => Heartbeat = Frames.heartbeat
 export const frameBytes: (tag: number, json: string) => Uint8Array = Codec.frameBytes
 
 /**
- * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap.
+ * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap. A
+ * `Result` (an `Either` before effect 4); the name is kept.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const encodeEither: (frame: Frame) => Either.Either<Uint8Array, FrameTooLargeError> =
+export const encodeEither: (frame: Frame) => Result.Result<Uint8Array, FrameTooLargeError> =
   Codec.encodeEither
 
 /**
@@ -362,7 +363,7 @@ export const encodeEither: (frame: Frame) => Either.Either<Uint8Array, FrameTooL
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Either, Option } from "effect"
+ * import { Option, Result } from "effect"
  * import { Frame } from "queen-mesh"
  *
  * const item = Frame.queueItem({ queue: "orders", partition: "p1" })
@@ -373,7 +374,7 @@ export const encodeEither: (frame: Frame) => Either.Either<Uint8Array, FrameTooL
  * const decoded = Frame.decodePayload(bytes[4]!, bytes.subarray(5))
  * deepStrictEqual(
  *   decoded,
- *   Either.right({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
+ *   Result.succeed({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
  * )
  * ```
  *
@@ -393,7 +394,7 @@ export const encode: (frame: Frame) => Uint8Array = Codec.encode
 export const decodePayload: (
   tag: number,
   payload: Uint8Array
-) => Either.Either<Frame | UnknownFrame, FrameDecodeError> = Codec.decodePayload
+) => Result.Result<Frame | UnknownFrame, FrameDecodeError> = Codec.decodePayload
 
 /**
  * Decodes an already parsed JSON payload by its tag, as {@link decodePayload} does. Never throws.
@@ -404,4 +405,4 @@ export const decodePayload: (
 export const decodeJson: (
   tag: number,
   json: unknown
-) => Either.Either<Frame | UnknownFrame, FrameDecodeError> = Codec.decodeJson
+) => Result.Result<Frame | UnknownFrame, FrameDecodeError> = Codec.decodeJson

@@ -129,7 +129,7 @@ export interface Counts extends Internal.GroupCounts {}
  *   const target = { queue: "orders" }
  *   // A hundred consumers wait on one queue: one claim serves them, not a hundred.
  *   const waiting = yield* Effect.forEach(Array.from({ length: 100 }), () =>
- *     Effect.fork(pops.pop(target, { batch: 1, maxWait: "30 seconds" }))
+ *     Effect.forkChild(pops.pop(target, { batch: 1, maxWait: "30 seconds" }))
  *   )
  *   yield* MeshTest.settleUntil(Effect.map(pops.waiting, (n) => n === 97))
  *   rows.push("m4")

@@ -15,6 +15,7 @@
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -75,7 +76,7 @@ export const syncMarkOf = (hotList: HotListShape): ((items: ReadonlyArray<Mark>)
  * @since 0.1.0
  * @category tags
  */
-export class HotList extends Context.Tag("queen-mesh/HotList")<HotList, HotListShape>() {}
+export class HotList extends Context.Service<HotList, HotListShape>()("queen-mesh/HotList") {}
 
 /**
  * The shipped hot-list: read or take the pending items.
@@ -113,10 +114,9 @@ export interface MemoryHotListOptions {
  * @since 0.1.0
  * @category tags
  */
-export class MemoryHotList extends Context.Tag("queen-mesh/MemoryHotList")<
-  MemoryHotList,
-  MemoryHotListShape
->() {}
+export class MemoryHotList extends Context.Service<MemoryHotList, MemoryHotListShape>()(
+  "queen-mesh/MemoryHotList"
+) {}
 
 const NO_GROUP: Option.Option<string> = Option.none()
 
@@ -190,7 +190,7 @@ export const makeMemory = (options: MemoryHotListOptions = {}) =>
     let pendingBytes = 0
     let epoch = 0
     let dropped = 0
-    const unsafeMarkDirty = (items: ReadonlyArray<Mark>): void => {
+    const markDirtyUnsafe = (items: ReadonlyArray<Mark>): void => {
       let added = false
       for (const given of items) {
         const item = normalItem(given)
@@ -216,7 +216,7 @@ export const makeMemory = (options: MemoryHotListOptions = {}) =>
       if (added) epoch++
     }
     return {
-      ...sync(unsafeMarkDirty),
+      ...sync(markDirtyUnsafe),
       pending: Effect.sync(() => [...pending.values()]),
       take: Effect.sync(() => {
         const items = [...pending.values()]
@@ -276,20 +276,20 @@ export const FLUSH_AT = 10_000
  * @category constructors
  */
 export const makeCoalescer = (options: {
-  readonly window: Duration.DurationInput
+  readonly window: Duration.Input
   readonly send: (items: ReadonlyArray<HotItem>) => Effect.Effect<void>
 }): Effect.Effect<Coalescer, never, Scope.Scope> =>
   Effect.gen(function* () {
     const pending = new Map<string, HotItem>()
-    const marked = yield* Effect.makeLatch(false)
+    const marked = yield* Latch.make(false)
     const flush = Effect.suspend(() => {
-      marked.unsafeClose()
+      marked.closeUnsafe()
       if (pending.size === 0) return Effect.void
       const items = [...pending.values()]
       pending.clear()
       return options.send(items)
     })
-    yield* loop("HotListFlush", Effect.zipRight(Effect.sleep(options.window), flush), {
+    yield* loop("HotListFlush", Effect.andThen(Effect.sleep(options.window), flush), {
       before: marked.await
     })
     return {
@@ -301,7 +301,7 @@ export const makeCoalescer = (options: {
             tenant: item.tenant,
             group: groupOf(item)
           })
-          marked.unsafeOpen()
+          marked.openUnsafe()
           return pending.size >= FLUSH_AT ? flush : Effect.void
         })
     }

@@ -2,7 +2,8 @@
  * The mesh's HTTP surface (spec "Observing it"): the two stats routes, which serve `Mesh.stats`, the
  * deliberately minimal `/api/v1/system/shared-state`, `/metrics` for Prometheus, and the `/healthz`
  * and `/readyz` probes. `router` is what a host mounts into its own
- * server; `app` adds a JSON 404 for serving the routes on their own, as `queen-mesh node` does.
+ * server (a layer of routes on effect's `HttpRouter`, as `routes` is their list); `app` adds a JSON 404
+ * for serving the routes on their own, as `queen-mesh node` does.
  *
  * The bodies also exist as Schemas, so clients (the `queen-mesh stats` command, tests) decode what the
  * routes answer instead of trusting it.
@@ -11,17 +12,16 @@
  */
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServer from "@effect/platform/HttpServer"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import type * as HttpServerError from "effect/http/HttpServerError"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import type * as ClusterView from "./ClusterView.js"
 import * as ViewPaths from "./internal/view/paths.js"
 import { Mesh } from "./Mesh.js"
@@ -97,7 +97,7 @@ export const sharedState = (stats: MeshStats.MeshStats): SharedStateBody => ({
 
 /** Stats change from one request to the next: nothing in between should cache them. */
 const json = (body: unknown, status = 200) =>
-  HttpServerResponse.unsafeJson(body, { status, headers: { "cache-control": "no-store" } })
+  HttpServerResponse.jsonUnsafe(body, { status, headers: { "cache-control": "no-store" } })
 
 /** The stats body, with the host's own counters added (the CLI's dropped stdout lines). */
 const statsHandler = (extra: (() => Readonly<Record<string, unknown>>) | undefined) =>
@@ -150,7 +150,8 @@ export interface Readiness {
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Effect, TestClock, TestContext } from "effect"
+ * import { Effect } from "effect"
+ * import { TestClock } from "effect/testing"
  * import { HttpRoutes, MeshTest } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
@@ -178,7 +179,7 @@ export interface Readiness {
  * })
  *
  * // Under the test clock, so the example moves time without waiting for it.
- * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(TestContext.TestContext)))
+ * Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(TestClock.layer())))
  * ```
  *
  * @since 0.1.0
@@ -225,54 +226,119 @@ export interface RouterOptions {
 }
 
 /**
- * The routes, for a host to mount into its own router or server: the two stats routes, the minimal
- * shared-state route, `/metrics` (Prometheus text 0.0.4), `/healthz` (the process serves),
- * `/readyz` (200 when ready, else 503) and the cluster page under `/cluster/` (see `ClusterView`).
- * Unknown paths are left to the host (they fail with `RouteNotFound`).
+ * The routes: the two stats routes, the minimal shared-state route, `/metrics` (Prometheus text
+ * 0.0.4), `/healthz` (the process serves), `/readyz` (200 when ready, else 503) and the cluster page
+ * under `/cluster/` (see `ClusterView`), for a host to add to its own `HttpRouter`
+ * (`router.addAll(routes)`); {@link makeRouter} is the same as a layer.
  *
  * @since 0.1.0
  * @category routers
  */
-export const makeRouter = (options: RouterOptions = {}): HttpRouter.HttpRouter<never, Mesh> => {
-  const routes = HttpRouter.empty.pipe(
-    HttpRouter.get(paths.sharedStateStats, statsHandler(options.extraStats)),
-    HttpRouter.get(paths.interInstanceStats, statsHandler(options.extraStats)),
-    HttpRouter.get(paths.sharedState, sharedStateHandler),
-    HttpRouter.get(paths.metrics, metricsHandler),
-    HttpRouter.get(paths.health, healthHandler),
-    HttpRouter.get(paths.ready, readyHandler)
-  )
+export const makeRoutes = (options: RouterOptions = {}): ReadonlyArray<HttpRouter.Route<never, Mesh>> => {
+  const routes = [
+    HttpRouter.route("GET", paths.sharedStateStats, statsHandler(options.extraStats)),
+    HttpRouter.route("GET", paths.interInstanceStats, statsHandler(options.extraStats)),
+    HttpRouter.route("GET", paths.sharedState, sharedStateHandler),
+    HttpRouter.route("GET", paths.metrics, metricsHandler),
+    HttpRouter.route("GET", paths.health, healthHandler),
+    HttpRouter.route("GET", paths.ready, readyHandler)
+  ]
   return options.cluster === false
     ? routes
-    : HttpRouter.concat(routes, clusterRouter({ ...options.cluster, statsPath: paths.sharedStateStats }))
+    : [...routes, ...clusterRoutes({ ...options.cluster, statsPath: paths.sharedStateStats })]
 }
+
+/**
+ * A router layer as an app: the router is built on the first request (not when the module loads) and
+ * kept, since it holds nothing to release. Building a router layer has nothing to wait for, so it is
+ * built synchronously, in a scope of its own that is never closed.
+ */
+const lazyApp = <R>(
+  layer: Layer.Layer<never, never, HttpRouter.HttpRouter | HttpRouter.Request<"Requires", R>>
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  HttpServerError.HttpServerError,
+  R | HttpServerRequest.HttpServerRequest | Scope.Scope
+> => {
+  let built:
+    | Effect.Effect<
+        HttpServerResponse.HttpServerResponse,
+        HttpServerError.HttpServerError,
+        R | HttpServerRequest.HttpServerRequest | Scope.Scope
+      >
+    | undefined
+  return Effect.suspend(() => {
+    built ??= Effect.runSync(Scope.provide(HttpRouter.toHttpEffect(layer), Scope.makeUnsafe()))
+    return built
+  })
+}
+
+/** Answers `RouteNotFound` with the JSON 404; the router fails with no other reason. */
+const orNotFound = <R>(
+  app: Effect.Effect<HttpServerResponse.HttpServerResponse, HttpServerError.HttpServerError, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R | HttpServerRequest.HttpServerRequest> =>
+  app.pipe(
+    Effect.catchReason("HttpServerError", "RouteNotFound", () => notFound),
+    Effect.orDie
+  )
 
 /**
  * The cluster page's routes, its module loaded on the first request for one of them: a node nobody
  * opens the page of never loads it. Each path is answered by the page's own router, built once.
  */
-const clusterRouter = (options: ClusterView.Options): HttpRouter.HttpRouter<never, Mesh> => {
+const clusterRoutes = (options: ClusterView.Options): ReadonlyArray<HttpRouter.Route<never, Mesh>> => {
   // The options' durations are read now, as the page's router would: a bad one fails here, not later.
   for (const duration of [options.fetchTimeout, options.refreshInterval, options.streamLifetime]) {
-    if (duration !== undefined) Duration.decode(duration)
+    if (duration !== undefined) Duration.fromInputUnsafe(duration)
   }
-  let loaded: Promise<HttpRouter.HttpRouter<never, Mesh>> | undefined
+  let loaded:
+    | Promise<
+        Effect.Effect<
+          HttpServerResponse.HttpServerResponse,
+          never,
+          Mesh | HttpServerRequest.HttpServerRequest | Scope.Scope
+        >
+      >
+    | undefined
   const page = Effect.flatMap(
     Effect.promise(() => {
-      loaded ??= import("./ClusterView.js").then((ClusterView) => ClusterView.makeRouter(options))
+      loaded ??= import("./ClusterView.js").then((ClusterView) =>
+        orNotFound(lazyApp(ClusterView.makeRouter(options)))
+      )
       return loaded
     }),
-    (router) => router
-  ).pipe(Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound))
-  const { page: pagePath, script, style, view, events } = ViewPaths.paths
-  return HttpRouter.empty.pipe(
-    HttpRouter.get(pagePath, page),
-    HttpRouter.get(style, page),
-    HttpRouter.get(script, page),
-    HttpRouter.get(view, page),
-    HttpRouter.get(events, page)
+    (app) => app
   )
+  const { page: pagePath, script, style, view, events } = ViewPaths.paths
+  return [
+    HttpRouter.route("GET", pagePath, page),
+    HttpRouter.route("GET", style, page),
+    HttpRouter.route("GET", script, page),
+    HttpRouter.route("GET", view, page),
+    HttpRouter.route("GET", events, page)
+  ]
 }
+
+/**
+ * {@link makeRoutes} with no extra counters.
+ *
+ * @since 0.1.0
+ * @category routers
+ */
+export const routes: ReadonlyArray<HttpRouter.Route<never, Mesh>> = makeRoutes()
+
+/**
+ * The routes (see {@link makeRoutes}) as a layer of effect's `HttpRouter`, for a host to mount beside
+ * its own (`HttpRouter.serve(Layer.mergeAll(HttpRoutes.router, ...))`). Unknown paths are left to the
+ * host (the router fails with an `HttpServerError` whose reason is `RouteNotFound`).
+ *
+ * @since 0.1.0
+ * @category routers
+ */
+export const makeRouter = (
+  options: RouterOptions = {}
+): Layer.Layer<never, never, HttpRouter.HttpRouter | HttpRouter.Request<"Requires", Mesh>> =>
+  HttpRouter.addAll(makeRoutes(options))
 
 /**
  * {@link makeRouter} with no extra counters.
@@ -280,7 +346,8 @@ const clusterRouter = (options: ClusterView.Options): HttpRouter.HttpRouter<neve
  * @since 0.1.0
  * @category routers
  */
-export const router: HttpRouter.HttpRouter<never, Mesh> = makeRouter()
+export const router: Layer.Layer<never, never, HttpRouter.HttpRouter | HttpRouter.Request<"Requires", Mesh>> =
+  makeRouter()
 
 /**
  * The JSON 404 answered for anything the routes do not know.
@@ -304,13 +371,26 @@ export const notFound: Effect.Effect<
 )
 
 /**
- * The routes as a complete app: a router with a JSON 404.
+ * An HTTP app: the response to the `HttpServerRequest` in context, in the request's scope (what
+ * effect 3 called `HttpApp.Default`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type App<E = never, R = never> = Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  E,
+  R | HttpServerRequest.HttpServerRequest | Scope.Scope
+>
+
+/**
+ * The routes as a complete app: a router with a JSON 404. The router is built on the first request.
  *
  * @since 0.1.0
  * @category apps
  */
-export const makeApp = (options: RouterOptions = {}): HttpApp.Default<never, Mesh> =>
-  makeRouter(options).pipe(Effect.catchTag("RouteNotFound", (_: HttpServerError.RouteNotFound) => notFound))
+export const makeApp = (options: RouterOptions = {}): App<never, Mesh> =>
+  orNotFound(lazyApp(makeRouter(options)))
 
 /**
  * {@link makeApp} with no extra counters.
@@ -318,7 +398,7 @@ export const makeApp = (options: RouterOptions = {}): HttpApp.Default<never, Mes
  * @since 0.1.0
  * @category apps
  */
-export const app: HttpApp.Default<never, Mesh> = makeApp()
+export const app: App<never, Mesh> = makeApp()
 
 /**
  * The cluster page's learner (`ClusterView.learnPeers`) for the mesh in context, in the current scope,
@@ -349,7 +429,7 @@ const learnPeers = (options: RouterOptions): Effect.Effect<void, never, Mesh | S
  */
 export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Mesh> = Layer.merge(
   HttpServer.serve(app),
-  Layer.scopedDiscard(learnPeers({}))
+  Layer.effectDiscard(learnPeers({}))
 )
 
 /**
@@ -363,11 +443,11 @@ export interface ServeOptions extends RouterOptions {
   /** Open connections at most; at the cap the oldest idle one is closed to make room. Default 128. */
   readonly maxConnections?: number
   /** Time a client has to send its request headers. Default 5 seconds. */
-  readonly headersTimeout?: Duration.DurationInput
+  readonly headersTimeout?: Duration.Input
   /** Time a client has to send its whole request. Default 10 seconds. */
-  readonly requestTimeout?: Duration.DurationInput
+  readonly requestTimeout?: Duration.Input
   /** How long an idle keep-alive connection is kept. Default 5 seconds. */
-  readonly keepAliveTimeout?: Duration.DurationInput
+  readonly keepAliveTimeout?: Duration.Input
 }
 
 /**
@@ -382,9 +462,9 @@ export interface ServeOptions extends RouterOptions {
 export const makeServer = (options: Omit<ServeOptions, "host" | "port"> = {}): Http.Server => {
   const maxConnections = options.maxConnections ?? 128
   const server = Http.createServer({
-    headersTimeout: Duration.toMillis(Duration.decode(options.headersTimeout ?? "5 seconds")),
-    requestTimeout: Duration.toMillis(Duration.decode(options.requestTimeout ?? "10 seconds")),
-    keepAliveTimeout: Duration.toMillis(Duration.decode(options.keepAliveTimeout ?? "5 seconds"))
+    headersTimeout: Duration.toMillis(Duration.fromInputUnsafe(options.headersTimeout ?? "5 seconds")),
+    requestTimeout: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? "10 seconds")),
+    keepAliveTimeout: Duration.toMillis(Duration.fromInputUnsafe(options.keepAliveTimeout ?? "5 seconds"))
   })
   // Insertion order is age order; a socket serving a request is busy and never evicted.
   const sockets = new Map<Net.Socket, { busy: number }>()

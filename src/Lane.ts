@@ -89,4 +89,4 @@ export interface LaneShape {
  * @since 0.1.0
  * @category tags
  */
-export class Lane extends Context.Tag("queen-mesh/Lane")<Lane, LaneShape>() {}
+export class Lane extends Context.Service<Lane, LaneShape>()("queen-mesh/Lane") {}

@@ -79,7 +79,7 @@ export type LocalWaker = Local.LocalWakerTag
  *   const waker = yield* LocalWaker.make()
  *   const target = { queue: "orders", tenant: Option.none() }
  *   // A pop parks on its queue until a wake names it, or `maxWait` elapses.
- *   const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "30 seconds" }))
+ *   const pop = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "30 seconds" }))
  *   yield* MeshTest.settleUntil(Effect.map(waker.parked, (parked) => parked === 1))
  *   yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p1" }))
  *   strictEqual(yield* Fiber.join(pop), "woken")
@@ -103,6 +103,6 @@ export const make: (options?: LocalWakerOptions) => Effect.Effect<LocalWakerShap
  * @category layers
  */
 export const layer = (options: LocalWakerOptions = {}): Layer.Layer<LocalWaker | Waker> =>
-  Layer.scopedContext(
+  Layer.effectContext(
     Effect.map(make(options), (local) => Context.make(LocalWaker, local).pipe(Context.add(Waker, local)))
   )

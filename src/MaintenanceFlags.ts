@@ -27,10 +27,9 @@ export interface MaintenanceFlagsShape {
  * @since 0.1.0
  * @category tags
  */
-export class MaintenanceFlags extends Context.Tag("queen-mesh/MaintenanceFlags")<
-  MaintenanceFlags,
-  MaintenanceFlagsShape
->() {}
+export class MaintenanceFlags extends Context.Service<MaintenanceFlags, MaintenanceFlagsShape>()(
+  "queen-mesh/MaintenanceFlags"
+) {}
 
 /**
  * Both flags, off unless `initial` says otherwise.

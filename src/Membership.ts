@@ -154,7 +154,7 @@ const normalEpoch = (epoch: string): string => {
  * @since 0.1.0
  * @category schemas
  */
-export const FoundBy = Schema.Literal("config", "dns", "discovery", "inbound", "lane")
+export const FoundBy = Schema.Literals(["config", "dns", "discovery", "inbound", "lane"])
 
 /**
  * @since 0.1.0

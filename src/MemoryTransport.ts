@@ -67,7 +67,7 @@ export interface MemoryNetworkShape {
   /** Stop (or resume) the readers of every connection into `target`, current and future. */
   readonly stopReading: (target: Target, stopped: boolean) => Effect.Effect<void>
   /** Delay every byte written from now on by `delay` (by `Clock` time). */
-  readonly setDelay: (delay: Duration.DurationInput) => Effect.Effect<void>
+  readonly setDelay: (delay: Duration.Input) => Effect.Effect<void>
   /** Every dial so far, oldest first. */
   readonly dials: Effect.Effect<ReadonlyArray<DialRecord>>
   /** How many connections into `target` are open. */
@@ -89,10 +89,9 @@ export interface MemoryNetworkShape {
  * @since 0.1.0
  * @category tags
  */
-export class MemoryNetwork extends Context.Tag("queen-mesh/MemoryNetwork")<
-  MemoryNetwork,
-  MemoryNetworkShape
->() {}
+export class MemoryNetwork extends Context.Service<MemoryNetwork, MemoryNetworkShape>()(
+  "queen-mesh/MemoryNetwork"
+) {}
 
 /**
  * A network: its transport (shared by every node on it) and its controls.
@@ -138,15 +137,15 @@ const transportOf = (
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Effect, Either } from "effect"
+ * import { Effect, Result } from "effect"
  * import { MemoryTransport } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
  *   const { network, transport } = yield* MemoryTransport.makeNetwork
  *   yield* transport.listen({ host: "queen-b", port: 6633 }, () => Effect.void)
  *   yield* network.refuse("queen-b", true)
- *   const refused = yield* Effect.either(transport.dial("queen-b", 6633))
- *   strictEqual(Either.isLeft(refused), true)
+ *   const refused = yield* Effect.result(transport.dial("queen-b", 6633))
+ *   strictEqual(Result.isFailure(refused), true)
  *   yield* network.refuse("queen-b", false)
  *   yield* transport.dial("queen-b", 6633)
  *   const dials = yield* network.dials
@@ -178,17 +177,17 @@ export const makeNetwork: Effect.Effect<Network> = Effect.gen(function* () {
         faults.stopReading(target, on)
         return Effect.forEach(hosts.matching(target), (listener) => listener.reading(!on), { discard: true })
       }),
-    setDelay: (delay) => Effect.sync(() => faults.setDelay(Duration.toMillis(Duration.decode(delay)))),
+    setDelay: (delay) => Effect.sync(() => faults.setDelay(Duration.toMillis(delay))),
     dials: Ref.get(dialLog),
     openConnections: (target) =>
       Effect.sync(() => hosts.matching(target).reduce((sum, listener) => sum + listener.openConnections, 0)),
     partition: (groupA, groupB) =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => faults.partition(groupA, groupB)),
         hosts.cutPartitioned()
       ),
     isolate: (node) =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => faults.isolate(node)),
         hosts.cutPartitioned()
       ),

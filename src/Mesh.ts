@@ -11,12 +11,13 @@
  *
  * @since 0.1.0
  */
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
+import * as References from "effect/References"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
@@ -170,7 +171,7 @@ export interface MeshShape {
  * @since 0.1.0
  * @category tags
  */
-export class Mesh extends Context.Tag("queen-mesh/Mesh")<Mesh, MeshShape>() {}
+export class Mesh extends Context.Service<Mesh, MeshShape>()("queen-mesh/Mesh") {}
 
 /**
  * The host's four services: what the mesh applies received frames to.
@@ -198,13 +199,13 @@ export interface MeshOptions {
   /** The dialers: the delays between dials of one peer (default {@link reconnectSchedule}). */
   readonly peers?: { readonly reconnectSchedule?: Schedule.Schedule<unknown, LinkDown> }
   /** Bounds of the liveness map (default: 256 servers, forgotten after 10 minutes of silence). */
-  readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.DurationInput }
+  readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.Input }
   /**
    * How often the Effect metrics are synced in the background (default 10 s; every scrape syncs too).
    * `Duration.infinity` turns the background sync off, for a host whose every reader of the registry
    * calls `syncMetrics` first.
    */
-  readonly metricsInterval?: Duration.DurationInput
+  readonly metricsInterval?: Duration.Input
 }
 
 /**
@@ -224,14 +225,24 @@ export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Outbound
  * @category layers
  */
 export const layerWith = (options: MeshOptions = {}): Layer.Layer<Mesh, TransportError, Requirements> =>
-  Layer.unwrapEffect(
+  Layer.unwrap(
     Effect.map(MeshConfig.MeshConfig, (config) =>
-      Layer.scoped(Mesh, Api.make).pipe(
+      Layer.effect(Mesh, Api.make).pipe(
         Layer.provide(Runtime.layer(options)),
         // Every log line of this node's fibers carries its server id.
-        Layer.annotateLogs("server_id", config.serverId)
+        Layer.provide(annotateLogs("server_id", config.serverId))
       )
     )
+  )
+
+/**
+ * The log annotations in force, with `key` added: provided to a layer, every fiber it builds and forks
+ * logs with it (effect 3's `Layer.annotateLogs`).
+ */
+const annotateLogs = (key: string, value: string): Layer.Layer<never> =>
+  Layer.effect(
+    References.CurrentLogAnnotations,
+    Effect.map(References.CurrentLogAnnotations, (annotations) => ({ ...annotations, [key]: value }))
   )
 
 /**
@@ -322,7 +333,7 @@ export const layerConfig = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
 ): Layer.Layer<
   Mesh | LocalServices,
-  TransportError | TlsConfigError | ConfigError.ConfigError | MeshConfigError
+  TransportError | TlsConfigError | Config.ConfigError | MeshConfigError
 > => layerTcp(options).pipe(Layer.provide(MeshConfig.layerConfig))
 
 /**
@@ -336,5 +347,5 @@ export const layerFromEnv = (
   options: LocalOptions & { readonly tcp?: TcpTransport.TcpOptions } = {}
 ): Layer.Layer<
   Mesh | LocalServices,
-  TransportError | TlsConfigError | ConfigError.ConfigError | MeshConfigError
+  TransportError | TlsConfigError | Config.ConfigError | MeshConfigError
 > => layerTcp(options).pipe(Layer.provide(MeshConfig.layerFromEnv))

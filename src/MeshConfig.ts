@@ -1,6 +1,6 @@
 /**
  * The mesh's configuration (spec "Enabling it"), read through Effect's `Config` so a host can provide
- * it from any `ConfigProvider` and tests from a map.
+ * it from any `ConfigProvider` and tests from a record of variables.
  *
  * Every variable has its spec default and, where the spec names one, its legacy `QUEEN_UDP_*` alias;
  * the `QUEEN_MESH_*` name wins when both are set. The peer list is parsed tolerantly, exactly as the
@@ -12,16 +12,16 @@
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import { ipVersion } from "./internal/ipLiteral.js"
 import * as Names from "./internal/wire/names.js"
 import { MeshConfigError } from "./MeshError.js"
@@ -161,7 +161,7 @@ export type TenantRule = Names.TenantRule
  * @since 0.1.0
  * @category schemas
  */
-export const AuthMode = Schema.Literal("legacy", "permissive", "required")
+export const AuthMode = Schema.Literals(["legacy", "permissive", "required"])
 
 /**
  * @since 0.1.0
@@ -175,7 +175,7 @@ export type AuthMode = typeof AuthMode.Type
  * @since 0.1.0
  * @category schemas
  */
-export const TlsMode = Schema.Literal("off", "psk")
+export const TlsMode = Schema.Literals(["off", "psk"])
 
 /**
  * @since 0.1.0
@@ -189,7 +189,7 @@ export type TlsMode = typeof TlsMode.Type
  * @since 0.1.0
  * @category tags
  */
-export class MeshConfig extends Context.Tag("queen-mesh/MeshConfig")<MeshConfig, MeshConfigShape>() {}
+export class MeshConfig extends Context.Service<MeshConfig, MeshConfigShape>()("queen-mesh/MeshConfig") {}
 
 /** `host:port` or `[v6]:port`: an address given with a port where only the address belongs. */
 const hasPort = (text: string): boolean =>
@@ -336,13 +336,13 @@ export const isPort = (port: unknown): port is number =>
  * @since 0.1.0
  * @category parsers
  */
-export const parsePort = (raw: string, min = 0): Either.Either<number, string> => {
+export const parsePort = (raw: string, min = 0): Result.Result<number, string> => {
   const text = raw.trim()
-  if (!DIGITS.test(text)) return Either.left(`expected a port number, got ${JSON.stringify(raw)}`)
+  if (!DIGITS.test(text)) return Result.fail(`expected a port number, got ${JSON.stringify(raw)}`)
   const port = Number(text)
   return port >= min && port <= MAX_PORT
-    ? Either.right(port)
-    : Either.left(`port ${port} is out of range (${min}-${MAX_PORT})`)
+    ? Result.succeed(port)
+    : Result.fail(`port ${port} is out of range (${min}-${MAX_PORT})`)
 }
 
 /**
@@ -351,14 +351,14 @@ export const parsePort = (raw: string, min = 0): Either.Either<number, string> =
  * @since 0.1.0
  * @category parsers
  */
-export const parseMillis = (raw: string, min = 0): Either.Either<number, string> => {
+export const parseMillis = (raw: string, min = 0): Result.Result<number, string> => {
   const text = raw.trim()
   if (!DIGITS.test(text)) {
-    return Either.left(`expected a whole number of milliseconds >= ${min}, got ${JSON.stringify(raw)}`)
+    return Result.fail(`expected a whole number of milliseconds >= ${min}, got ${JSON.stringify(raw)}`)
   }
   const ms = Number(text)
-  if (!Number.isSafeInteger(ms)) return Either.left(`${text} is too large`)
-  return ms >= min ? Either.right(ms) : Either.left(`expected at least ${min}, got ${ms}`)
+  if (!Number.isSafeInteger(ms)) return Result.fail(`${text} is too large`)
+  return ms >= min ? Result.succeed(ms) : Result.fail(`expected at least ${min}, got ${ms}`)
 }
 
 /**
@@ -367,12 +367,12 @@ export const parseMillis = (raw: string, min = 0): Either.Either<number, string>
  * @since 0.1.0
  * @category parsers
  */
-export const parseCount = (raw: string): Either.Either<number, string> => {
+export const parseCount = (raw: string): Result.Result<number, string> => {
   const text = raw.trim()
   const n = Number(text)
   return DIGITS.test(text) && Number.isSafeInteger(n) && n >= 1
-    ? Either.right(n)
-    : Either.left(`expected a whole number >= 1, got ${JSON.stringify(raw)}`)
+    ? Result.succeed(n)
+    : Result.fail(`expected a whole number >= 1, got ${JSON.stringify(raw)}`)
 }
 
 const TRUE = new Set(["true", "1", "yes", "on"])
@@ -384,11 +384,11 @@ const FALSE = new Set(["false", "0", "no", "off"])
  * @since 0.1.0
  * @category parsers
  */
-export const parseBoolean = (raw: string): Either.Either<boolean, string> => {
+export const parseBoolean = (raw: string): Result.Result<boolean, string> => {
   const text = raw.trim().toLowerCase()
-  if (TRUE.has(text)) return Either.right(true)
-  if (FALSE.has(text)) return Either.right(false)
-  return Either.left(`expected true/false/1/0/yes/no/on/off, got ${JSON.stringify(raw)}`)
+  if (TRUE.has(text)) return Result.succeed(true)
+  if (FALSE.has(text)) return Result.succeed(false)
+  return Result.fail(`expected true/false/1/0/yes/no/on/off, got ${JSON.stringify(raw)}`)
 }
 
 /**
@@ -400,18 +400,18 @@ export const parseBoolean = (raw: string): Either.Either<boolean, string> => {
  * @since 0.1.0
  * @category parsers
  */
-export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, string> => {
+export const parsePeer = (raw: string, meshPort: number): Result.Result<Peer, string> => {
   let entry = raw.trim().replace(/^https?:\/\//i, "")
   const slash = entry.indexOf("/")
   if (slash >= 0) entry = entry.slice(0, slash)
   entry = entry.trim()
-  if (entry === "") return Either.left(`peer ${JSON.stringify(raw)} has no host`)
+  if (entry === "") return Result.fail(`peer ${JSON.stringify(raw)} has no host`)
 
   let host: string
   let tail: string | undefined
   if (entry.startsWith("[")) {
     const close = entry.indexOf("]")
-    if (close < 0) return Either.left(`peer ${JSON.stringify(raw)} has an unclosed [`)
+    if (close < 0) return Result.fail(`peer ${JSON.stringify(raw)} has an unclosed [`)
     host = entry.slice(1, close).trim()
     const rest = entry.slice(close + 1)
     tail = rest.startsWith(":") ? rest.slice(1) : undefined
@@ -426,20 +426,20 @@ export const parsePeer = (raw: string, meshPort: number): Either.Either<Peer, st
       tail = undefined
     }
   }
-  if (host === "") return Either.left(`peer ${JSON.stringify(raw)} has no host`)
+  if (host === "") return Result.fail(`peer ${JSON.stringify(raw)} has no host`)
   if (!isValidHost(host)) {
-    return Either.left(`peer ${JSON.stringify(raw)}: ${JSON.stringify(host)} is not a hostname or IP address`)
+    return Result.fail(`peer ${JSON.stringify(raw)}: ${JSON.stringify(host)} is not a hostname or IP address`)
   }
   if (tail === undefined || !DIGITS.test(tail.trim())) {
     if (meshPort === 0) {
-      return Either.left(
+      return Result.fail(
         `peer ${JSON.stringify(raw)} has no port and the mesh port is 0 (ephemeral): give the peer's port`
       )
     }
-    return Either.right({ host, port: meshPort })
+    return Result.succeed({ host, port: meshPort })
   }
-  return Either.map(
-    Either.mapLeft(parsePort(tail, 1), (why) => `peer ${JSON.stringify(raw)}: ${why}`),
+  return Result.map(
+    Result.mapError(parsePort(tail, 1), (why) => `peer ${JSON.stringify(raw)}: ${why}`),
     (port) => ({ host, port })
   )
 }
@@ -492,36 +492,63 @@ export const dedupePeers = (
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { MeshConfig } from "queen-mesh"
  *
  * deepStrictEqual(
  *   MeshConfig.parsePeers("queen-b, queen-c:7000", 6633),
- *   Either.right([
+ *   Result.succeed([
  *     { host: "queen-b", port: 6633 },
  *     { host: "queen-c", port: 7000 }
  *   ])
  * )
- * strictEqual(Either.isLeft(MeshConfig.parsePeers("queen-b:99999", 6633)), true)
+ * strictEqual(Result.isFailure(MeshConfig.parsePeers("queen-b:99999", 6633)), true)
  * ```
  *
  * @since 0.1.0
  * @category parsers
  */
-export const parsePeers = (raw: string, meshPort: number): Either.Either<ReadonlyArray<Peer>, string> => {
+export const parsePeers = (raw: string, meshPort: number): Result.Result<ReadonlyArray<Peer>, string> => {
   const peers: Array<Peer> = []
   for (const part of raw.split(",")) {
     if (part.trim() === "") continue
     const peer = parsePeer(part, meshPort)
-    if (Either.isLeft(peer)) return Either.left(peer.left)
-    peers.push(peer.right)
+    if (Result.isFailure(peer)) return Result.fail(peer.failure)
+    peers.push(peer.success)
   }
-  return Either.right(peers)
+  return Result.succeed(peers)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Config
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * What is wrong with a value of `variables`, as one line naming them first: effect 3's `InvalidData` at
+ * that path, as the command line printed it.
+ */
+const problem = (variables: ReadonlyArray<string>, detail: string): string => {
+  const path = variables.join(".")
+  return path === "" || detail.startsWith(path) ? detail : `${path}: ${detail}`
+}
+
+/**
+ * The `ConfigError` of every problem found, one line for them all (`; ` between them, each once).
+ * Effect 4's `ConfigError` wraps a `SchemaError`; its issue carries the line.
+ */
+const invalid = (problems: ReadonlyArray<string>): Config.ConfigError =>
+  new Config.ConfigError(
+    new Schema.SchemaError(new SchemaIssue.InvalidValue({ message: [...new Set(problems)].join("; ") }))
+  )
+
+/**
+ * Every problem among `checked`, in field order: effect 4's `Config.all` stops at the first failure,
+ * effect 3's reported each malformed variable, and so does the configuration still.
+ */
+const problemsOf = (
+  checked: Readonly<Record<string, Result.Result<unknown, string>>>
+): ReadonlyArray<string> =>
+  Object.values(checked).flatMap((one) => (Result.isFailure(one) ? [one.failure] : []))
 
 /** A variable and its legacy alias as one optional string; the primary name wins. */
 const variable = (
@@ -531,7 +558,7 @@ const variable = (
   // A variable set to an empty (or blank) value counts as unset, as upstream reads it: the alias or
   // the default applies.
   const read = (key: string) =>
-    Config.option(Config.string(key)).pipe(
+    Config.option(Config.String(key)).pipe(
       Config.map((value) =>
         Option.flatMap(value, (v) => (v.trim() === "" ? Option.none() : Option.some({ name: key, value: v })))
       )
@@ -542,22 +569,25 @@ const variable = (
   )
 }
 
+/**
+ * A variable (or its alias) parsed by `parse`, `fallback` when unset; a malformed value is its problem
+ * (see {@link problemsOf}). Its description is the one in {@link bounds} or {@link variables}, where the
+ * help reads it (effect 4's `Config` keeps none).
+ */
 const parsed = <A>(
   name: string,
   alias: string | undefined,
-  description: string,
   fallback: A,
-  parse: (raw: string) => Either.Either<A, string>
-): Config.Config<A> =>
+  parse: (raw: string) => Result.Result<A, string>
+): Config.Config<Result.Result<A, string>> =>
   variable(name, alias).pipe(
-    Config.mapOrFail(
+    Config.map(
       Option.match({
-        onNone: () => Either.right(fallback),
+        onNone: () => Result.succeed(fallback),
         onSome: ({ name: used, value }) =>
-          Either.mapLeft(parse(value), (why) => ConfigError.InvalidData([used], `${used}: ${why}`))
+          Result.mapError(parse(value), (why) => problem([used], `${used}: ${why}`))
       })
-    ),
-    Config.withDescription(description)
+    )
   )
 
 const HOUR = 3_600_000
@@ -854,37 +884,37 @@ export const variables: ReadonlyArray<Variable> = [
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { MeshConfig } from "queen-mesh"
  *
  * deepStrictEqual(
  *   MeshConfig.parseDiscovery("dns:queen-headless.queen.svc:6633", 6633),
- *   Either.right({ name: "queen-headless.queen.svc", port: 6633 })
+ *   Result.succeed({ name: "queen-headless.queen.svc", port: 6633 })
  * )
- * strictEqual(Either.isLeft(MeshConfig.parseDiscovery("consul:queen", 6633)), true)
+ * strictEqual(Result.isFailure(MeshConfig.parseDiscovery("consul:queen", 6633)), true)
  * ```
  *
  * @since 0.1.0
  * @category parsers
  */
-export const parseDiscovery = (raw: string, meshPort: number): Either.Either<DnsDiscovery, string> => {
+export const parseDiscovery = (raw: string, meshPort: number): Result.Result<DnsDiscovery, string> => {
   const text = raw.trim()
   if (!text.toLowerCase().startsWith("dns:")) {
-    return Either.left(`expected dns:<name>[:<port>], got ${JSON.stringify(raw)}`)
+    return Result.fail(`expected dns:<name>[:<port>], got ${JSON.stringify(raw)}`)
   }
   const rest = text.slice(4)
   const colon = rest.lastIndexOf(":")
   const name = colon >= 0 && DIGITS.test(rest.slice(colon + 1)) ? rest.slice(0, colon) : rest
   if (name === "" || !isValidHost(name) || ipVersion(name) !== 0) {
-    return Either.left(`${JSON.stringify(name)} is not a DNS name`)
+    return Result.fail(`${JSON.stringify(name)} is not a DNS name`)
   }
   if (colon < 0 || name === rest) {
     if (meshPort === 0) {
-      return Either.left("a discovery name without a port needs a mesh port (QUEEN_MESH_PORT is 0)")
+      return Result.fail("a discovery name without a port needs a mesh port (QUEEN_MESH_PORT is 0)")
     }
-    return Either.right({ name, port: meshPort })
+    return Result.succeed({ name, port: meshPort })
   }
-  return Either.map(parsePort(rest.slice(colon + 1), 1), (port) => ({ name, port }))
+  return Result.map(parsePort(rest.slice(colon + 1), 1), (port) => ({ name, port }))
 }
 
 /**
@@ -894,41 +924,49 @@ export const parseDiscovery = (raw: string, meshPort: number): Either.Either<Dns
  * @since 0.1.0
  * @category parsers
  */
-export const parseSecrets = (raw: string): Either.Either<ReadonlyArray<string>, string> => {
+export const parseSecrets = (raw: string): Result.Result<ReadonlyArray<string>, string> => {
   const keys = raw.split(",").map((key) => key.trim())
-  if (keys.some((key) => key === "")) return Either.left("an entry is empty: every key must be non-empty")
-  if (new Set(keys).size !== keys.length) return Either.left("a key is listed twice")
-  return Either.right(keys)
+  if (keys.some((key) => key === "")) return Result.fail("an entry is empty: every key must be non-empty")
+  if (new Set(keys).size !== keys.length) return Result.fail("a key is listed twice")
+  return Result.succeed(keys)
 }
 
 /** A whole number in the text, its bounds left to {@link validate}: the syntax of a numeric variable. */
-const digits = (raw: string): Either.Either<number, string> => {
+const digits = (raw: string): Result.Result<number, string> => {
   const text = raw.trim()
   const n = Number(text)
   return DIGITS.test(text) && Number.isSafeInteger(n)
-    ? Either.right(n)
-    : Either.left(`expected a whole number, got ${JSON.stringify(raw)}`)
+    ? Result.succeed(n)
+    : Result.fail(`expected a whole number, got ${JSON.stringify(raw)}`)
 }
 
 const numeric = <K extends NumericField>(field: K, fallback: MeshConfigShape[K]) => {
   const bound = bounds[field]
-  return parsed(bound.variable, bound.alias, bound.description, fallback, (raw) =>
-    Either.map(digits(raw), (n) => (bound.unit === "ms" ? Duration.millis(n) : n) as MeshConfigShape[K])
+  return parsed(bound.variable, bound.alias, fallback, (raw) =>
+    Result.map(digits(raw), (n) => (bound.unit === "ms" ? Duration.millis(n) : n) as MeshConfigShape[K])
   )
 }
 
 const oneOf = <const A extends string>(variable: Variable, fallback: NoInfer<A>, values: ReadonlyArray<A>) =>
-  parsed(variable.name, undefined, variable.description, fallback, (raw) => {
+  parsed(variable.name, undefined, fallback, (raw) => {
     const text = raw.trim().toLowerCase()
     const found = values.find((value) => value === text)
     return found === undefined
-      ? Either.left(`expected ${Names.alternatives(values)}, got ${JSON.stringify(raw)}`)
-      : Either.right(found)
+      ? Result.fail(`expected ${Names.alternatives(values)}, got ${JSON.stringify(raw)}`)
+      : Result.succeed(found)
   })
 
-/** A variable exactly as set: an empty value is `Some("")`, not unset. */
+/**
+ * A variable exactly as set: an empty value is `Some("")`, not unset. Effect 4's environment provider
+ * reads an empty variable as unset unless made with `preserveEmptyStrings` ({@link layerFromEnv} and the
+ * command line make theirs so).
+ */
 const exact = (name: string) =>
-  Config.option(Config.string(name)).pipe(Config.map(Option.map((value) => ({ name, value }))))
+  Config.option(Config.String(name)).pipe(Config.map(Option.map((value) => ({ name, value }))))
+
+/** A variable that is unset when empty, as effect 3's `Config.nonEmptyString` read it. */
+const nonEmpty = (name: string) =>
+  Config.option(Config.String(name)).pipe(Config.map(Option.filter((value: string) => value !== "")))
 
 /**
  * The bind address, read as upstream reads it: `QUEEN_MESH_BIND_ADDR`, else `QUEEN_BIND_ADDR`, else
@@ -936,23 +974,22 @@ const exact = (name: string) =>
  * former name, still counts (after `QUEEN_MESH_BIND_ADDR`, before the broker-wide `QUEEN_BIND_ADDR`) and
  * is reported as deprecated. A value with a port is refused by {@link validate}.
  */
-const bindAddress: Config.Config<{ readonly value: string; readonly deprecated: boolean }> = Config.all([
+const bindAddress: Config.Config<
+  Result.Result<{ readonly value: string; readonly deprecated: boolean }, string>
+> = Config.all([
   exact(textual.bindHost.name),
   exact("QUEEN_MESH_BIND_HOST"),
   exact(textual.bindHost.alias)
 ]).pipe(
-  Config.mapOrFail((given) => {
+  Config.map((given) => {
     const used = Option.firstSomeOf(given)
-    if (Option.isNone(used)) return Either.right({ value: defaults.bindHost, deprecated: false })
+    if (Option.isNone(used)) return Result.succeed({ value: defaults.bindHost, deprecated: false })
     const { name, value } = used.value
     if (value.trim() === "") {
-      return Either.left(
-        ConfigError.InvalidData([name], `${name}: set but empty; leave it unset for ${defaults.bindHost}`)
-      )
+      return Result.fail(problem([name], `${name}: set but empty; leave it unset for ${defaults.bindHost}`))
     }
-    return Either.right({ value: value.trim(), deprecated: name === "QUEEN_MESH_BIND_HOST" })
-  }),
-  Config.withDescription(textual.bindHost.description)
+    return Result.succeed({ value: value.trim(), deprecated: name === "QUEEN_MESH_BIND_HOST" })
+  })
 )
 
 /**
@@ -963,113 +1000,92 @@ const readNoted: Config.Config<{
   readonly shape: MeshConfigShape
   readonly deprecated: ReadonlyArray<string>
 }> = Config.all({
-  port: numeric("port", defaults.port),
+  // The variables whose syntax is checked, in the order their problems are reported.
+  checked: Config.all({
+    port: numeric("port", defaults.port),
+    enabled: parsed(textual.enabled.name, undefined, defaults.enabled, parseBoolean),
+    bind: bindAddress,
+    httpPort: numeric("httpPort", defaults.httpPort),
+    tenants: oneOf(textual.tenants, defaults.tenants, TenantRule.literals),
+    discoveryInterval: numeric("discoveryInterval", defaults.discoveryInterval),
+    heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
+    deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
+    handshakeTimeout: numeric("handshakeTimeout", defaults.handshakeTimeout),
+    cacheRefreshInterval: numeric("cacheRefreshInterval", defaults.cacheRefreshInterval),
+    hotlistFlushWindow: numeric("hotlistFlushWindow", defaults.hotlistFlushWindow),
+    sendQueueCapacity: numeric("sendQueueCapacity", defaults.sendQueueCapacity),
+    maxInbound: numeric("maxInbound", defaults.maxInbound),
+    maxUnauthenticatedPerAddress: numeric(
+      "maxUnauthenticatedPerAddress",
+      defaults.maxUnauthenticatedPerAddress
+    ),
+    helloMaxBytes: numeric("helloMaxBytes", defaults.helloMaxBytes),
+    authFailureDelay: numeric("authFailureDelay", defaults.authFailureDelay),
+    idleTimeout: parsed(bounds.idleTimeout.variable, undefined, Option.none<Duration.Duration>(), (raw) =>
+      Result.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
+    ),
+    auth: oneOf(textual.auth, defaults.auth, AuthMode.literals),
+    challengeWait: numeric("challengeWait", defaults.challengeWait),
+    tls: oneOf(textual.tls, defaults.tls, TlsMode.literals)
+  }),
   rawPeers: variable(textual.peers.name, textual.peers.alias),
-  enabled: parsed(
-    textual.enabled.name,
-    undefined,
-    textual.enabled.description,
-    defaults.enabled,
-    parseBoolean
-  ),
-  bind: bindAddress,
-  advertise: variable(textual.advertiseHost.name).pipe(
-    Config.withDescription(textual.advertiseHost.description)
-  ),
-  httpPort: numeric("httpPort", defaults.httpPort),
-  tenants: oneOf(textual.tenants, defaults.tenants, TenantRule.literals),
-  secret: Config.redacted(textual.secret.name).pipe(
-    Config.withDefault(defaults.secret),
-    Config.withDescription(textual.secret.description)
-  ),
-  secrets: Config.option(Config.redacted(textual.acceptedSecrets.name)).pipe(
-    Config.withDescription(textual.acceptedSecrets.description)
-  ),
+  advertise: variable(textual.advertiseHost.name),
+  secret: Config.Redacted(textual.secret.name).pipe(Config.withDefault(defaults.secret)),
+  secrets: Config.option(Config.Redacted(textual.acceptedSecrets.name)),
   rawDiscovery: variable(textual.discovery.name),
-  discoveryInterval: numeric("discoveryInterval", defaults.discoveryInterval),
-  heartbeatInterval: numeric("heartbeatInterval", defaults.heartbeatInterval),
-  deadThreshold: numeric("deadThreshold", defaults.deadThreshold),
-  handshakeTimeout: numeric("handshakeTimeout", defaults.handshakeTimeout),
-  cacheRefreshInterval: numeric("cacheRefreshInterval", defaults.cacheRefreshInterval),
-  hotlistFlushWindow: numeric("hotlistFlushWindow", defaults.hotlistFlushWindow),
-  sendQueueCapacity: numeric("sendQueueCapacity", defaults.sendQueueCapacity),
-  maxInbound: numeric("maxInbound", defaults.maxInbound),
-  maxUnauthenticatedPerAddress: numeric(
-    "maxUnauthenticatedPerAddress",
-    defaults.maxUnauthenticatedPerAddress
-  ),
-  helloMaxBytes: numeric("helloMaxBytes", defaults.helloMaxBytes),
-  authFailureDelay: numeric("authFailureDelay", defaults.authFailureDelay),
-  idleTimeout: parsed(
-    bounds.idleTimeout.variable,
-    undefined,
-    bounds.idleTimeout.description,
-    Option.none<Duration.Duration>(),
-    (raw) => Either.map(digits(raw), (ms) => Option.some(Duration.millis(ms)))
-  ),
-  auth: oneOf(textual.auth, defaults.auth, AuthMode.literals),
-  challengeWait: numeric("challengeWait", defaults.challengeWait),
-  clusterLabel: Config.string(textual.clusterLabel.name).pipe(
-    Config.withDefault(defaults.clusterLabel),
-    Config.withDescription(textual.clusterLabel.description)
-  ),
-  tls: oneOf(textual.tls, defaults.tls, TlsMode.literals),
-  serverId: Config.option(Config.nonEmptyString(textual.serverId.name)),
-  hostname: Config.option(Config.nonEmptyString("HOSTNAME"))
+  clusterLabel: Config.String(textual.clusterLabel.name).pipe(Config.withDefault(defaults.clusterLabel)),
+  serverId: nonEmpty(textual.serverId.name),
+  hostname: nonEmpty("HOSTNAME")
 }).pipe(
-  Config.mapOrFail(
-    ({
-      rawPeers,
-      serverId,
-      hostname,
-      idleTimeout,
-      bind,
-      advertise,
-      secrets,
-      secret,
-      rawDiscovery,
-      ...rest
-    }) => {
-      const peers = Option.match(rawPeers, {
-        onNone: () => Either.right<ReadonlyArray<Peer>>([]),
-        onSome: ({ name, value }) =>
-          Either.mapLeft(parsePeers(value, rest.port), (why) =>
-            ConfigError.InvalidData([name], `${name}: ${why}`)
-          )
-      })
-      const discovery = Option.match(rawDiscovery, {
-        onNone: () => Either.right(Option.none<DnsDiscovery>()),
-        onSome: ({ name, value }) =>
-          Either.map(
-            Either.mapLeft(parseDiscovery(value, rest.port), (why) =>
-              ConfigError.InvalidData([name], `${name}: ${why}`)
-            ),
-            Option.some
-          )
-      })
-      const keyring = keyringOf(secret, secrets)
-      return Either.map(Either.all([peers, discovery, keyring]), ([peers, discovery, keys]) => ({
-        shape: {
-          ...rest,
-          peers,
-          discovery,
-          secret: keys.secret,
-          acceptedSecrets: keys.acceptedSecrets,
-          bindHost: bind.value,
-          advertiseHost: Option.match(advertise, {
-            onNone: () => defaultAdvertiseHost(Option.getOrUndefined(hostname)),
-            onSome: ({ value }) => value.trim()
-          }),
-          ephEpoch: processEpoch,
-          idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
-          serverId: Option.getOrElse(
-            Option.orElse(serverId, () => hostname),
-            randomServerId
-          )
-        },
-        deprecated: bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
-      }))
-    }
+  Config.mapEffect(
+    ({ checked, rawPeers, serverId, hostname, advertise, secrets, secret, rawDiscovery, clusterLabel }) =>
+      Effect.fromResult(
+        Result.flatMap(
+          Result.mapError(Result.all(checked), () => invalid(problemsOf(checked))),
+          ({ idleTimeout, bind, ...rest }) => {
+            const peers = Option.match(rawPeers, {
+              onNone: () => Result.succeed<ReadonlyArray<Peer>>([]),
+              onSome: ({ name, value }) =>
+                Result.mapError(parsePeers(value, rest.port), (why) =>
+                  invalid([problem([name], `${name}: ${why}`)])
+                )
+            })
+            const discovery = Option.match(rawDiscovery, {
+              onNone: () => Result.succeed(Option.none<DnsDiscovery>()),
+              onSome: ({ name, value }) =>
+                Result.map(
+                  Result.mapError(parseDiscovery(value, rest.port), (why) =>
+                    invalid([problem([name], `${name}: ${why}`)])
+                  ),
+                  Option.some
+                )
+            })
+            const keyring = keyringOf(secret, secrets)
+            return Result.map(Result.all([peers, discovery, keyring]), ([peers, discovery, keys]) => ({
+              shape: {
+                ...rest,
+                clusterLabel,
+                peers,
+                discovery,
+                secret: keys.secret,
+                acceptedSecrets: keys.acceptedSecrets,
+                bindHost: bind.value,
+                advertiseHost: Option.match(advertise, {
+                  onNone: () => defaultAdvertiseHost(Option.getOrUndefined(hostname)),
+                  onSome: ({ value }) => value.trim()
+                }),
+                ephEpoch: processEpoch,
+                idleTimeout: Option.getOrElse(idleTimeout, () => rest.deadThreshold),
+                serverId: Option.getOrElse(
+                  Option.orElse(serverId, () => hostname),
+                  randomServerId
+                )
+              },
+              deprecated: bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
+            }))
+          }
+        )
+      )
   )
 )
 
@@ -1080,31 +1096,33 @@ const readNoted: Config.Config<{
 const keyringOf = (
   secret: Redacted.Redacted<string>,
   secrets: Option.Option<Redacted.Redacted<string>>
-): Either.Either<
+): Result.Result<
   {
     readonly secret: Redacted.Redacted<string>
     readonly acceptedSecrets: ReadonlyArray<Redacted.Redacted<string>>
   },
-  ConfigError.ConfigError
+  Config.ConfigError
 > => {
   if (Option.isNone(secrets) || Redacted.value(secrets.value).trim() === "") {
-    return Either.right({ secret, acceptedSecrets: [] })
+    return Result.succeed({ secret, acceptedSecrets: [] })
   }
   if (Redacted.value(secret) !== "") {
-    return Either.left(
-      ConfigError.InvalidData(
-        [textual.acceptedSecrets.name],
-        "QUEEN_SYNC_SECRET and QUEEN_SYNC_SECRETS are both set: give the keys in QUEEN_SYNC_SECRETS alone"
-      )
+    return Result.fail(
+      invalid([
+        problem(
+          [textual.acceptedSecrets.name],
+          "QUEEN_SYNC_SECRET and QUEEN_SYNC_SECRETS are both set: give the keys in QUEEN_SYNC_SECRETS alone"
+        )
+      ])
     )
   }
-  return Either.match(parseSecrets(Redacted.value(secrets.value)), {
-    onLeft: (why) =>
-      Either.left(
-        ConfigError.InvalidData([textual.acceptedSecrets.name], `${textual.acceptedSecrets.name}: ${why}`)
+  return Result.match(parseSecrets(Redacted.value(secrets.value)), {
+    onFailure: (why) =>
+      Result.fail(
+        invalid([problem([textual.acceptedSecrets.name], `${textual.acceptedSecrets.name}: ${why}`)])
       ),
-    onRight: ([primary, ...accepted]) =>
-      Either.right({
+    onSuccess: ([primary, ...accepted]) =>
+      Result.succeed({
         secret: Redacted.make(primary ?? ""),
         acceptedSecrets: accepted.map((key) => Redacted.make(key))
       })
@@ -1120,8 +1138,13 @@ const read: Config.Config<MeshConfigShape> = Config.map(readNoted, ({ shape }) =
  * @since 0.1.0
  * @category config
  */
-export const deprecated: Config.Config<ReadonlyArray<string>> = Config.map(bindAddress, (bind) =>
-  bind.deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : []
+export const deprecated: Config.Config<ReadonlyArray<string>> = Config.mapEffect(bindAddress, (bind) =>
+  Effect.fromResult(
+    Result.mapBoth(bind, {
+      onFailure: (line) => invalid([line]),
+      onSuccess: ({ deprecated }) => (deprecated ? ["QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"] : [])
+    })
+  )
 )
 
 /**
@@ -1132,8 +1155,10 @@ export const deprecated: Config.Config<ReadonlyArray<string>> = Config.map(bindA
  * @category config
  */
 export const config: Config.Config<MeshConfigShape> = read.pipe(
-  Config.mapOrFail((shape) =>
-    Either.mapLeft(validate(shape), (error) => ConfigError.InvalidData([...error.variables], error.message))
+  Config.mapEffect((shape) =>
+    Effect.fromResult(
+      Result.mapError(validate(shape), (error) => invalid([problem(error.variables, error.message)]))
+    )
   )
 )
 
@@ -1151,8 +1176,8 @@ const VARIABLES: { readonly [K in keyof MeshConfigShape]: string } = {
 const refuse = (
   fields: ReadonlyArray<keyof MeshConfigShape>,
   detail: string
-): Either.Either<never, MeshConfigError> =>
-  Either.left(new MeshConfigError({ fields, variables: fields.map((field) => VARIABLES[field]), detail }))
+): Result.Result<never, MeshConfigError> =>
+  Result.fail(new MeshConfigError({ fields, variables: fields.map((field) => VARIABLES[field]), detail }))
 
 const numberOf = (value: unknown): number | undefined => {
   if (typeof value === "number") return value
@@ -1170,23 +1195,23 @@ const numberOf = (value: unknown): number | undefined => {
  * @example
  * ```ts
  * import { strictEqual } from "node:assert"
- * import { Duration, Either } from "effect"
+ * import { Duration, Result } from "effect"
  * import { MeshConfig } from "queen-mesh"
  *
  * const ok = MeshConfig.validate({ ...MeshConfig.defaults, serverId: "queen-a" })
- * strictEqual(Either.isRight(ok), true)
+ * strictEqual(Result.isSuccess(ok), true)
  * const bad = MeshConfig.validate({
  *   ...MeshConfig.defaults,
  *   serverId: "queen-a",
  *   heartbeatInterval: Duration.seconds(10)
  * })
- * strictEqual(Either.isLeft(bad) && bad.left.fields.join(","), "heartbeatInterval,deadThreshold")
+ * strictEqual(Result.isFailure(bad) && bad.failure.fields.join(","), "heartbeatInterval,deadThreshold")
  * ```
  *
  * @since 0.1.0
  * @category validation
  */
-export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape, MeshConfigError> => {
+export const validate = (config: MeshConfigShape): Result.Result<MeshConfigShape, MeshConfigError> => {
   for (const [name, bound] of Object.entries(bounds) as ReadonlyArray<[NumericField, Bound]>) {
     const value = numberOf(config[name])
     const integer = bound.unit !== "ms" || (value !== undefined && Number.isInteger(value))
@@ -1324,18 +1349,19 @@ export const validate = (config: MeshConfigShape): Either.Either<MeshConfigShape
   if (config.tls === "psk" && secret === "") {
     return refuse(["tls", "secret"], "psk needs a secret: the link keys are derived from it")
   }
-  return Either.right(config)
+  return Result.succeed(config)
 }
 
 /**
  * Reads the configuration from the current `ConfigProvider`: the process environment unless the host
- * provides another (`Layer.setConfigProvider`, `Effect.withConfigProvider`). An unreadable value is a
- * `ConfigError`; a value that breaks a rule is the same `MeshConfigError` code would get.
+ * provides another (`ConfigProvider.layer`, `Effect.provideService(ConfigProvider.ConfigProvider, ...)`). An
+ * unreadable value is a `ConfigError`; a value that breaks a rule is the same `MeshConfigError` code would
+ * get.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError | MeshConfigError> = Layer.effect(
+export const layerConfig: Layer.Layer<MeshConfig, Config.ConfigError | MeshConfigError> = Layer.effect(
   MeshConfig,
   Effect.gen(function* () {
     const { shape, deprecated } = yield* readNoted
@@ -1344,18 +1370,21 @@ export const layerConfig: Layer.Layer<MeshConfig, ConfigError.ConfigError | Mesh
         Effect.annotateLogs({ module: "MeshConfig", variable: name })
       )
     }
-    return yield* Either.match(validate(shape), { onLeft: Effect.fail, onRight: Effect.succeed })
+    return yield* Effect.fromResult(validate(shape))
   })
 )
 
 /**
- * Reads the configuration from the process environment, whatever `ConfigProvider` is current.
+ * Reads the configuration from the process environment, whatever `ConfigProvider` is current. A variable
+ * set to an empty value is read as set (effect 4's default provider reads it as unset), so an empty
+ * bind address is refused as it always was.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerFromEnv: Layer.Layer<MeshConfig, ConfigError.ConfigError | MeshConfigError> =
-  layerConfig.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromEnv())))
+export const layerFromEnv: Layer.Layer<MeshConfig, Config.ConfigError | MeshConfigError> = layerConfig.pipe(
+  Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ preserveEmptyStrings: true })))
+)
 
 /**
  * A configuration given in code: the spec's defaults overridden by `options`, then validated.
@@ -1366,9 +1395,7 @@ export const layerFromEnv: Layer.Layer<MeshConfig, ConfigError.ConfigError | Mes
 export const make = (
   options: Partial<MeshConfigShape> = {}
 ): Effect.Effect<MeshConfigShape, MeshConfigError> =>
-  Effect.suspend(() =>
-    Either.match(validate(merge(options)), { onLeft: Effect.fail, onRight: Effect.succeed })
-  )
+  Effect.suspend(() => Effect.fromResult(validate(merge(options))))
 
 /** The defaults under `options`; the idle timeout follows the dead threshold unless given, as in the environment. */
 const merge = (options: Partial<MeshConfigShape>): MeshConfigShape => ({
@@ -1385,7 +1412,7 @@ const merge = (options: Partial<MeshConfigShape>): MeshConfigShape => ({
  * @category constructors
  */
 export const unsafeMake = (options: Partial<MeshConfigShape> = {}): MeshConfigShape =>
-  Either.getOrThrowWith(validate(merge(options)), (error) => error)
+  Result.getOrThrowWith(validate(merge(options)), (error) => error)
 
 /**
  * A configuration given in code (see {@link make}); fails to build with a `MeshConfigError` naming the

@@ -13,7 +13,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as PubSub from "effect/PubSub"
-import type * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { EphOp, HotItem, QueueItem, QueueRef } from "./Frame.js"
@@ -120,11 +119,11 @@ export interface MeshEventsShape {
   /** Every event from the moment of subscribing, as a stream (subscribe before it matters). */
   readonly events: Stream.Stream<MeshEvent>
   /**
-   * A subscription for the life of the scope: every event from now on, in a queue (of at most 4,096
-   * waiting; the newest are dropped past it). For a stream that must not miss what happens between
-   * reading a state and watching its changes.
+   * A subscription for the life of the scope: every event from now on, in a `PubSub.Subscription` (of
+   * at most 4,096 waiting; the newest are dropped past it). For a stream that must not miss what
+   * happens between reading a state and watching its changes.
    */
-  readonly subscribe: Effect.Effect<Queue.Dequeue<MeshEvent>, never, Scope.Scope>
+  readonly subscribe: Effect.Effect<PubSub.Subscription<MeshEvent>, never, Scope.Scope>
   /**
    * Calls `observer` synchronously for every event while the scope lasts: the cheapest way to watch,
    * for an observer that does not block (the CLI writes each event to stdout this way). With `tags`,
@@ -142,7 +141,7 @@ export interface MeshEventsShape {
  * @since 0.1.0
  * @category tags
  */
-export class MeshEvents extends Context.Tag("queen-mesh/MeshEvents")<MeshEvents, MeshEventsShape>() {}
+export class MeshEvents extends Context.Service<MeshEvents, MeshEventsShape>()("queen-mesh/MeshEvents") {}
 
 /** Events kept per stream subscriber before the newest are dropped. */
 const EVENT_BUFFER = 4096
@@ -184,7 +183,7 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
     }
   }
   const emit = (event: MeshEvent): void => {
-    if (subscribers > 0) pubsub.unsafeOffer(event)
+    if (subscribers > 0) PubSub.publishUnsafe(pubsub, event)
     for (const observer of observers) call(observer, event)
     const some = byTag.get(event._tag)
     if (some !== undefined) for (const observer of some) call(observer, event)
@@ -200,7 +199,7 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
         subscribers--
       })
   )
-  const events = Stream.unwrapScoped(Effect.map(subscribe, (subscription) => Stream.fromQueue(subscription)))
+  const events = Stream.unwrap(Effect.map(subscribe, Stream.fromSubscription))
   const observe = (observer: (event: MeshEvent) => void, tags?: ReadonlyArray<MeshEvent["_tag"]>) =>
     Effect.acquireRelease(
       Effect.sync(() => {
@@ -235,4 +234,4 @@ export const make: Effect.Effect<MeshEventsShape, never, Scope.Scope> = Effect.g
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<MeshEvents> = Layer.scoped(MeshEvents, make)
+export const layer: Layer.Layer<MeshEvents> = Layer.effect(MeshEvents, make)

@@ -40,7 +40,7 @@ import type * as Membership from "./Membership.js"
  * @since 0.1.0
  * @category schemas
  */
-export const Status = Schema.Literal("clustered", "degraded", "isolated", "solo", "starting")
+export const Status = Schema.Literals(["clustered", "degraded", "isolated", "solo", "starting"])
 
 /**
  * @since 0.1.0
@@ -63,7 +63,7 @@ export type Status = typeof Status.Type
  * @since 0.1.0
  * @category schemas
  */
-export const Reason = Schema.Literal(
+export const Reason = Schema.Literals([
   "healthy",
   "partial",
   "unreached",
@@ -72,7 +72,7 @@ export const Reason = Schema.Literal(
   "no_peers",
   "disabled",
   "starting"
-)
+])
 
 /**
  * @since 0.1.0
@@ -86,7 +86,7 @@ export type Reason = typeof Reason.Type
  * @since 0.1.0
  * @category schemas
  */
-export const LaneStatus = Schema.Literal("none", "starting", "up", "down")
+export const LaneStatus = Schema.Literals(["none", "starting", "up", "down"])
 
 /**
  * The health of a node now: what the stats body's `health` holds.
@@ -126,10 +126,9 @@ export const isTrusted = (health: Health): boolean =>
  * @since 0.1.0
  * @category tags
  */
-export class MeshHealth extends Context.Tag("queen-mesh/MeshHealth")<
-  MeshHealth,
-  SubscriptionRef.SubscriptionRef<Health>
->() {}
+export class MeshHealth extends Context.Service<MeshHealth, SubscriptionRef.SubscriptionRef<Health>>()(
+  "queen-mesh/MeshHealth"
+) {}
 
 /**
  * What a node with no peers and no lane reports.

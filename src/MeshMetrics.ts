@@ -38,7 +38,8 @@ export const contentType = Prometheus.contentType
 
 /**
  * Every metric in the process's registry as Prometheus text (format 0.0.4), Effect's own
- * `effect_fiber_*` runtime metrics left out unless `runtime` is set.
+ * runtime metrics (`child_fiber*`, recorded only while `Metric.enableRuntimeMetrics` is on) left out
+ * unless `runtime` is set.
  *
  * @example
  * ```ts
@@ -63,24 +64,25 @@ export const contentType = Prometheus.contentType
 export const renderPrometheus = (options: { readonly runtime?: boolean } = {}): Effect.Effect<string> =>
   Effect.sync(() =>
     Prometheus.render(
-      Metric.unsafeSnapshot(),
+      Metric.snapshotUnsafe(MetricNames.registry),
       options.runtime === true ? {} : { include: Prometheus.withoutRuntimeMetrics }
     )
   )
 
 /**
- * The value of one of this process's series, for tests and probes: the metric `name` with exactly
- * these tags, if it exists.
+ * The state of one of this process's series, for tests and probes: the metric `name` with exactly
+ * these attributes, if it exists (effect 4's `Metric.CounterState`, `GaugeState`, ...).
  *
  * @since 0.1.0
  * @category prometheus
  */
 export const seriesValue = (name: string, tags: Readonly<Record<string, string>>): Option.Option<unknown> => {
-  for (const pair of Metric.unsafeSnapshot()) {
-    if (pair.metricKey.name !== name) continue
-    const given = pair.metricKey.tags
-    if (given.length !== Object.keys(tags).length) continue
-    if (given.every((tag) => tags[tag.key] === tag.value)) return Option.some(pair.metricState)
+  const wanted = Object.keys(tags)
+  for (const snapshot of Metric.snapshotUnsafe(MetricNames.registry)) {
+    if (snapshot.id !== name) continue
+    const given = snapshot.attributes ?? {}
+    if (Object.keys(given).length !== wanted.length) continue
+    if (wanted.every((key) => given[key] === tags[key])) return Option.some(snapshot.state)
   }
   return Option.none()
 }

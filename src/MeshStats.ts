@@ -33,7 +33,7 @@ export const PeerStats = Schema.Struct({
   /** The entry names this node itself (recognised by its own HELLO): not a link. */
   self: Schema.Boolean,
   /** How the entry came: the configured list, DNS discovery or another `Discovery`. */
-  found_by: Schema.Literal("config", "dns", "discovery"),
+  found_by: Schema.Literals(["config", "dns", "discovery"]),
   /** Upstream's meaning: the same as `connected`. */
   resolved: Schema.Boolean,
   /** The established link's remote address; `null` while the link is down (upstream's meaning). */
@@ -68,7 +68,7 @@ export const ServerStats = Schema.Struct({
   /** The id of the key its HELLO proved (`null` in open mode, or heard on the lane only). */
   key_id: Schema.NullOr(Schema.String),
   /** Where it is heard: its inbound TCP link, the lane, or both. */
-  heard_on: Schema.Array(Schema.Literal("tcp", "lane"))
+  heard_on: Schema.Array(Schema.Literals(["tcp", "lane"]))
 })
 
 /**
@@ -104,7 +104,7 @@ export interface RejectionStats extends Schema.Schema.Type<typeof RejectionStats
  */
 export const LaneStats = Schema.Struct({
   kind: Schema.Literal("pg"),
-  status: Schema.Literal("starting", "up", "down"),
+  status: Schema.Literals(["starting", "up", "down"]),
   /** Why the lane is down, or last went down. */
   last_error: Schema.NullOr(Schema.String),
   channel: Schema.String,
@@ -317,7 +317,7 @@ export interface ActiveStats extends Schema.Schema.Type<typeof ActiveStats> {}
  */
 export const InactiveStats = Schema.Struct({
   enabled: Schema.Literal(false),
-  reason: Schema.Literal("no_peers", "disabled"),
+  reason: Schema.Literals(["no_peers", "disabled"]),
   server_id: Schema.String,
   transport: Schema.Literal("tcp-mesh"),
   version: Schema.String,
@@ -340,7 +340,7 @@ export interface InactiveStats extends Schema.Schema.Type<typeof InactiveStats> 
  * @since 0.1.0
  * @category schemas
  */
-export const StatsBody = Schema.Union(ActiveStats, InactiveStats)
+export const StatsBody = Schema.Union([ActiveStats, InactiveStats])
 
 /**
  * @example

@@ -148,8 +148,11 @@ export const node = (
 /** Turns of the event loop `settle` waits for. */
 const SETTLE_TURNS = 4
 
-/** One turn of the event loop: every microtask queued before it (Effect's scheduler runs fibers so) ran. */
-const macrotask: Effect.Effect<void> = Effect.async<void>((resume) => {
+/**
+ * One turn of the event loop: every `setImmediate` callback queued before it ran, and with them the fibers
+ * effect 4's scheduler had queued (it runs them in `setImmediate` turns).
+ */
+const macrotask: Effect.Effect<void> = Effect.callback<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(handle))
 })
@@ -157,7 +160,7 @@ const macrotask: Effect.Effect<void> = Effect.async<void>((resume) => {
 /**
  * Lets every fiber that can run without the clock moving run until it waits, without moving the clock:
  * four turns of the event loop, each of which lets all the work Effect's scheduler has queued finish
- * (it runs fibers in microtasks, and in a timer turn after a long run of them). So after `settle`,
+ * (effect 4's runs fibers in `setImmediate` turns, a batch at a time). So after `settle`,
  * a frame sent on the memory network has been delivered and applied, and what it caused has happened,
  * up to whatever waits for the `TestClock` (`TestClock.adjust` moves it) or for real I/O. To wait for
  * an outcome, prefer {@link settleUntil}, which says when it is reached.
@@ -167,7 +170,7 @@ const macrotask: Effect.Effect<void> = Effect.async<void>((resume) => {
  */
 export const settle: Effect.Effect<void> = Effect.gen(function* () {
   for (let i = 0; i < SETTLE_TURNS; i++) {
-    yield* Effect.yieldNow()
+    yield* Effect.yieldNow
     yield* macrotask
   }
 })
@@ -199,7 +202,7 @@ export const settleUntil = <E, R>(
   Effect.gen(function* () {
     for (let i = 0; i < rounds; i++) {
       if (yield* check) return
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
     }
     return yield* Effect.fail(new NotReached({ detail: "condition not reached while settling" }))
   })
@@ -213,14 +216,14 @@ export const settleUntil = <E, R>(
  */
 export const eventually = <E, R>(
   check: Effect.Effect<boolean, E, R>,
-  within: Duration.DurationInput = "10 seconds"
+  within: Duration.Input = "10 seconds"
 ): Effect.Effect<void, E | NotReached, R> =>
   check.pipe(
     Effect.repeat({ schedule: Schedule.spaced(Duration.millis(5)), until: (ok) => ok }),
     Effect.asVoid,
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: within,
-      onTimeout: () => new NotReached({ detail: "condition not reached in time" })
+      orElse: () => Effect.fail(new NotReached({ detail: "condition not reached in time" }))
     })
   )
 

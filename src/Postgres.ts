@@ -34,17 +34,18 @@
  */
 import { createHash } from "node:crypto"
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as Stream from "effect/Stream"
 import type * as PgConnection from "./internal/lane/pgConnection.js"
 import * as PgLane from "./internal/lane/pgLane.js"
@@ -70,22 +71,22 @@ export interface PostgresOptions {
    */
   readonly channel?: string
   /** How often the connection proves it still hears the channel (default 5 s). */
-  readonly checkInterval?: Duration.DurationInput
+  readonly checkInterval?: Duration.Input
   /**
    * How long a probe or a check may take before the connection is deemed deaf (default 3 s); waited
    * again while notifications keep arriving, up to ten times (a backlog delays the answers).
    */
-  readonly probeTimeout?: Duration.DurationInput
+  readonly probeTimeout?: Duration.Input
   /** How long a connection attempt may take (default 10 s). */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.Input
   /** The pauses between connection attempts (default 250 ms doubling, capped at 5 s). */
   readonly reconnect?: Schedule.Schedule<unknown, unknown>
   /** The heartbeat period on a quiet lane (default: the mesh's `heartbeatInterval`). */
-  readonly heartbeatInterval?: Duration.DurationInput
+  readonly heartbeatInterval?: Duration.Input
   /** Silence after which a lane member is dead (default: the mesh's `deadThreshold`). */
-  readonly deadThreshold?: Duration.DurationInput
+  readonly deadThreshold?: Duration.Input
   /** Silence after which a lane member is forgotten (default 10 minutes). */
-  readonly forgetAfter?: Duration.DurationInput
+  readonly forgetAfter?: Duration.Input
   /** The most members the lane remembers; the longest silent is forgotten first (default 256). */
   readonly maxMembers?: number
   /** Frames buffered (waiting, or in a send) past which new ones are dropped and counted (default 1024). */
@@ -97,7 +98,7 @@ export interface PostgresOptions {
    */
   readonly maxBufferedBytes?: number
   /** Frames older than this when the connection comes back are discarded, not sent (default 30 s). */
-  readonly maxBufferedAge?: Duration.DurationInput
+  readonly maxBufferedAge?: Duration.Input
   /**
    * Run after every re-established connection (not the first): notifications sent while the lane was
    * away are lost, so the host re-reads what it may have missed. Runs in its own fiber; a failure or a
@@ -241,46 +242,53 @@ const invalid = (detail: string) => new PostgresError({ reason: "InvalidOptions"
 
 const positiveDuration = (
   name: string,
-  input: Duration.DurationInput | undefined,
+  input: Duration.Input | undefined,
   fallback: Duration.Duration
-): Either.Either<Duration.Duration, PostgresError> => {
-  if (input === undefined) return Either.right(fallback)
-  const decoded = Duration.decodeUnknown(input)
-  return Option.isSome(decoded) && Duration.greaterThan(decoded.value, Duration.zero)
-    ? Either.right(decoded.value)
-    : Either.left(invalid(`${name} must be a positive duration`))
+): Result.Result<Duration.Duration, PostgresError> => {
+  if (input === undefined) return Result.succeed(fallback)
+  const decoded = Duration.fromInput(input)
+  return Option.isSome(decoded) && Duration.isGreaterThan(decoded.value, Duration.zero)
+    ? Result.succeed(decoded.value)
+    : Result.fail(invalid(`${name} must be a positive duration`))
 }
 
-const positiveCount = (name: string, value: number | undefined, fallback: number) =>
+const positiveCount = (
+  name: string,
+  value: number | undefined,
+  fallback: number
+): Result.Result<number, PostgresError> =>
   value === undefined
-    ? Either.right(fallback)
+    ? Result.succeed(fallback)
     : Number.isSafeInteger(value) && value >= 1
-      ? Either.right(value)
-      : Either.left(invalid(`${name} must be a positive integer`))
+      ? Result.succeed(value)
+      : Result.fail(invalid(`${name} must be a positive integer`))
 
-const optionalDuration = (name: string, input: Duration.DurationInput | undefined) =>
+const optionalDuration = (
+  name: string,
+  input: Duration.Input | undefined
+): Result.Result<Duration.Duration | undefined, PostgresError> =>
   input === undefined
-    ? Either.right(undefined)
-    : Either.map(positiveDuration(name, input, Duration.zero), (d): Duration.Duration | undefined => d)
+    ? Result.succeed(undefined)
+    : Result.map(positiveDuration(name, input, Duration.zero), (d): Duration.Duration | undefined => d)
 
 /** The options checked, with their defaults. */
-const resolve = (options: PostgresOptions): Either.Either<Resolved, PostgresError> =>
-  Either.gen(function* () {
+const resolve = (options: PostgresOptions): Result.Result<Resolved, PostgresError> =>
+  Result.gen(function* () {
     const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
     const badUrl = urlProblem(url)
-    if (badUrl !== undefined) return yield* Either.left(invalid(badUrl))
+    if (badUrl !== undefined) return yield* Result.fail(invalid(badUrl))
     if (options.channel !== undefined) {
       const bad = channelProblem(options.channel)
-      if (bad !== undefined) return yield* Either.left(invalid(bad))
+      if (bad !== undefined) return yield* Result.fail(invalid(bad))
     }
     const heartbeatInterval = yield* optionalDuration("heartbeatInterval", options.heartbeatInterval)
     const deadThreshold = yield* optionalDuration("deadThreshold", options.deadThreshold)
     if (
       heartbeatInterval !== undefined &&
       deadThreshold !== undefined &&
-      !Duration.lessThan(heartbeatInterval, deadThreshold)
+      !Duration.isLessThan(heartbeatInterval, deadThreshold)
     ) {
-      return yield* Either.left(invalid("heartbeatInterval must be shorter than deadThreshold"))
+      return yield* Result.fail(invalid("heartbeatInterval must be shorter than deadThreshold"))
     }
     return {
       url,
@@ -338,7 +346,7 @@ export interface PostgresLaneShape {
  * @since 0.1.0
  * @category tags
  */
-export class PostgresLane extends Context.Tag("queen-mesh/Postgres")<PostgresLane, PostgresLaneShape>() {}
+export class PostgresLane extends Context.Service<PostgresLane, PostgresLaneShape>()("queen-mesh/Postgres") {}
 
 /** The connection module, loaded on first use: `pg` is an optional peer dependency. */
 const loadDriver: Effect.Effect<typeof PgConnection, PostgresError> = Effect.tryPromise({
@@ -360,18 +368,16 @@ const loadDriver: Effect.Effect<typeof PgConnection, PostgresError> = Effect.try
  * @category layers
  */
 export const layer = (options: PostgresOptions): Layer.Layer<Lane.Lane | PostgresLane, PostgresError> =>
-  Layer.scopedContext(
+  Layer.effectContext(
     Effect.gen(function* () {
-      const resolved = yield* resolve(options)
+      const resolved = yield* Effect.fromResult(resolve(options))
       const driver = yield* loadDriver
       const catchUps = yield* Effect.acquireRelease(PubSub.sliding<CatchUp>(64), PubSub.shutdown)
       const catchUp = (event: CatchUp) =>
-        Effect.zipRight(
+        Effect.andThen(
           PubSub.publish(catchUps, event),
           resolved.onCatchUp === undefined ? Effect.void : resolved.onCatchUp(event)
-        ).pipe(
-          Effect.catchAllCause((cause) => Effect.logError("the host's PostgreSQL catch-up failed", cause))
-        )
+        ).pipe(Effect.catchCause((cause) => Effect.logError("the host's PostgreSQL catch-up failed", cause)))
       const factory: Lane.LaneShape = {
         kind: "pg",
         make: (context) =>
@@ -389,6 +395,13 @@ export const layer = (options: PostgresOptions): Layer.Layer<Lane.Lane | Postgre
   )
 
 /**
+ * A variable set to what it cannot be: the error names it and says why, never repeating its value.
+ * Effect 4's `ConfigError` wraps a `SchemaError`; its issue carries the line, as `MeshConfig`'s do.
+ */
+const invalidVariable = (name: string, why: string): Config.ConfigError =>
+  new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.InvalidValue({ message: `${name}: ${why}` })))
+
+/**
  * `QUEEN_MESH_PG_URL` (a connection string, kept redacted) and `QUEEN_MESH_PG_CHANNEL` (default: from
  * the cluster label, see {@link channelFor}). A malformed value fails with a `ConfigError` naming the
  * variable, never repeating the connection string.
@@ -400,24 +413,22 @@ export const config: Config.Config<{
   readonly url: Redacted.Redacted<string>
   readonly channel: Option.Option<string>
 }> = Config.all({
-  url: Config.redacted("QUEEN_MESH_PG_URL").pipe(
-    Config.mapOrFail((url): Either.Either<Redacted.Redacted<string>, ConfigError.ConfigError> => {
+  // The connection string of the PostgreSQL lane; unset, there is no lane.
+  url: Config.Redacted("QUEEN_MESH_PG_URL").pipe(
+    Config.mapEffect((url) => {
       const bad = urlProblem(Redacted.value(url))
-      return bad === undefined
-        ? Either.right(url)
-        : Either.left(ConfigError.InvalidData(["QUEEN_MESH_PG_URL"], `QUEEN_MESH_PG_URL: ${bad}`))
-    }),
-    Config.withDescription("connection string of the PostgreSQL lane; unset, there is no lane")
+      return bad === undefined ? Effect.succeed(url) : Effect.fail(invalidVariable("QUEEN_MESH_PG_URL", bad))
+    })
   ),
-  channel: Config.option(Config.string("QUEEN_MESH_PG_CHANNEL")).pipe(
-    Config.mapOrFail((channel): Either.Either<Option.Option<string>, ConfigError.ConfigError> => {
-      if (Option.isNone(channel)) return Either.right(channel)
+  // The channel of the PostgreSQL lane; default queen_mesh or queen_mesh_<label>.
+  channel: Config.option(Config.String("QUEEN_MESH_PG_CHANNEL")).pipe(
+    Config.mapEffect((channel): Effect.Effect<Option.Option<string>, Config.ConfigError> => {
+      if (Option.isNone(channel)) return Effect.succeed(channel)
       const bad = channelProblem(channel.value)
       return bad === undefined
-        ? Either.right(channel)
-        : Either.left(ConfigError.InvalidData(["QUEEN_MESH_PG_CHANNEL"], `QUEEN_MESH_PG_CHANNEL: ${bad}`))
-    }),
-    Config.withDescription("channel of the PostgreSQL lane; default queen_mesh or queen_mesh_<label>")
+        ? Effect.succeed(channel)
+        : Effect.fail(invalidVariable("QUEEN_MESH_PG_CHANNEL", bad))
+    })
   )
 })
 
@@ -429,8 +440,8 @@ export const config: Config.Config<{
  */
 export const layerConfig = (
   options: Omit<PostgresOptions, "url" | "channel"> = {}
-): Layer.Layer<Lane.Lane | PostgresLane, PostgresError | ConfigError.ConfigError> =>
-  Layer.unwrapEffect(
+): Layer.Layer<Lane.Lane | PostgresLane, PostgresError | Config.ConfigError> =>
+  Layer.unwrap(
     Effect.map(config, (settings) =>
       layer({
         ...options,
@@ -455,7 +466,7 @@ export const layerConfig = (
  * const MeshLive = Mesh.layerTcp().pipe(
  *   Layer.provideMerge(Postgres.layerConfigIfSet()),
  *   Layer.provide(MeshConfig.layer({ serverId: "queen-a" })),
- *   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+ *   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} })))
  * )
  *
  * const program = Effect.gen(function* () {
@@ -472,9 +483,9 @@ export const layerConfig = (
  */
 export const layerConfigIfSet = (
   options: Omit<PostgresOptions, "url" | "channel"> = {}
-): Layer.Layer<PostgresLane, PostgresError | ConfigError.ConfigError> =>
-  Layer.unwrapEffect(
-    Effect.map(Config.option(Config.string("QUEEN_MESH_PG_URL")), (url) =>
+): Layer.Layer<PostgresLane, PostgresError | Config.ConfigError> =>
+  Layer.unwrap(
+    Effect.map(Config.option(Config.String("QUEEN_MESH_PG_URL")), (url) =>
       Option.isSome(url) && url.value.trim() !== ""
         ? layerConfig(options)
         : Layer.succeed(PostgresLane, { catchUps: Stream.never })

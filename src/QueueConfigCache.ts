@@ -38,10 +38,9 @@ export interface QueueConfigCacheShape {
  * @since 0.1.0
  * @category tags
  */
-export class QueueConfigCache extends Context.Tag("queen-mesh/QueueConfigCache")<
-  QueueConfigCache,
-  QueueConfigCacheShape
->() {}
+export class QueueConfigCache extends Context.Service<QueueConfigCache, QueueConfigCacheShape>()(
+  "queen-mesh/QueueConfigCache"
+) {}
 
 /**
  * What the shipped cache keeps per queue.
@@ -94,10 +93,10 @@ export interface MemoryQueueConfigCacheOptions {
  * @since 0.1.0
  * @category tags
  */
-export class MemoryQueueConfigCache extends Context.Tag("queen-mesh/MemoryQueueConfigCache")<
+export class MemoryQueueConfigCache extends Context.Service<
   MemoryQueueConfigCache,
   MemoryQueueConfigCacheShape
->() {}
+>()("queen-mesh/MemoryQueueConfigCache") {}
 
 const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
 
@@ -170,7 +169,7 @@ export const makeMemory = (options: MemoryQueueConfigCacheOptions = {}) =>
           const tenant = tenantOf(ref)
           return tenant === undefined
             ? Option.none()
-            : Option.fromNullable(entries.get(ref.queue)?.get(tenant)?.settings)
+            : Option.fromUndefinedOr(entries.get(ref.queue)?.get(tenant)?.settings)
         }),
       set: (ref, settings) =>
         Effect.sync(() => {

@@ -43,7 +43,7 @@ export interface ResolverShape {
  * @since 0.1.0
  * @category tags
  */
-export class Resolver extends Context.Tag("queen-mesh/Resolver")<Resolver, ResolverShape>() {}
+export class Resolver extends Context.Service<Resolver, ResolverShape>()("queen-mesh/Resolver") {}
 
 const notResolved = (host: string, port: number, why: string, cause?: unknown) =>
   new TransportError({ reason: "Resolve", address: `${host}:${port}`, cause: cause ?? new Error(why) })
@@ -59,7 +59,7 @@ export const system: ResolverShape = {
   resolve: (host, port) =>
     ipVersion(host) !== 0
       ? Effect.succeed({ host, port })
-      : Effect.async<Endpoint, TransportError>((resume) => {
+      : Effect.callback<Endpoint, TransportError>((resume) => {
           Dns.lookup(host, (error, address) => {
             if (error !== null || address === undefined || address === "") {
               resume(Effect.fail(notResolved(host, port, "lookup failed", error ?? undefined)))
@@ -99,7 +99,7 @@ export interface RegistryShape extends ResolverShape {
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Effect, Either } from "effect"
+ * import { Effect, Result } from "effect"
  * import { Resolver } from "queen-mesh"
  *
  * const program = Effect.gen(function* () {
@@ -107,8 +107,8 @@ export interface RegistryShape extends ResolverShape {
  *   yield* registry.register("queen-b", { host: "127.0.0.1", port: 40001 })
  *   deepStrictEqual(yield* registry.resolve("queen-b", 6633), { host: "127.0.0.1", port: 40001 })
  *   yield* registry.unregister("queen-b")
- *   const gone = yield* Effect.either(registry.resolve("queen-b", 6633))
- *   strictEqual(Either.isLeft(gone) && gone.left.reason, "Resolve")
+ *   const gone = yield* Effect.result(registry.resolve("queen-b", 6633))
+ *   strictEqual(Result.isFailure(gone) && gone.failure.reason, "Resolve")
  * })
  *
  * Effect.runPromise(program)
@@ -128,7 +128,7 @@ export const makeRegistry = (
     return {
       register: (name, endpoint) => Effect.sync(() => void names.set(name, endpoint)),
       unregister: (name) => Effect.sync(() => void names.delete(name)),
-      lookup: (name) => Effect.sync(() => Option.fromNullable(names.get(name))),
+      lookup: (name) => Effect.sync(() => Option.fromUndefinedOr(names.get(name))),
       resolve: (host, port) =>
         Effect.suspend(() => {
           const found = names.get(host)

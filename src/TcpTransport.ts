@@ -31,7 +31,7 @@ import { type Connection, Transport, type TransportShape } from "./Transport.js"
  */
 export interface TcpOptions {
   /** How long a dial may take before it counts as failed. Default 5 seconds. */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.Input
   /** How a configured `host:port` becomes the address dialled. Default: the system's DNS, every dial. */
   readonly resolver?: Resolver.ResolverShape
 }
@@ -73,7 +73,7 @@ export const KEEPALIVE_MS = SOCKET_KEEPALIVE_MS
  * @category constructors
  */
 export const make = (options: TcpOptions = {}): TransportShape => {
-  const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
+  const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? "5 seconds")
 
   const resolver = options.resolver ?? Resolver.system
 
@@ -83,7 +83,7 @@ export const make = (options: TcpOptions = {}): TransportShape => {
   const connect = (host: string, port: number): Effect.Effect<Connection, TransportError, Scope.Scope> => {
     const address = `${host}:${port}`
     return Effect.acquireRelease(
-      Effect.async<Net.Socket, TransportError>((resume) => {
+      Effect.callback<Net.Socket, TransportError>((resume) => {
         const socket = Net.createConnection({
           host,
           port,
@@ -109,10 +109,12 @@ export const make = (options: TcpOptions = {}): TransportShape => {
         socket.once("error", onError)
         return Effect.sync(() => socket.destroy())
       }).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: connectTimeout,
-          onTimeout: () =>
-            new TransportError({ reason: "Timeout", address, cause: new Error("connect timed out") })
+          orElse: () =>
+            Effect.fail(
+              new TransportError({ reason: "Timeout", address, cause: new Error("connect timed out") })
+            )
         })
       ),
       destroy
@@ -158,7 +160,7 @@ export const layerResolved = (
 export const layerConfig = (
   options: TcpOptions = {}
 ): Layer.Layer<Transport, TlsConfigError, MeshConfig.MeshConfig> =>
-  Layer.unwrapEffect(
+  Layer.unwrap(
     Effect.flatMap(MeshConfig.MeshConfig, (config) =>
       config.tls === "off"
         ? Effect.succeed(layer(options))

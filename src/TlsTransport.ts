@@ -87,12 +87,12 @@ export interface TlsOptions {
   /** This node's server id, presented as the PSK identity when it dials. See `isValidIdentity`. */
   readonly identity: string
   /** How long a dial may take, TCP connect and TLS handshake together. Default 5 seconds. */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.Input
   /**
    * How long an accepted socket may take to finish the TLS handshake before it is dropped (and counted
    * as a handshake failure). Default 5 seconds.
    */
-  readonly handshakeTimeout?: Duration.DurationInput
+  readonly handshakeTimeout?: Duration.Input
   /**
    * Maps a peer's `host:port` before each dial; `Resolver.ResolverShape["resolve"]` fits. Default: the
    * host as given, looked up by `node:tls` on every dial.
@@ -154,8 +154,8 @@ export const make = (options: TlsOptions): Effect.Effect<TransportShape, ConfigE
     if (secret === "") return Effect.fail(new ConfigError({ reason: "EmptySecret" }))
     if (!isValidIdentity(options.identity)) return Effect.fail(new ConfigError({ reason: "InvalidIdentity" }))
     const keys = new Psk.PskKeys(secret, options.accepted ?? [], options.identity)
-    const connectTimeoutMs = Duration.toMillis(Duration.decode(options.connectTimeout ?? "5 seconds"))
-    const handshakeTimeoutMs = Duration.toMillis(Duration.decode(options.handshakeTimeout ?? "5 seconds"))
+    const connectTimeoutMs = Duration.toMillis(options.connectTimeout ?? "5 seconds")
+    const handshakeTimeoutMs = Duration.toMillis(options.handshakeTimeout ?? "5 seconds")
     let failures = 0
     const onFailure = (reason: string, remote: string) => {
       failures++

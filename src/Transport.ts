@@ -34,18 +34,12 @@
  *
  * @since 0.1.0
  */
-import type * as Socket from "@effect/platform/Socket"
-import type * as SocketServer from "@effect/platform/SocketServer"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
-import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
+import * as Socket from "effect/socket/Socket"
+import type * as SocketServer from "effect/socket/SocketServer"
 import { TransportError } from "./MeshError.js"
 
 /**
@@ -131,122 +125,68 @@ export interface TransportShape {
  * @since 0.1.0
  * @category tags
  */
-export class Transport extends Context.Tag("queen-mesh/Transport")<Transport, TransportShape>() {}
+export class Transport extends Context.Service<Transport, TransportShape>()("queen-mesh/Transport") {}
 
 // ---------------------------------------------------------------------------------------------
-// from @effect/platform sockets
+// from effect sockets
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Bytes a connection built by {@link fromSocket} holds for a reader that is still applying an earlier
- * chunk: a platform socket cannot be paused, so past this the connection fails instead of growing.
- *
- * @since 0.1.0
- * @category constants
- */
-export const SOCKET_BACKLOG_BYTES = 32 * 1024 * 1024
+/** The socket's orderly end: the peer closed its side (code 1000), as opposed to a break. */
+const isEnd = (error: Socket.SocketError): boolean =>
+  error.reason._tag === "SocketCloseError" && error.reason.code === 1000
 
 /**
- * A `Connection` over a platform `Socket`: the socket runs in the current scope, its chunks go to the
- * reader in order (a chunk whose effect is running holds the next ones back, up to
- * {@link SOCKET_BACKLOG_BYTES}), and writes go through its writer. Completes once the socket is open.
+ * A `Connection` over an effect `Socket`: its reader is acquired in the current scope (which opens
+ * the socket: `NodeSocket.makeNet` connects there), `read` pulls chunks and hands them to the reader
+ * in order, pulling the next only once an effect returned for one has completed (an effect socket
+ * reads on demand, so a slow reader back-pressures the peer), and writes go through its writer.
+ * Completes once the socket is open.
  */
 const connectionOfSocket = (
   socket: Socket.Socket,
   address: string
 ): Effect.Effect<Connection, TransportError, Scope.Scope> =>
   Effect.gen(function* () {
-    const runtime = yield* Effect.runtime<never>()
-    const opened = yield* Deferred.make<void>()
-    const ended = yield* Deferred.make<void, TransportError>()
-    // Chunks in arrival order, until the reader takes them; `deliver` is the reader's pump.
-    const backlog: Array<Uint8Array> = []
-    let backlogBytes = 0
-    let deliver: (() => void) | undefined
-    const onChunk = (chunk: Uint8Array) => {
-      backlog.push(chunk)
-      backlogBytes += chunk.length
-      if (backlogBytes > SOCKET_BACKLOG_BYTES) {
-        Deferred.unsafeDone(
-          ended,
-          Exit.fail(
-            new TransportError({ reason: "Read", address, cause: new Error("the reader is too slow") })
-          )
-        )
-        return
-      }
-      deliver?.()
-    }
-    yield* socket.run(onChunk, { onOpen: Deferred.succeed(opened, undefined) }).pipe(
-      Effect.matchEffect({
-        onFailure: (cause) => Deferred.fail(ended, new TransportError({ reason: "Read", address, cause })),
-        onSuccess: () => Deferred.succeed(ended, undefined)
-      }),
-      Effect.forkScoped
+    const pull = yield* Effect.mapError(
+      Socket.readerBytes(socket),
+      (cause) => new TransportError({ reason: "Dial", address, cause })
     )
-    yield* Effect.raceFirst(
-      Deferred.await(opened),
-      Effect.flatMap(Deferred.await(ended), () => new TransportError({ reason: "Dial", address }))
+    const writer = yield* socket.writer
+    // The next chunks, or undefined once the peer has closed its side.
+    const next = Effect.catch(pull, (error) =>
+      isEnd(error)
+        ? Effect.undefined
+        : Effect.fail(new TransportError({ reason: "Read", address, cause: error }))
     )
-    const write = yield* socket.writer
     const read = <E>(reader: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
-      Effect.suspend(() => {
-        let running: Fiber.RuntimeFiber<void, E> | undefined
-        let failed: Exit.Exit<void, E> | undefined
-        // Completed by the reader's first failure, so the read ends on it without waiting for the socket.
-        const stopped = Deferred.unsafeMake<void, E>(FiberId.none)
-        const stop = (exit: Exit.Exit<void, E>) => {
-          failed = exit
-          Deferred.unsafeDone(stopped, exit)
-        }
-        // Each chunk in order; one whose effect runs holds the next ones back (a platform socket
-        // cannot be paused, hence the backlog's bound).
-        const pump = () => {
-          while (running === undefined && backlog.length > 0 && failed === undefined) {
-            const chunk = backlog.shift()!
-            backlogBytes -= chunk.length
-            let effect: Effect.Effect<void, E> | undefined
-            try {
-              effect = reader(chunk)
-            } catch (defect) {
-              stop(Exit.die(defect))
-              return
-            }
-            if (effect === undefined) continue
-            const fiber = Runtime.runFork(runtime)(effect)
-            running = fiber
-            fiber.addObserver((exit) => {
-              running = undefined
-              if (Exit.isFailure(exit)) stop(exit)
-              pump()
-            })
+      Effect.gen(function* () {
+        while (true) {
+          const chunks = yield* next
+          if (chunks === undefined) return
+          // A throw from the reader is a defect of this read, as an effect's would be.
+          for (const chunk of chunks) {
+            const effect = reader(chunk)
+            if (effect !== undefined) yield* effect
           }
         }
-        deliver = pump
-        pump()
-        // The socket's end, once every chunk it delivered was applied; a reader's failure first.
-        const drained: Effect.Effect<void, E> = Effect.suspend(() => {
-          if (failed !== undefined) return failed
-          if (running !== undefined) return Effect.zipRight(Fiber.await(running), drained)
-          if (backlog.length > 0) return Effect.zipRight(Effect.yieldNow(), drained)
-          return Effect.void
-        })
-        return Effect.raceFirst(Effect.zipRight(Deferred.await(ended), drained), Deferred.await(stopped))
       })
     return {
       remoteAddress: Option.none(),
       read,
       write: (bytes: Uint8Array) =>
-        Effect.mapError(write(bytes), (cause) => new TransportError({ reason: "Write", address, cause }))
+        Effect.mapError(
+          writer.write(bytes),
+          (cause) => new TransportError({ reason: "Write", address, cause })
+        )
     } satisfies Connection
   })
 
 /**
- * A `Transport` from `@effect/platform` sockets: `connect` makes the socket to dial `host:port` (it
- * connects when run, as `NodeSocket.makeNet` does) and `serve` the server to listen with
- * (`NodeSocketServer.make`). The adapter runs the sockets, keeps chunks in order for the mesh's
- * reader, and closes everything with the scopes. The remote address is not known through a platform
- * socket, so the stats show none.
+ * A `Transport` from effect sockets (`effect/socket`): `connect` makes the socket to dial `host:port`
+ * (it connects when its reader is acquired, as `NodeSocket.makeNet`'s does) and `serve` the server to
+ * listen with (`NodeSocketServer.make`). The adapter opens the sockets, hands their chunks in order to
+ * the mesh's reader, and closes everything with the scopes. The remote address is not known through
+ * an effect socket, so the stats show none.
  *
  * @example
  * ```ts
@@ -271,7 +211,7 @@ export const fromSocket = <E1, E2>(options: {
   readonly connect: (host: string, port: number) => Effect.Effect<Socket.Socket, E1>
   readonly serve: (
     options: ListenOptions
-  ) => Effect.Effect<SocketServer.SocketServer["Type"], E2, Scope.Scope>
+  ) => Effect.Effect<SocketServer.SocketServer["Service"], E2, Scope.Scope>
 }): TransportShape => ({
   dial: (host, port) => {
     const address = `${host}:${port}`
@@ -290,19 +230,20 @@ export const fromSocket = <E1, E2>(options: {
         options.serve(listen),
         (cause) => new TransportError({ reason: "Listen", address, cause })
       )
-      const connections = yield* FiberSet.make()
+      // The server serves each connection in a fiber of its own, ended when `run` is interrupted,
+      // that is when the listener's scope closes.
       yield* server
         .run((socket) =>
           Effect.scoped(
             Effect.flatMap(connectionOfSocket(socket, address), onConnection).pipe(
-              Effect.catchAll(() => Effect.void)
+              Effect.catch(() => Effect.void)
             )
-          ).pipe(FiberSet.run(connections))
+          )
         )
         .pipe(
-          Effect.catchAllCause((cause) => Effect.logError("mesh socket server stopped", cause)),
+          Effect.catchCause((cause) => Effect.logError("mesh socket server stopped", cause)),
           Effect.forkScoped
         )
-      return server.address._tag === "TcpAddress" ? server.address.port : listen.port
+      return server.address._tag === "UnixPathAddress" ? listen.port : server.address.port
     })
 })

@@ -43,7 +43,7 @@ export const syncWakeOf = (waker: WakerShape): ((item: QueueItem) => void) | und
  * @since 0.1.0
  * @category tags
  */
-export class Waker extends Context.Tag("queen-mesh/Waker")<Waker, WakerShape>() {}
+export class Waker extends Context.Service<Waker, WakerShape>()("queen-mesh/Waker") {}
 
 /**
  * A waker from one synchronous function. The mesh calls `wake` straight from the receive path (no
@@ -104,7 +104,7 @@ export const tap = (waker: WakerShape, f: (item: QueueItem) => void): WakerShape
   }
   return {
     wake: (item) =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => f(item)),
         waker.wake(item)
       )

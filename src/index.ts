@@ -5,7 +5,7 @@
  * @example
  * ```ts
  * import { strictEqual } from "node:assert"
- * import { Effect, Fiber, Layer, Option } from "effect"
+ * import { Context, Effect, Fiber, Layer, Option } from "effect"
  * import { LocalWaker, MemoryTransport, Mesh, MeshConfig, MeshTest } from "queen-mesh"
  *
  * // Two nodes on one in-memory network, each with its own name, configuration and shipped host
@@ -22,10 +22,10 @@
  *   const network = yield* MemoryTransport.makeNetwork
  *   const a = yield* node(network, "queen-a", "queen-b")
  *   const b = yield* node(network, "queen-b", "queen-a")
- *   const meshA = yield* Effect.provide(Mesh.Mesh, a)
- *   const wakerB = yield* Effect.provide(LocalWaker.LocalWaker, b)
+ *   const meshA = Context.get(a, Mesh.Mesh)
+ *   const wakerB = Context.get(b, LocalWaker.LocalWaker)
  *   yield* MeshTest.eventually(MeshTest.linked({ mesh: meshA }))
- *   const pop = yield* Effect.fork(
+ *   const pop = yield* Effect.forkChild(
  *     wakerB.awaitWake({ queue: "orders", tenant: Option.none() }, { maxWait: "30 seconds" })
  *   )
  *   yield* MeshTest.eventually(Effect.map(wakerB.parked, (parked) => parked === 1))

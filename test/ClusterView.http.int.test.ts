@@ -8,9 +8,9 @@
 
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import * as Http from "node:http"
-import { HttpApp } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
+import * as HttpEffect from "effect/http/HttpEffect"
 import * as ClusterView from "../src/ClusterView.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as PeerBook from "../src/internal/view/peerBook.js"
@@ -35,7 +35,7 @@ interface Seen {
 /** An HTTP server on 127.0.0.1 that answers with `handler` and records every request it gets. */
 const fakeServer = (handler: (request: Http.IncomingMessage, response: Http.ServerResponse) => void) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly seen: Array<Seen>; readonly server: Http.Server }>(
+    Effect.callback<{ readonly port: number; readonly seen: Array<Seen>; readonly server: Http.Server }>(
       (resume) => {
         const seen: Array<Seen> = []
         const server = Http.createServer((request, response) => {
@@ -51,7 +51,7 @@ const fakeServer = (handler: (request: Http.IncomingMessage, response: Http.Serv
       }
     ),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })
@@ -159,7 +159,7 @@ const threeServed = Effect.gen(function* () {
       httpPort: httpPorts[i]!,
       peers: ports,
       cluster: { refreshInterval: Duration.millis(200) }
-    }).pipe(Scope.extend(scopes[i]!))
+    }).pipe(Scope.provide(scopes[i]!))
     nodes.push(node)
   }
   return { nodes, scopes, ports, httpPorts }
@@ -206,7 +206,7 @@ describe("the cluster page's files", () => {
 })
 
 describe("ClusterView routes", () => {
-  it.scopedLive("serve the page and its files from this origin only, and redirect /cluster to it", () =>
+  it.live("serve the page and its files from this origin only, and redirect /cluster to it", () =>
     Effect.gen(function* () {
       const [port, httpPort] = [yield* freePort, yield* freePort]
       yield* servedNode({ serverId: "solo-page", port, httpPort, peers: [] })
@@ -239,7 +239,7 @@ describe("ClusterView routes", () => {
     })
   )
 
-  it.scopedLive("are off where the routes are off, and with `cluster: false`", () =>
+  it.live("are off where the routes are off, and with `cluster: false`", () =>
     Effect.gen(function* () {
       const [port, httpPort] = [yield* freePort, yield* freePort]
       const node = yield* servedNode({ serverId: "no-page", port, httpPort, peers: [], cluster: false })
@@ -248,7 +248,7 @@ describe("ClusterView routes", () => {
         assert.strictEqual(response.status, 404, path)
       }
       // A host that mounts only its own routes has no page either.
-      const handler = HttpApp.toWebHandler(
+      const handler = HttpEffect.toWebHandler(
         HttpRoutes.makeApp({ cluster: false }).pipe(Effect.provideService(Mesh.Mesh, node.mesh))
       )
       const response = yield* Effect.promise(() => handler(new Request("http://x/cluster/view.json")))
@@ -256,45 +256,41 @@ describe("ClusterView routes", () => {
     })
   )
 
-  it.scopedLive(
-    "three nodes, each serving its routes: the view on any one shows three nodes and six links",
-    () =>
-      Effect.gen(function* () {
-        const ports = [yield* freePort, yield* freePort, yield* freePort]
-        const httpPorts = [yield* freePort, yield* freePort, yield* freePort]
-        const names = ["a", "b", "c"]
-        for (const [i, name] of names.entries()) {
-          yield* servedNode({
-            serverId: name,
-            port: ports[i]!,
-            httpPort: httpPorts[i]!,
-            peers: ports.filter((_, j) => j !== i),
-            cluster: { refreshInterval: Duration.millis(50) }
-          })
-        }
-        for (const httpPort of httpPorts) {
-          let last: ClusterView.View | undefined
-          yield* eventually(
-            Effect.map(viewAt(httpPort), (view) => {
-              last = view
-              return (
-                view.nodes.length === 3 &&
-                view.nodes.every((node) => node.state === "up") &&
-                view.links.length === 6 &&
-                view.links.every((link) => link.state === "linked" && link.seen_by === "both")
-              )
-            }),
-            "20 seconds"
-          ).pipe(Effect.mapError(() => new Error(JSON.stringify(last, null, 1))))
-          assert.deepStrictEqual(last!.nodes.map((node) => node.id).sort(), ["a", "b", "c"])
-          assert.isTrue(
-            last!.nodes.every((node) => node.fetch.status === "self" || node.fetch.status === "ok")
-          )
-        }
-      })
+  it.live("three nodes, each serving its routes: the view on any one shows three nodes and six links", () =>
+    Effect.gen(function* () {
+      const ports = [yield* freePort, yield* freePort, yield* freePort]
+      const httpPorts = [yield* freePort, yield* freePort, yield* freePort]
+      const names = ["a", "b", "c"]
+      for (const [i, name] of names.entries()) {
+        yield* servedNode({
+          serverId: name,
+          port: ports[i]!,
+          httpPort: httpPorts[i]!,
+          peers: ports.filter((_, j) => j !== i),
+          cluster: { refreshInterval: Duration.millis(50) }
+        })
+      }
+      for (const httpPort of httpPorts) {
+        let last: ClusterView.View | undefined
+        yield* eventually(
+          Effect.map(viewAt(httpPort), (view) => {
+            last = view
+            return (
+              view.nodes.length === 3 &&
+              view.nodes.every((node) => node.state === "up") &&
+              view.links.length === 6 &&
+              view.links.every((link) => link.state === "linked" && link.seen_by === "both")
+            )
+          }),
+          "20 seconds"
+        ).pipe(Effect.mapError(() => new Error(JSON.stringify(last, null, 1))))
+        assert.deepStrictEqual(last!.nodes.map((node) => node.id).sort(), ["a", "b", "c"])
+        assert.isTrue(last!.nodes.every((node) => node.fetch.status === "self" || node.fetch.status === "ok"))
+      }
+    })
   )
 
-  it.scopedLive(
+  it.live(
     "a peer killed before the page is ever opened: the first views show three nodes, the dead one down by its name",
     () =>
       Effect.gen(function* () {
@@ -326,7 +322,7 @@ describe("ClusterView routes", () => {
       })
   )
 
-  it.scopedLive("an event stream opened after a peer died begins with what happened before", () =>
+  it.live("an event stream opened after a peer died begins with what happened before", () =>
     Effect.gen(function* () {
       const { nodes, scopes, httpPorts } = yield* threeServed
       const c = nodes[2]!
@@ -351,14 +347,17 @@ describe("ClusterView routes", () => {
           return chunk.done
         }),
         Effect.repeat({ until: (done) => done || text.includes('"PeerDown"') }),
-        Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`no PeerDown in\n${text}`) })
+        Effect.timeoutOrElse({
+          duration: "20 seconds",
+          orElse: () => Effect.fail(new Error(`no PeerDown in\n${text}`))
+        })
       )
       const events = text
         .split("\n\n")
         .filter((message) => message.startsWith("data: "))
         .flatMap(
           (message) =>
-            Schema.decodeUnknownSync(Schema.parseJson(ClusterView.EventBatch))(message.slice(6)).events
+            Schema.decodeUnknownSync(Schema.fromJsonString(ClusterView.EventBatch))(message.slice(6)).events
         )
       const down = events.findIndex((event) => event.tag === "PeerDown" && event.subject === "b")
       const up = events.findIndex((event) => event.tag === "PeerUp" && event.subject === "b")
@@ -367,13 +366,13 @@ describe("ClusterView routes", () => {
     })
   )
 
-  it.scopedLive("the event stream lists a peer going down, as server-sent events", () =>
+  it.live("the event stream lists a peer going down, as server-sent events", () =>
     Effect.gen(function* () {
       const [pa, pb, ha, hb] = [yield* freePort, yield* freePort, yield* freePort, yield* freePort]
       yield* servedNode({ serverId: "a", port: pa, httpPort: ha, peers: [pb] })
       const bScope = yield* Scope.make()
       const b = yield* servedNode({ serverId: "b", port: pb, httpPort: hb, peers: [pa] }).pipe(
-        Scope.extend(bScope)
+        Scope.provide(bScope)
       )
       yield* eventually(allConnected(b))
       const controller = new AbortController()
@@ -395,13 +394,16 @@ describe("ClusterView routes", () => {
       yield* Scope.close(bScope, Exit.void)
       yield* read.pipe(
         Effect.repeat({ until: () => text.includes('"PeerDown"') }),
-        Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`no PeerDown in\n${text}`) })
+        Effect.timeoutOrElse({
+          duration: "20 seconds",
+          orElse: () => Effect.fail(new Error(`no PeerDown in\n${text}`))
+        })
       )
       const batches = text
         .split("\n\n")
         .filter((message) => message.startsWith("data: "))
         .map((message) =>
-          Schema.decodeUnknownSync(Schema.parseJson(ClusterView.EventBatch))(message.slice(6))
+          Schema.decodeUnknownSync(Schema.fromJsonString(ClusterView.EventBatch))(message.slice(6))
         )
       const events = batches.flatMap((batch) => batch.events)
       assert.isTrue(
@@ -410,7 +412,7 @@ describe("ClusterView routes", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "event streams are capped; one over the cap is a 503, the routes still answer, one ends in time",
     () =>
       Effect.gen(function* () {
@@ -447,11 +449,11 @@ describe("ClusterView routes", () => {
       })
   )
 
-  it.scopedLive("a node with an event stream open still stops at once when its scope closes", () =>
+  it.live("a node with an event stream open still stops at once when its scope closes", () =>
     Effect.gen(function* () {
       const [port, httpPort] = [yield* freePort, yield* freePort]
       const scope = yield* Scope.make()
-      yield* servedNode({ serverId: "stopping", port, httpPort, peers: [] }).pipe(Scope.extend(scope))
+      yield* servedNode({ serverId: "stopping", port, httpPort, peers: [] }).pipe(Scope.provide(scope))
       const response = yield* Effect.promise(() =>
         fetch(`http://127.0.0.1:${httpPort}${ClusterView.paths.events}`)
       )
@@ -477,7 +479,7 @@ describe("ClusterView routes", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("ClusterView's fetch of peers' stats", () => {
-  it.scopedLive("a peer whose stats route never answers: no_answer, within the fetch timeout", () =>
+  it.live("a peer whose stats route never answers: no_answer, within the fetch timeout", () =>
     Effect.gen(function* () {
       const hang = yield* fakeServer(() => {})
       const { a, httpPort } = yield* withAnnouncedPeer(`http://127.0.0.1:${hang.port}`)
@@ -491,7 +493,7 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive("a peer that trickles its answer is cut off at the deadline", () =>
+  it.live("a peer that trickles its answer is cut off at the deadline", () =>
     Effect.gen(function* () {
       const timers = new Set<ReturnType<typeof setInterval>>()
       yield* Effect.addFinalizer(() => Effect.sync(() => timers.forEach(clearInterval)))
@@ -508,7 +510,7 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive("a peer whose stats route is down: unreachable", () =>
+  it.live("a peer whose stats route is down: unreachable", () =>
     Effect.gen(function* () {
       const closed = yield* freePort
       const { a, httpPort } = yield* withAnnouncedPeer(`http://127.0.0.1:${closed}`)
@@ -518,36 +520,34 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive(
-    "garbage: not JSON, JSON that is not a stats body, upstream's body; nothing of it is shown",
-    () =>
-      Effect.gen(function* () {
-        for (const [body, expected] of [
-          ["<html>secret admin page</html>", "not_json"],
-          ['{"enabled":"yes","secret":"s3"}', "not_stats"],
-          [JSON.stringify(upstreamActive), "not_stats"],
-          ["\xff\xfe garbage", "not_json"]
-        ] as const) {
-          const scope = yield* Scope.make()
-          const garbage = yield* fakeServer((_, response) => {
-            response.writeHead(200, { "content-type": "application/json" })
-            response.end(body)
-          }).pipe(Scope.extend(scope))
-          const { a, httpPort } = yield* withAnnouncedPeer(`http://127.0.0.1:${garbage.port}`).pipe(
-            Scope.extend(scope)
-          )
-          const view = yield* evilSettles(httpPort, expected).pipe(Scope.extend(scope))
-          const text = JSON.stringify(view)
-          assert.notInclude(text, "secret", "nothing of a body that does not decode reaches the page")
-          // A peer with nothing of ours to read is shown from this node's own view.
-          assert.strictEqual(nodeOf(view, "evil")?.state, expected === "not_stats" ? "up" : "no_answer")
-          yield* stillRunning(a)
-          yield* Scope.close(scope, Exit.void)
-        }
-      })
+  it.live("garbage: not JSON, JSON that is not a stats body, upstream's body; nothing of it is shown", () =>
+    Effect.gen(function* () {
+      for (const [body, expected] of [
+        ["<html>secret admin page</html>", "not_json"],
+        ['{"enabled":"yes","secret":"s3"}', "not_stats"],
+        [JSON.stringify(upstreamActive), "not_stats"],
+        ["\xff\xfe garbage", "not_json"]
+      ] as const) {
+        const scope = yield* Scope.make()
+        const garbage = yield* fakeServer((_, response) => {
+          response.writeHead(200, { "content-type": "application/json" })
+          response.end(body)
+        }).pipe(Scope.provide(scope))
+        const { a, httpPort } = yield* withAnnouncedPeer(`http://127.0.0.1:${garbage.port}`).pipe(
+          Scope.provide(scope)
+        )
+        const view = yield* evilSettles(httpPort, expected).pipe(Scope.provide(scope))
+        const text = JSON.stringify(view)
+        assert.notInclude(text, "secret", "nothing of a body that does not decode reaches the page")
+        // A peer with nothing of ours to read is shown from this node's own view.
+        assert.strictEqual(nodeOf(view, "evil")?.state, expected === "not_stats" ? "up" : "no_answer")
+        yield* stillRunning(a)
+        yield* Scope.close(scope, Exit.void)
+      }
+    })
   )
 
-  it.scopedLive("a huge answer is cut off at the size bound, declared or not", () =>
+  it.live("a huge answer is cut off at the size bound, declared or not", () =>
     Effect.gen(function* () {
       const chunk = Buffer.alloc(64 * 1024, 0x20)
       const huge = yield* fakeServer((request, response) => {
@@ -573,7 +573,7 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive("a redirect is not followed: the place it points at is never asked", () =>
+  it.live("a redirect is not followed: the place it points at is never asked", () =>
     Effect.gen(function* () {
       const target = yield* fakeServer((_, response) => response.end("{}"))
       const redirect = yield* fakeServer((_, response) => {
@@ -589,7 +589,7 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive("an address that serves another node's stats is not taken for the peer's", () =>
+  it.live("an address that serves another node's stats is not taken for the peer's", () =>
     Effect.gen(function* () {
       const [port, httpPort] = [yield* freePort, yield* freePort]
       // A real node `other`, whose routes the evil peer announces as its own.
@@ -603,30 +603,28 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive(
-    "an announced address with a path, a query, credentials or another scheme is never requested",
-    () =>
-      Effect.gen(function* () {
-        const trap = yield* fakeServer((_, response) => response.end("{}"))
-        for (const address of [
-          `http://127.0.0.1:${trap.port}/admin`,
-          `http://127.0.0.1:${trap.port}/?next=/admin`,
-          `http://127.0.0.1:${trap.port}#x`,
-          `http://user:pw@127.0.0.1:${trap.port}`,
-          `ftp://127.0.0.1:${trap.port}`,
-          `file:///etc/passwd`,
-          `127.0.0.1:${trap.port}\r\nHost: evil`
-        ]) {
-          const scope = yield* Scope.make()
-          const { httpPort } = yield* withAnnouncedPeer(address).pipe(Scope.extend(scope))
-          yield* evilSettles(httpPort, "bad_address").pipe(Scope.extend(scope))
-          yield* Scope.close(scope, Exit.void)
-        }
-        assert.deepStrictEqual(trap.seen, [])
-      })
+  it.live("an announced address with a path, a query, credentials or another scheme is never requested", () =>
+    Effect.gen(function* () {
+      const trap = yield* fakeServer((_, response) => response.end("{}"))
+      for (const address of [
+        `http://127.0.0.1:${trap.port}/admin`,
+        `http://127.0.0.1:${trap.port}/?next=/admin`,
+        `http://127.0.0.1:${trap.port}#x`,
+        `http://user:pw@127.0.0.1:${trap.port}`,
+        `ftp://127.0.0.1:${trap.port}`,
+        `file:///etc/passwd`,
+        `127.0.0.1:${trap.port}\r\nHost: evil`
+      ]) {
+        const scope = yield* Scope.make()
+        const { httpPort } = yield* withAnnouncedPeer(address).pipe(Scope.provide(scope))
+        yield* evilSettles(httpPort, "bad_address").pipe(Scope.provide(scope))
+        yield* Scope.close(scope, Exit.void)
+      }
+      assert.deepStrictEqual(trap.seen, [])
+    })
   )
 
-  it.scopedLive(
+  it.live(
     "a browser's query and headers reach no request: only the stats path, with the node's own headers",
     () =>
       Effect.gen(function* () {
@@ -663,12 +661,12 @@ describe("ClusterView's fetch of peers' stats", () => {
       })
   )
 
-  it.scopedLive("however many pages poll, a peer is asked at most once per refresh interval", () =>
+  it.live("however many pages poll, a peer is asked at most once per refresh interval", () =>
     Effect.gen(function* () {
       const release = yield* Deferred.make<void>()
       const peer = yield* fakeServer((_, response) => {
         Effect.runFork(
-          Effect.zipRight(
+          Effect.andThen(
             Deferred.await(release),
             Effect.sync(() => response.end("{}"))
           )
@@ -694,7 +692,7 @@ describe("ClusterView's fetch of peers' stats", () => {
     })
   )
 
-  it.scopedLive("peers running upstream's mesh are shown from this node's own view, without errors", () =>
+  it.live("peers running upstream's mesh are shown from this node's own view, without errors", () =>
     Effect.gen(function* () {
       const upstreamBroker = yield* fakeServer((_, response) => {
         response.writeHead(200, { "content-type": "application/json" })

@@ -5,7 +5,8 @@
  * node's own entry is never dialled again, and a member that moves keeps its identity.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Option, Ref, Scope, Stream, TestClock } from "effect"
+import { Duration, Effect, Exit, Option, Ref, Result, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Discovery from "../src/Discovery.js"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import type * as Membership from "../src/Membership.js"
@@ -84,7 +85,7 @@ const record = (node: MeshTest.Node) =>
   })
 
 describe("Discovery", () => {
-  it.scoped("three nodes found by one name link as a full mesh; the own entry is never dialled again", () =>
+  it.effect("three nodes found by one name link as a full mesh; the own entry is never dialled again", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const records = yield* Discovery.makeProgrammable(peersOf(["a", "b", "c"]))
@@ -116,7 +117,7 @@ describe("Discovery", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "a fourth node added to the records is linked within two intervals; a removed one leaves after two",
     () =>
       Effect.gen(function* () {
@@ -125,7 +126,7 @@ describe("Discovery", () => {
         const a = yield* discovered(network, records, "a")
         const b = yield* discovered(network, records, "b")
         const cScope = yield* Scope.make()
-        yield* Scope.extend(discovered(network, records, "c"), cScope)
+        yield* Scope.provide(discovered(network, records, "c"), cScope)
         yield* advance(3_000)
         const events = yield* record(a)
 
@@ -154,7 +155,7 @@ describe("Discovery", () => {
       })
   )
 
-  it.scoped(
+  it.effect(
     "a source that has never found anyone is not trusted: starting, then isolated (nothing_found) and unready; healthy once it finds",
     () =>
       Effect.gen(function* () {
@@ -200,7 +201,7 @@ describe("Discovery", () => {
       })
   )
 
-  it.scoped("a record missing from one round only, or a failed round, drops nothing", () =>
+  it.effect("a record missing from one round only, or a failed round, drops nothing", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const records = yield* Discovery.makeProgrammable(peersOf(["a", "b"]))
@@ -225,13 +226,13 @@ describe("Discovery", () => {
     })
   )
 
-  it.scoped("a member that comes back on a new address is the same member, by its server id", () =>
+  it.effect("a member that comes back on a new address is the same member, by its server id", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const records = yield* Discovery.makeProgrammable(peersOf(["a", "b-1"]))
       const a = yield* discovered(network, records, "a", { auth: "permissive" })
       const bScope = yield* Scope.make()
-      yield* Scope.extend(discovered(network, records, "b", { host: "b-1", auth: "permissive" }), bScope)
+      yield* Scope.provide(discovered(network, records, "b", { host: "b-1", auth: "permissive" }), bScope)
       yield* advance(3_000)
       const bOf = (members: ReadonlyArray<Membership.Member>) =>
         members.filter((member) => Option.getOrNull(member.serverId) === "b")
@@ -269,8 +270,8 @@ describe("Discovery", () => {
     assert.deepStrictEqual(Effect.runSync(Discovery.dns("_mesh._tcp.queen", 6633, lookup).peers), [
       { host: "queen-0.queen", port: 7000 }
     ])
-    const failed = Effect.runSync(Effect.either(Discovery.dns("gone", 6633, lookup).peers))
-    assert.isTrue(Either.isLeft(failed) && failed.left._tag === "DiscoveryError")
+    const failed = Effect.runSync(Effect.result(Discovery.dns("gone", 6633, lookup).peers))
+    assert.isTrue(Result.isFailure(failed) && failed.failure._tag === "DiscoveryError")
   })
 
   it("QUEEN_MESH_DISCOVERY turns the mesh on with no peers, and names the variable when malformed", () => {
@@ -281,15 +282,15 @@ describe("Discovery", () => {
     assert.isTrue(MeshConfig.isActive(config))
     assert.deepStrictEqual(
       MeshConfig.parseDiscovery("dns:queen-headless", 6633),
-      Either.right({ name: "queen-headless", port: 6633 })
+      Result.succeed({ name: "queen-headless", port: 6633 })
     )
     assert.deepStrictEqual(
       MeshConfig.parseDiscovery("DNS:queen:7000", 6633),
-      Either.right({ name: "queen", port: 7000 })
+      Result.succeed({ name: "queen", port: 7000 })
     )
-    assert.isTrue(Either.isLeft(MeshConfig.parseDiscovery("dns:10.0.0.1", 6633)))
-    assert.isTrue(Either.isLeft(MeshConfig.parseDiscovery("srv:queen", 6633)))
-    assert.isTrue(Either.isLeft(MeshConfig.parseDiscovery("dns:queen:99999", 6633)))
-    assert.isTrue(Either.isLeft(MeshConfig.parseDiscovery("dns:queen", 0)))
+    assert.isTrue(Result.isFailure(MeshConfig.parseDiscovery("dns:10.0.0.1", 6633)))
+    assert.isTrue(Result.isFailure(MeshConfig.parseDiscovery("srv:queen", 6633)))
+    assert.isTrue(Result.isFailure(MeshConfig.parseDiscovery("dns:queen:99999", 6633)))
+    assert.isTrue(Result.isFailure(MeshConfig.parseDiscovery("dns:queen", 0)))
   })
 })

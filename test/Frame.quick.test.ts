@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Option, Schema } from "effect"
+import { Option, Result, Schema } from "effect"
+import * as fc from "fast-check"
 import * as Frame from "../src/Frame.js"
 import * as Codec from "../src/internal/wire/codec.js"
 import * as Frames from "../src/internal/wire/frames.js"
@@ -51,29 +52,29 @@ const quick: {
 const checked = Object.entries(Frames.frames).flatMap(([name, row]) => {
   const check = quick[name as keyof typeof quick]
   if (check === null) return []
-  const schema = Schema.decodeUnknownEither(row.schema as Schema.Schema<Frame.Frame, unknown>)
+  const schema = Schema.decodeUnknownResult(row.schema)
   return [{ tag: row.tag, check, schema }]
 })
 
 describe("Frame quick decoders", () => {
-  it.prop(
-    "accept exactly what the Schemas accept, and build the same frames",
-    [fc.constantFrom(...checked), payloadLike],
-    ([{ tag, check, schema: decode }, payload]) => {
-      // Through JSON, as on the wire.
-      const json: unknown = JSON.parse(JSON.stringify(payload))
-      const quick = check(json)
-      const schema = decode(json)
-      if (quick !== undefined) {
-        assert.isTrue(Either.isRight(schema), "the quick path accepted what the Schema rejects")
-        assertEqual(quick, Either.getOrThrow(schema))
-      }
-      // When the quick path declines, decodePayload defers to the Schema, so the verdicts agree.
-      const decoded = Frame.decodePayload(tag, Buffer.from(JSON.stringify(payload)))
-      assert.strictEqual(Either.isRight(decoded), Either.isRight(schema))
-    },
-    { fastCheck: { numRuns: numRuns(3000) } }
-  )
+  it("accept exactly what the Schemas accept, and build the same frames", () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...checked), payloadLike, ({ tag, check, schema: decode }, payload) => {
+        // Through JSON, as on the wire.
+        const json: unknown = JSON.parse(JSON.stringify(payload))
+        const quick = check(json)
+        const schema = decode(json)
+        if (quick !== undefined) {
+          assert.isTrue(Result.isSuccess(schema), "the quick path accepted what the Schema rejects")
+          assertEqual(quick, Result.getOrThrow(schema))
+        }
+        // When the quick path declines, decodePayload defers to the Schema, so the verdicts agree.
+        const decoded = Frame.decodePayload(tag, Buffer.from(JSON.stringify(payload)))
+        assert.strictEqual(Result.isSuccess(decoded), Result.isSuccess(schema))
+      }),
+      { numRuns: numRuns(3000) }
+    )
+  })
 
   it("take every well-formed payload without falling back to the Schema", () => {
     const item = Frame.queueItem({ queue: "q", partition: "p", tenant: "t" })
@@ -100,18 +101,19 @@ describe("Frame quick decoders", () => {
     }
   })
 
-  it.prop(
-    "encode a MESSAGE_AVAILABLE straight from an item to the same bytes as Frame.encode",
-    [
-      fc.string({ unit: "binary", maxLength: 8 }),
-      fc.string({ unit: "binary", maxLength: 8 }),
-      fc.option(fc.string({ unit: "binary", maxLength: 8 }), { nil: undefined })
-    ],
-    ([queue, partition, tenant]) => {
-      const item = Frame.queueItem({ queue: queue === "" ? "q" : queue, partition, tenant })
-      const direct = Codec.encodeMessageAvailable(item)
-      const viaFrame = Frame.encode({ _tag: "MessageAvailable", ...item })
-      assert.isTrue(Buffer.from(viaFrame).equals(direct))
-    }
-  )
+  it("encode a MESSAGE_AVAILABLE straight from an item to the same bytes as Frame.encode", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: "binary", maxLength: 8 }),
+        fc.string({ unit: "binary", maxLength: 8 }),
+        fc.option(fc.string({ unit: "binary", maxLength: 8 }), { nil: undefined }),
+        (queue, partition, tenant) => {
+          const item = Frame.queueItem({ queue: queue === "" ? "q" : queue, partition, tenant })
+          const direct = Codec.encodeMessageAvailable(item)
+          const viaFrame = Frame.encode({ _tag: "MessageAvailable", ...item })
+          assert.isTrue(Buffer.from(viaFrame).equals(direct))
+        }
+      )
+    )
+  })
 })

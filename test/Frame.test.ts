@@ -3,7 +3,8 @@
  * the payload Schemas and the hand-written encoder's agreement with them, and the 16 MiB cap.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Option, Schema } from "effect"
+import { Option, Result, Schema } from "effect"
+import * as fc from "fast-check"
 import * as Frame from "../src/Frame.js"
 import * as Codec from "../src/internal/wire/codec.js"
 import * as Frames from "../src/internal/wire/frames.js"
@@ -20,17 +21,17 @@ const decodeJson = (tag: number, json: string) => Frame.decodePayload(tag, utf8.
 
 /** The frame a payload decodes to, failing the test on a `FrameDecodeError`. */
 const decoded = (tag: number, json: string): Frame.Frame | Frame.UnknownFrame =>
-  Either.getOrThrowWith(decodeJson(tag, json), (error) => new Error(`unexpected ${error.message}`))
+  Result.getOrThrowWith(decodeJson(tag, json), (error) => new Error(`unexpected ${error.message}`))
 
 const assertDecodeError = (
-  result: Either.Either<unknown, FrameDecodeError>,
+  result: Result.Result<unknown, FrameDecodeError>,
   tag: number
 ): FrameDecodeError => {
-  if (Either.isRight(result)) assert.fail(`expected a FrameDecodeError, got ${String(result.right)}`)
-  assert.instanceOf(result.left, FrameDecodeError)
-  assert.strictEqual(result.left._tag, "FrameDecodeError")
-  assert.strictEqual(result.left.tag, tag)
-  return result.left
+  if (Result.isSuccess(result)) assert.fail(`expected a FrameDecodeError, got ${String(result.success)}`)
+  assert.instanceOf(result.failure, FrameDecodeError)
+  assert.strictEqual(result.failure._tag, "FrameDecodeError")
+  assert.strictEqual(result.failure.tag, tag)
+  return result.failure
 }
 
 /** The JSON text of an encoded frame, after checking its prefix and tag byte (read by hand, as below). */
@@ -55,7 +56,7 @@ const expectedTag: { readonly [K in Frame.Frame["_tag"]]: number } = {
   Challenge: 60
 }
 
-const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A) => {
+const roundTrip = <A, I>(schema: Schema.Codec<A, I>, value: A) => {
   const encoded = Schema.encodeSync(schema)(value)
   return { encoded, decoded: Schema.decodeUnknownSync(schema)(encoded) }
 }
@@ -92,7 +93,7 @@ describe("Frame", () => {
   it("test fixture: the comparison used here tells Some from None (chai alone does not)", () => {
     assert.notDeepEqual(plain(Option.some("")), plain(Option.none()))
     assert.notDeepEqual(plain({ tenant: Option.some("t") }), plain({ tenant: Option.none() }))
-    assert.notDeepEqual(plain(Either.right(Option.none())), plain(Either.right(Option.some(1))))
+    assert.notDeepEqual(plain(Result.succeed(Option.none())), plain(Result.succeed(Option.some(1))))
     assert.notDeepEqual(plain(Uint8Array.of(1)), plain(Uint8Array.of(2)))
   })
 
@@ -113,8 +114,12 @@ describe("Frame", () => {
       })
     })
 
-    it.prop("tagOf maps every frame kind to its tag", [Arb.frame], ([frame]) => {
-      assert.strictEqual(Frame.tagOf(frame), expectedTag[frame._tag])
+    it("tagOf maps every frame kind to its tag", () => {
+      fc.assert(
+        fc.property(Arb.frame, (frame) => {
+          assert.strictEqual(Frame.tagOf(frame), expectedTag[frame._tag])
+        })
+      )
     })
 
     it("caps frames at 16 MiB behind a 4-byte prefix", () => {
@@ -223,21 +228,21 @@ describe("Frame", () => {
       )
     })
 
-    it.prop(
-      "encode = encodeEither, and its bytes decode back to the frame",
-      [Arb.frame],
-      ([frame]) => {
-        const bytes = Frame.encode(frame)
-        assertEqual(Frame.encodeEither(frame), Either.right(bytes))
-        const payload = Codec.payloadOf(frame)
-        assert.strictEqual(
-          jsonOf(bytes, expectedTag[frame._tag]),
-          payload === undefined ? "" : JSON.stringify(payload)
-        )
-        assertEqual(Frame.decodePayload(bytes[4]!, bytes.subarray(5)), Either.right(frame))
-      },
-      { fastCheck: { numRuns: 300 } }
-    )
+    it("encode = encodeEither, and its bytes decode back to the frame", () => {
+      fc.assert(
+        fc.property(Arb.frame, (frame) => {
+          const bytes = Frame.encode(frame)
+          assertEqual(Frame.encodeEither(frame), Result.succeed(bytes))
+          const payload = Codec.payloadOf(frame)
+          assert.strictEqual(
+            jsonOf(bytes, expectedTag[frame._tag]),
+            payload === undefined ? "" : JSON.stringify(payload)
+          )
+          assertEqual(Frame.decodePayload(bytes[4]!, bytes.subarray(5)), Result.succeed(frame))
+        }),
+        { numRuns: 300 }
+      )
+    })
   })
 
   describe("tenant", () => {
@@ -300,21 +305,21 @@ describe("Frame", () => {
       }
     })
 
-    it.prop(
-      "encoder writes a tenant key exactly when the tenant is present",
-      [Arb.queueItem],
-      ([item]) => {
-        const wire: unknown = JSON.parse(jsonOf(Frame.encode({ _tag: "MessageAvailable", ...item }), 1))
-        assertEqual(
-          wire,
-          Option.match(item.tenant, {
-            onNone: () => ({ queue: item.queue, partition: item.partition }),
-            onSome: (tenant) => ({ queue: item.queue, partition: item.partition, tenant })
-          })
-        )
-      },
-      { fastCheck: { numRuns: 200 } }
-    )
+    it("encoder writes a tenant key exactly when the tenant is present", () => {
+      fc.assert(
+        fc.property(Arb.queueItem, (item) => {
+          const wire: unknown = JSON.parse(jsonOf(Frame.encode({ _tag: "MessageAvailable", ...item }), 1))
+          assertEqual(
+            wire,
+            Option.match(item.tenant, {
+              onNone: () => ({ queue: item.queue, partition: item.partition }),
+              onSome: (tenant) => ({ queue: item.queue, partition: item.partition, tenant })
+            })
+          )
+        }),
+        { numRuns: 200 }
+      )
+    })
 
     it("tenantOf treats undefined, null and empty as absent", () => {
       assertEqual(Frame.tenantOf(undefined), Option.none())
@@ -379,8 +384,8 @@ describe("Frame", () => {
         "[]"
       ]
       for (const json of refused) assertDecodeError(decodeJson(20, json), 20)
-      assert.isTrue(Either.isLeft(Frames.validEphAdmin({ op: "reset", tenant: "acme", queue: "tmp" })))
-      assert.isTrue(Either.isRight(Frames.validEphAdmin({ op: "reset", tenant: TENANT, queue: "tmp" })))
+      assert.isTrue(Result.isFailure(Frames.validEphAdmin({ op: "reset", tenant: "acme", queue: "tmp" })))
+      assert.isTrue(Result.isSuccess(Frames.validEphAdmin({ op: "reset", tenant: TENANT, queue: "tmp" })))
     })
 
     it("a hot-list item's group: present and non-empty scopes it; absent, empty or not a string does not", () => {
@@ -421,33 +426,33 @@ describe("Frame", () => {
           partition: name,
           tenant: Option.none()
         })
-        assert.isTrue(Either.isRight(Frames.validItem({ queue: name, partition: name })))
+        assert.isTrue(Result.isSuccess(Frames.validItem({ queue: name, partition: name })))
         const over = unit.repeat(Frame.MAX_NAME_CHARS + 1)
         assertDecodeError(decodeJson(1, JSON.stringify({ queue: over, partition: "p" })), 1)
         assertDecodeError(decodeJson(1, JSON.stringify({ queue: "q", partition: over })), 1)
-        assert.isTrue(Either.isLeft(Frames.validItem({ queue: over, partition: "p" })))
-        assert.isTrue(Either.isLeft(Frames.validHotItem({ queue: "q", partition: "p", group: over })))
+        assert.isTrue(Result.isFailure(Frames.validItem({ queue: over, partition: "p" })))
+        assert.isTrue(Result.isFailure(Frames.validHotItem({ queue: "q", partition: "p", group: over })))
       }
       assert.strictEqual(Buffer.byteLength("😀".repeat(Frame.MAX_NAME_CHARS)), Frame.MAX_NAME_BYTES)
       // The biggest single-item frame fits its cap: every name at 255 characters, each escaped to 12 bytes.
       const worst = "\ud83d\ude00".repeat(Frame.MAX_NAME_CHARS)
       const json = `{"queue":"${worst}","partition":"${worst}","tenant":"${worst}"}`
       assert.isAtMost(1 + json.length, Payloads.SMALL_FRAME_LENGTH)
-      assert.strictEqual(Either.isRight(decodeJson(1, json)), true)
+      assert.strictEqual(Result.isSuccess(decodeJson(1, json)), true)
     })
 
     it("tenants: uuid refuses a name at the API, any accepts it; a UUID in any case is one tenant", () => {
       const named = { queue: "q", partition: "p", tenant: "acme" }
       const refused = Frames.validItem(named, "uuid")
-      if (Either.isRight(refused)) return assert.fail("expected a refusal")
-      assert.include(refused.left, '"acme" is not a UUID')
-      assert.isTrue(Either.isRight(Frames.validItem(named, "any")))
-      assert.isTrue(Either.isLeft(Frames.validRef({ queue: "q", tenant: "acme" }, "uuid")))
+      if (Result.isSuccess(refused)) return assert.fail("expected a refusal")
+      assert.include(refused.failure, '"acme" is not a UUID')
+      assert.isTrue(Result.isSuccess(Frames.validItem(named, "any")))
+      assert.isTrue(Result.isFailure(Frames.validRef({ queue: "q", tenant: "acme" }, "uuid")))
       assertEqual(
         Frames.validItem({ queue: "q", partition: "p", tenant: TENANT.toUpperCase() }, "uuid"),
-        Either.right(Frame.queueItem({ queue: "q", partition: "p", tenant: TENANT }))
+        Result.succeed(Frame.queueItem({ queue: "q", partition: "p", tenant: TENANT }))
       )
-      assert.isTrue(Either.isRight(Frames.validItem({ queue: "q", partition: "p" }, "uuid")))
+      assert.isTrue(Result.isSuccess(Frames.validItem({ queue: "q", partition: "p" }, "uuid")))
     })
 
     it("HELLO v2 fields: strings are kept, anything else is absent, and they are written back as given", () => {
@@ -617,7 +622,7 @@ describe("Frame", () => {
     })
 
     it("decodes a heartbeat with an empty payload", () => {
-      assertEqual(Frame.decodePayload(3, new Uint8Array(0)), Either.right(Frame.heartbeat()))
+      assertEqual(Frame.decodePayload(3, new Uint8Array(0)), Result.succeed(Frame.heartbeat()))
     })
 
     it('decodes a heartbeat with {"server_id":"x"}', () => {
@@ -634,20 +639,23 @@ describe("Frame", () => {
 
     it("decodes an unknown tag to an Unknown frame carrying its payload", () => {
       const payload = utf8.encode('{"anything":1}')
-      assertEqual(Frame.decodePayload(99, payload), Either.right({ _tag: "Unknown", tag: 99, payload }))
+      assertEqual(Frame.decodePayload(99, payload), Result.succeed({ _tag: "Unknown", tag: 99, payload }))
       const empty = new Uint8Array(0)
-      assertEqual(Frame.decodePayload(0, empty), Either.right({ _tag: "Unknown", tag: 0, payload: empty }))
+      assertEqual(Frame.decodePayload(0, empty), Result.succeed({ _tag: "Unknown", tag: 0, payload: empty }))
       const junk = Uint8Array.of(0xff, 0x00)
-      assertEqual(Frame.decodePayload(255, junk), Either.right({ _tag: "Unknown", tag: 255, payload: junk }))
+      assertEqual(
+        Frame.decodePayload(255, junk),
+        Result.succeed({ _tag: "Unknown", tag: 255, payload: junk })
+      )
     })
 
-    it.prop(
-      "every tag outside the table is Unknown, whatever its payload",
-      [Arb.unknownTag, fc.uint8Array({ maxLength: 32 })],
-      ([tag, payload]) => {
-        assertEqual(Frame.decodePayload(tag, payload), Either.right({ _tag: "Unknown", tag, payload }))
-      }
-    )
+    it("every tag outside the table is Unknown, whatever its payload", () => {
+      fc.assert(
+        fc.property(Arb.unknownTag, fc.uint8Array({ maxLength: 32 }), (tag, payload) => {
+          assertEqual(Frame.decodePayload(tag, payload), Result.succeed({ _tag: "Unknown", tag, payload }))
+        })
+      )
+    })
 
     for (const tag of Object.values(Frame.Tag)) {
       it(`tag ${tag}: a payload that is not JSON is a FrameDecodeError, not a throw`, () => {
@@ -672,44 +680,45 @@ describe("Frame", () => {
       assertDecodeError(decodeJson(41, "{}"), 41)
     })
 
-    it.prop(
-      "never throws on arbitrary payload bytes for any tag",
-      [
-        fc.integer({ min: 0, max: 255 }),
-        fc.oneof(
-          fc.uint8Array({ maxLength: 64 }),
-          Arb.text().map((s) => utf8.encode(s))
-        )
-      ],
-      ([tag, payload]) => {
-        const result = Frame.decodePayload(tag, payload)
-        if (Either.isLeft(result)) assert.instanceOf(result.left, FrameDecodeError)
-      },
-      { fastCheck: { numRuns: 300 } }
-    )
+    it("never throws on arbitrary payload bytes for any tag", () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 0, max: 255 }),
+          fc.oneof(
+            fc.uint8Array({ maxLength: 64 }),
+            Arb.text().map((s) => utf8.encode(s))
+          ),
+          (tag, payload) => {
+            const result = Frame.decodePayload(tag, payload)
+            if (Result.isFailure(result)) assert.instanceOf(result.failure, FrameDecodeError)
+          }
+        ),
+        { numRuns: 300 }
+      )
+    })
   })
 
   describe("Schemas", () => {
     for (const [kind, arbitrary] of Object.entries(Arb.frameByKind)) {
-      it.prop(
-        `${kind}: the Schema round-trips, and payloadOf agrees with Schema.encode`,
-        [arbitrary],
-        ([frame]) => {
-          assert.strictEqual(frame._tag, kind)
-          const { decoded, encoded } = viaSchema(frame)
-          assertEqual(decoded, frame)
-          const payload = Codec.payloadOf(frame)
-          if (payload === undefined) {
-            // Only a heartbeat without server id has an empty payload; its Schema form is `{}`.
-            assertEqual(frame, Frame.heartbeat())
-            assertEqual(encoded, {})
-          } else {
-            assertEqual(payload, encoded)
-          }
-          assert.isTrue(Schema.is(Frame.Frame)(frame))
-        },
-        { fastCheck: { numRuns: 150 } }
-      )
+      it(`${kind}: the Schema round-trips, and payloadOf agrees with Schema.encode`, () => {
+        fc.assert(
+          fc.property(arbitrary, (frame) => {
+            assert.strictEqual(frame._tag, kind)
+            const { decoded, encoded } = viaSchema(frame)
+            assertEqual(decoded, frame)
+            const payload = Codec.payloadOf(frame)
+            if (payload === undefined) {
+              // Only a heartbeat without server id has an empty payload; its Schema form is `{}`.
+              assertEqual(frame, Frame.heartbeat())
+              assertEqual(encoded, {})
+            } else {
+              assertEqual(payload, encoded)
+            }
+            assert.isTrue(Schema.is(Frame.Frame)(frame))
+          }),
+          { numRuns: 150 }
+        )
+      })
     }
 
     it("the Frame union rejects values that are not frames", () => {
@@ -737,10 +746,10 @@ describe("Frame", () => {
         items: items(17_000, () => "q".repeat(1024))
       }
       const result = Frame.encodeEither(frame)
-      if (Either.isRight(result)) assert.fail("expected FrameTooLargeError")
-      assert.instanceOf(result.left, FrameTooLargeError)
-      assert.isAbove(result.left.length, Frame.MAX_FRAME_LENGTH)
-      assert.strictEqual(result.left.length, 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(frame))))
+      if (Result.isSuccess(result)) assert.fail("expected FrameTooLargeError")
+      assert.instanceOf(result.failure, FrameTooLargeError)
+      assert.isAbove(result.failure.length, Frame.MAX_FRAME_LENGTH)
+      assert.strictEqual(result.failure.length, 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(frame))))
       assert.throws(() => Frame.encode(frame), FrameTooLargeError)
     })
 
@@ -752,9 +761,9 @@ describe("Frame", () => {
           group: i % 3 === 0 ? Option.some(`group-${i % 5}`) : Option.none()
         }))
       }
-      const bytes = Either.getOrThrow(Frame.encodeEither(frame))
+      const bytes = Result.getOrThrow(Frame.encodeEither(frame))
       assert.isAtMost(bytes.length - 4, Frame.MAX_FRAME_LENGTH)
-      const back = Either.getOrThrow(Frame.decodePayload(bytes[4]!, bytes.subarray(5)))
+      const back = Result.getOrThrow(Frame.decodePayload(bytes[4]!, bytes.subarray(5)))
       if (back._tag !== "HotlistDirtyBatch") return assert.fail(`decoded as ${back._tag}`)
       assert.strictEqual(back.items.length, 100_000)
       assertEqual(
@@ -777,12 +786,12 @@ describe("Frame", () => {
         v2: Option.none()
       })
       const overhead = 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(hello(0))))
-      const exact = Either.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))
+      const exact = Result.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))
       assert.strictEqual(exact.length, 4 + Frame.MAX_FRAME_LENGTH)
       assert.strictEqual(new DataView(exact.buffer, exact.byteOffset).getUint32(0), Frame.MAX_FRAME_LENGTH)
       assertEqual(
         Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead + 1)),
-        Either.left(new FrameTooLargeError({ length: Frame.MAX_FRAME_LENGTH + 1 }))
+        Result.fail(new FrameTooLargeError({ length: Frame.MAX_FRAME_LENGTH + 1 }))
       )
     })
   })

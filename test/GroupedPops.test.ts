@@ -4,20 +4,9 @@
  * in-memory queue whose claims the test completes by hand.
  */
 import { assert, describe, it } from "@effect/vitest"
-import {
-  Cause,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Option,
-  Queue,
-  type Scope,
-  TestClock,
-  TestContext
-} from "effect"
-import fc from "fast-check"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, Queue, type Scope } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import * as Frame from "../src/Frame.js"
 import type * as GroupedPops from "../src/GroupedPops.js"
 import * as LocalWaker from "../src/LocalWaker.js"
@@ -99,20 +88,18 @@ const makeQueue = (options: { readonly gated: boolean }) =>
       },
       /** Lets the oldest pending claim finish (or fail). */
       finishOne: (ok = true) =>
-        Effect.flatMap(Queue.take(pending), (gate) => Deferred.succeed(gate, ok)).pipe(
-          Effect.zipRight(settle)
-        )
+        Effect.flatMap(Queue.take(pending), (gate) => Deferred.succeed(gate, ok)).pipe(Effect.andThen(settle))
     }
   })
 
-type TestQueue = Effect.Effect.Success<ReturnType<typeof makeQueue>>
+type TestQueue = Effect.Success<ReturnType<typeof makeQueue>>
 
 const setup = (
   options: {
     readonly gated?: boolean
-    readonly repoll?: Duration.DurationInput
+    readonly repoll?: Duration.Input
     readonly maxClaim?: number
-    readonly followUpInterval?: Duration.DurationInput
+    readonly followUpInterval?: Duration.Input
   } = {}
 ): Effect.Effect<
   { waker: LocalWaker.LocalWakerShape; pops: GroupedPops.GroupedPops<Row, ClaimBroke>; queue: TestQueue },
@@ -137,11 +124,11 @@ const wakeOrders = Frame.queueItem({ queue: "orders", partition: "p1" })
 const ids = (result: GroupedPops.PopResult<Row>) => result.rows.map((row) => row.id)
 
 describe("GroupedPops", () => {
-  it.scoped("a hundred waiting pops cost one claim per wake, and the rows go out in arrival order", () =>
+  it.effect("a hundred waiting pops cost one claim per wake, and the rows go out in arrival order", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
       const fibers = yield* Effect.forEach(Array.from({ length: 100 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 100))
       const before = queue.requests.length
@@ -159,23 +146,23 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("a pop takes up to its batch; the next pop gets the rest of the claim", () =>
+  it.effect("a pop takes up to its batch; the next pop gets the rest of the claim", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
-      const big = yield* Effect.fork(pops.pop(orders, { batch: 3, maxWait: "30 seconds" }))
-      const small = yield* Effect.fork(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
-      const third = yield* Effect.fork(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
+      const big = yield* Effect.forkChild(pops.pop(orders, { batch: 3, maxWait: "30 seconds" }))
+      const small = yield* Effect.forkChild(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
+      const third = yield* Effect.forkChild(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 3))
       queue.push(4)
       yield* waker.wake(wakeOrders)
       assert.deepStrictEqual(ids(yield* Fiber.join(big)), [0, 1, 2])
       assert.deepStrictEqual(ids(yield* Fiber.join(small)), [3])
       assert.strictEqual(queue.requests.at(-1)!.limit, 7)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(third)))
+      assert.isUndefined(third.pollUnsafe())
     })
   )
 
-  it.scoped("a pop that finds rows on arrival answers at once, with wake none", () =>
+  it.effect("a pop that finds rows on arrival answers at once, with wake none", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup()
       queue.push(2)
@@ -185,23 +172,23 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("wakes and arrivals during a claim fold into one follow-up claim", () =>
+  it.effect("wakes and arrivals during a claim fold into one follow-up claim", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ gated: true })
-      const first = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const first = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       assert.strictEqual(queue.requests.length, 1)
       // While the arrival's claim runs: ten wakes and five more pops.
       for (let i = 0; i < 10; i++) yield* waker.wake(wakeOrders)
       const more = yield* Effect.forEach(Array.from({ length: 5 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settle
       assert.strictEqual(queue.requests.length, 1, "one claim in flight")
       // Pushed while the arrival's claim runs: not in its snapshot, so only the follow-up finds them.
       queue.push(2)
       yield* queue.finishOne()
-      assert.isTrue(Option.isNone(yield* Fiber.poll(first)))
+      assert.isUndefined(first.pollUnsafe())
       assert.strictEqual(queue.requests.length, 2, "one follow-up")
       assert.strictEqual(queue.requests[1]!.limit, 6)
       yield* queue.finishOne()
@@ -213,11 +200,11 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("a claim that fills its limit is followed by another while pops wait", () =>
+  it.effect("a claim that fills its limit is followed by another while pops wait", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ maxClaim: 2 })
       const fibers = yield* Effect.forEach(Array.from({ length: 5 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 5))
       const before = queue.requests.length
@@ -228,47 +215,47 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("a pop times out at its maxWait without a claim of its own", () =>
+  it.effect("a pop times out at its maxWait without a claim of its own", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ repoll: "1 minute" })
-      const short = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "2 seconds" }))
-      const long = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "20 seconds" }))
+      const short = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "2 seconds" }))
+      const long = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "20 seconds" }))
       yield* settle
       const claims = queue.requests.length
       yield* TestClock.adjust("1999 millis")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(short)))
+      assert.isUndefined(short.pollUnsafe())
       yield* TestClock.adjust("1 millis")
       assert.deepStrictEqual(yield* Fiber.join(short), { rows: [], wake: "timeout" })
       assert.strictEqual(queue.requests.length, claims)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(long)))
+      assert.isUndefined(long.pollUnsafe())
       assert.strictEqual(yield* pops.waiting, 1)
     })
   )
 
-  it.scoped("a pop with no wait still gets its arrival claim's answer, however long the claim takes", () =>
+  it.effect("a pop with no wait still gets its arrival claim's answer, however long the claim takes", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ gated: true })
       queue.push(1)
-      const found = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: 0 }))
-      const none = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "5 millis" }))
+      const found = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: 0 }))
+      const none = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "5 millis" }))
       yield* settle
       yield* TestClock.adjust("1 second")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(found)))
+      assert.isUndefined(found.pollUnsafe())
       yield* queue.finishOne()
       assert.deepStrictEqual(yield* Fiber.join(found), { rows: [{ id: 0 }], wake: "none" })
       // The second pop came during the first claim: its own is the follow-up, and then it times out.
-      assert.isTrue(Option.isNone(yield* Fiber.poll(none)))
+      assert.isUndefined(none.pollUnsafe())
       yield* queue.finishOne()
       assert.deepStrictEqual(yield* Fiber.join(none), { rows: [], wake: "timeout" })
       assert.strictEqual(yield* pops.waiting, 0)
     })
   )
 
-  it.scoped("the group re-polls on its own while pops wait: one claim per interval, not one per pop", () =>
+  it.effect("the group re-polls on its own while pops wait: one claim per interval, not one per pop", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ repoll: "1 second" })
       const fibers = yield* Effect.forEach(Array.from({ length: 50 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "1 minute" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "1 minute" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 50))
       const claims = queue.requests.length
@@ -282,13 +269,13 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("rows claimed for pops that left during the claim go to the next pop, or back at once", () =>
+  it.effect("rows claimed for pops that left during the claim go to the next pop, or back at once", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ gated: true })
       queue.push(3)
-      const gone = yield* Effect.fork(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
+      const gone = yield* Effect.forkChild(pops.pop(orders, { batch: 2, maxWait: "30 seconds" }))
       yield* settle
-      const stays = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const stays = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       yield* Fiber.interrupt(gone)
       yield* queue.finishOne()
@@ -305,25 +292,24 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("rows handed to a pop interrupted before it took them go back at once", () =>
+  it.effect("rows handed to a pop interrupted before it took them go back at once", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ timeoutResolution: 0 })
       const queue = yield* makeQueue({ gated: true })
-      const holder: { fiber?: Fiber.RuntimeFiber<GroupedPops.PopResult<Row>, ClaimBroke> } = {}
+      const holder: { fiber?: Fiber.Fiber<GroupedPops.PopResult<Row>, ClaimBroke> } = {}
       const pops = yield* waker.grouped({
         claim: queue.claim,
         // The release of the leftover row runs right after the hand-out, before the pop's fiber has
-        // taken its row: interrupting it there is the narrowest window.
+        // taken its row: interrupting it there is the narrowest window. The interrupt is sent once the
+        // release is done, without waiting for the fiber, as effect 3's `interruptAsFork` landed.
         release: (key, rows) =>
-          Effect.zipRight(
-            Effect.flatMap(Effect.fiberId, (id) =>
-              holder.fiber === undefined ? Effect.void : holder.fiber.interruptAsFork(id)
-            ),
-            queue.release(key, rows)
+          Effect.andThen(
+            queue.release(key, rows),
+            Effect.flatMap(Effect.fiberId, (id) => Effect.sync(() => holder.fiber?.interruptUnsafe(id)))
           )
       })
-      holder.fiber = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
-      const leaves = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      holder.fiber = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const leaves = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       // The arrival claims find nothing.
       while ((yield* Queue.size(queue.pending)) > 0) yield* queue.finishOne()
@@ -335,40 +321,40 @@ describe("GroupedPops", () => {
       yield* Fiber.interrupt(leaves)
       yield* queue.finishOne()
       const exit = yield* Fiber.await(holder.fiber)
-      assert.isTrue(Exit.isInterrupted(exit))
+      assert.isTrue(Exit.hasInterrupts(exit))
       assert.deepStrictEqual(queue.released, [1, 0])
       assert.deepStrictEqual(queue.claimed.size, 0)
     })
   )
 
-  it.scoped("a claim that fails fails the pops it was for; pops that came during it get the next claim", () =>
+  it.effect("a claim that fails fails the pops it was for; pops that came during it get the next claim", () =>
     Effect.gen(function* () {
       const { pops, queue } = yield* setup({ gated: true })
-      const early = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const early = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
-      const late = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const late = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       queue.push(1)
       yield* queue.finishOne(false)
       const exit = yield* Fiber.await(early)
-      assert.isTrue(Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.isSome))
-      assert.isTrue(Option.isNone(yield* Fiber.poll(late)))
+      assert.isTrue(Exit.isFailure(exit) && Cause.findErrorOption(exit.cause).pipe(Option.isSome))
+      assert.isUndefined(late.pollUnsafe())
       yield* queue.finishOne()
       assert.deepStrictEqual(ids(yield* Fiber.join(late)), [0])
     })
   )
 
-  it.scoped("releaseAll answers the waiting pops with shutdown; later pops wait as usual", () =>
+  it.effect("releaseAll answers the waiting pops with shutdown; later pops wait as usual", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
       const fibers = yield* Effect.forEach(Array.from({ length: 3 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 3))
       assert.strictEqual(yield* waker.releaseAll, 3)
       for (const fiber of fibers)
         assert.deepStrictEqual(yield* Fiber.join(fiber), { rows: [], wake: "shutdown" })
-      const later = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const later = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       queue.push(1)
       yield* waker.wake(wakeOrders)
@@ -376,11 +362,11 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("after shutdown a pop answers at once; a claim in flight at shutdown gives its rows back", () =>
+  it.effect("after shutdown a pop answers at once; a claim in flight at shutdown gives its rows back", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ gated: true })
       queue.push(1)
-      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const waiting = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       assert.strictEqual(yield* waker.shutdown, 1)
       assert.deepStrictEqual(yield* Fiber.join(waiting), { rows: [], wake: "shutdown" })
@@ -393,13 +379,13 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("an absent tenant wakes every tenant's group on the queue; a named one only its own", () =>
+  it.effect("an absent tenant wakes every tenant's group on the queue; a named one only its own", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
-      const acme = yield* Effect.fork(
+      const acme = yield* Effect.forkChild(
         pops.pop({ queue: "orders", tenant: "acme" }, { batch: 1, maxWait: "1 minute" })
       )
-      const globex = yield* Effect.fork(
+      const globex = yield* Effect.forkChild(
         pops.pop({ queue: "orders", tenant: "globex" }, { batch: 1, maxWait: "1 minute" })
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 2))
@@ -424,7 +410,7 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "offer: the pushing replica's pops claim first and say when they left nothing for the peers",
     () =>
       Effect.gen(function* () {
@@ -435,7 +421,7 @@ describe("GroupedPops", () => {
         // Two pops wait here; one row pushed: claimed here, nothing left.
         queue.ready.length = 0
         const fibers = yield* Effect.forEach(Array.from({ length: 2 }), () =>
-          Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+          Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
         )
         yield* settleUntil(Effect.map(pops.waiting, (n) => n === 2))
         queue.push(1)
@@ -448,7 +434,7 @@ describe("GroupedPops", () => {
       })
   )
 
-  it.scoped(
+  it.effect(
     "a claim that says it left nothing, though it filled its limit, is not followed and drains offer",
     () =>
       Effect.gen(function* () {
@@ -460,7 +446,7 @@ describe("GroupedPops", () => {
             Effect.map(queue.claim(request), (rows) => ({ rows, more: queue.ready.length > 0 })),
           release: queue.release
         })
-        const one = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        const one = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
         yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
         const before = queue.requests.length
         queue.push(1)
@@ -470,14 +456,14 @@ describe("GroupedPops", () => {
       })
   )
 
-  it.scoped("a pop that joins parked pops after a claim that left nothing makes no claim of its own", () =>
+  it.effect("a pop that joins parked pops after a claim that left nothing makes no claim of its own", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
-      const first = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const first = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
       const claims = queue.requests.length
       const joiners = yield* Effect.forEach(Array.from({ length: 50 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settleUntil(Effect.map(waker.parked, (n) => n === 51))
       assert.strictEqual(queue.requests.length, claims, "fifty re-pops, no claim")
@@ -491,11 +477,11 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("ten thousand pops parked on one queue: one wake, one claim, one pop answered", () =>
+  it.effect("ten thousand pops parked on one queue: one wake, one claim, one pop answered", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup()
       const fibers = yield* Effect.forEach(Array.from({ length: 10_000 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "1 minute" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "1 minute" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 10_000))
       const before = queue.requests.length
@@ -510,7 +496,7 @@ describe("GroupedPops", () => {
     })
   )
 
-  it.scoped("bad options are refused with a clear defect", () =>
+  it.effect("bad options are refused with a clear defect", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const refused = (options: Partial<GroupedPops.Options<never, never>>) =>
@@ -527,10 +513,10 @@ describe("GroupedPops", () => {
 })
 
 describe("GroupedPops, followUpInterval", () => {
-  it.scoped("a group with no claim in flight claims at once on a wake, even right after a claim", () =>
+  it.effect("a group with no claim in flight claims at once on a wake, even right after a claim", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ followUpInterval: "50 millis" })
-      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const waiting = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settleUntil(Effect.map(waker.parked, (n) => n === 1))
       // The arrival's claim found nothing a moment ago; the wake's claim does not wait for the interval.
       queue.push(1)
@@ -541,18 +527,18 @@ describe("GroupedPops, followUpInterval", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "wakes and arrivals during a claim fold into one follow-up, no sooner than the interval after it began",
     () =>
       Effect.gen(function* () {
         const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
-        const first = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        const first = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
         yield* settle
         assert.strictEqual(queue.requests.length, 1)
         // While the arrival's claim runs: rows pushed (not in its snapshot), their wakes, another pop.
         queue.push(2)
         for (let i = 0; i < 5; i++) yield* waker.wake(wakeOrders)
-        const second = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        const second = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
         yield* TestClock.adjust("10 millis")
         yield* queue.finishOne()
         // The claim is done 10 ms after it began: its follow-up waits until 50 ms.
@@ -560,7 +546,7 @@ describe("GroupedPops, followUpInterval", () => {
         // What lands while the follow-up waits folds into it: a row, its wake, a third pop.
         queue.push(1)
         yield* waker.wake(wakeOrders)
-        const third = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        const third = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
         yield* TestClock.adjust("39 millis")
         assert.strictEqual(queue.requests.length, 1)
         yield* TestClock.adjust("1 millis")
@@ -577,10 +563,10 @@ describe("GroupedPops, followUpInterval", () => {
       })
   )
 
-  it.scoped("a claim slower than the interval is followed at once", () =>
+  it.effect("a claim slower than the interval is followed at once", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
-      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const waiting = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       queue.push(1)
       yield* waker.wake(wakeOrders)
@@ -592,11 +578,11 @@ describe("GroupedPops, followUpInterval", () => {
     })
   )
 
-  it.scoped("a claim that filled its limit is followed at once, not after the interval", () =>
+  it.effect("a claim that filled its limit is followed at once, not after the interval", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ maxClaim: 2, followUpInterval: "1 second" })
       const fibers = yield* Effect.forEach(Array.from({ length: 5 }), () =>
-        Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+        Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       )
       yield* settleUntil(Effect.map(pops.waiting, (n) => n === 5))
       const before = queue.requests.length
@@ -607,10 +593,10 @@ describe("GroupedPops, followUpInterval", () => {
     })
   )
 
-  it.scoped("pops that all leave while the follow-up waits cancel it", () =>
+  it.effect("pops that all leave while the follow-up waits cancel it", () =>
     Effect.gen(function* () {
       const { waker, pops, queue } = yield* setup({ gated: true, followUpInterval: "50 millis" })
-      const waiting = yield* Effect.fork(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
+      const waiting = yield* Effect.forkChild(pops.pop(orders, { batch: 1, maxWait: "30 seconds" }))
       yield* settle
       yield* waker.wake(wakeOrders)
       yield* queue.finishOne()
@@ -681,7 +667,7 @@ const runSteps = (steps: ReadonlyArray<Step>, followUpMillis = 0) =>
       repoll: "1 second",
       followUpInterval: Duration.millis(followUpMillis)
     })
-    const fibers: Array<Fiber.RuntimeFiber<GroupedPops.PopResult<Row>, ClaimBroke>> = []
+    const fibers: Array<Fiber.Fiber<GroupedPops.PopResult<Row>, ClaimBroke>> = []
     const delivered = new Map<number, number>()
     const violations: Array<string> = []
     const collect = Effect.gen(function* () {
@@ -702,7 +688,7 @@ const runSteps = (steps: ReadonlyArray<Step>, followUpMillis = 0) =>
       switch (s._tag) {
         case "park":
           fibers.push(
-            yield* Effect.fork(pops.pop(orders, { batch: s.batch, maxWait: Duration.millis(s.wait) }))
+            yield* Effect.forkChild(pops.pop(orders, { batch: s.batch, maxWait: Duration.millis(s.wait) }))
           )
           break
         case "push":
@@ -715,7 +701,7 @@ const runSteps = (steps: ReadonlyArray<Step>, followUpMillis = 0) =>
           break
         case "interrupt": {
           const live = []
-          for (const fiber of fibers) if (Option.isNone(yield* Fiber.poll(fiber))) live.push(fiber)
+          for (const fiber of fibers) if (fiber.pollUnsafe() === undefined) live.push(fiber)
           if (live.length > 0) yield* Fiber.interrupt(live[s.pick % live.length]!)
           break
         }
@@ -723,7 +709,7 @@ const runSteps = (steps: ReadonlyArray<Step>, followUpMillis = 0) =>
           yield* TestClock.adjust(Duration.millis(s.millis))
           break
         case "offer":
-          yield* Effect.fork(pops.offer(orders))
+          yield* Effect.forkChild(pops.offer(orders))
           break
         case "releaseAll":
           yield* waker.releaseAll
@@ -780,7 +766,7 @@ describe("GroupedPops, over random interleavings", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps) => {
         const violations = await Effect.runPromise(
-          Effect.scoped(runSteps(steps)).pipe(Effect.provide(TestContext.TestContext))
+          Effect.scoped(runSteps(steps)).pipe(Effect.provide(TestClock.layer()))
         )
         assert.deepStrictEqual(violations, [])
       }),
@@ -792,7 +778,7 @@ describe("GroupedPops, over random interleavings", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps) => {
         const violations = await Effect.runPromise(
-          Effect.scoped(runSteps(steps, 100)).pipe(Effect.provide(TestContext.TestContext))
+          Effect.scoped(runSteps(steps, 100)).pipe(Effect.provide(TestClock.layer()))
         )
         assert.deepStrictEqual(violations, [])
       }),

@@ -1,21 +1,21 @@
-import { HttpApp } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
+import * as HttpEffect from "effect/http/HttpEffect"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as MeshStats from "../src/MeshStats.js"
 import { allConnected, eventually, freePort, hearsFrom, tcpNode } from "./fixtures/cluster.js"
 
-const Json = Schema.parseJson()
+const Json = Schema.fromJsonString(Schema.Unknown)
 const decodeJson = Schema.decodeUnknownSync(Json)
 const sinceless = (body: string) =>
   body.replace(/"last_seen_ms_ago":\d+/g, '"last_seen_ms_ago":0').replace(/"uptime_ms":\d+/g, '"uptime_ms":0')
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.fromJsonString(MeshStats.StatsBody))
 
 /** The routes as a fetch-style handler over `mesh`: no socket needed. */
 const handlerFor = (mesh: Mesh.MeshShape) =>
-  HttpApp.toWebHandler(HttpRoutes.app.pipe(Effect.provideService(Mesh.Mesh, mesh)))
+  HttpEffect.toWebHandler(HttpRoutes.app.pipe(Effect.provideService(Mesh.Mesh, mesh)))
 
 const get = (handler: (request: Request) => Promise<Response>, path: string, method = "GET") =>
   Effect.promise(async () => {
@@ -34,7 +34,7 @@ const soloMesh = Effect.map(
 )
 
 describe("HttpRoutes", () => {
-  it.scopedLive(
+  it.live(
     "both stats routes answer Mesh.stats; the inactive body says no_peers and solo, as /readyz does",
     () =>
       Effect.gen(function* () {
@@ -74,7 +74,7 @@ describe("HttpRoutes", () => {
       })
   )
 
-  it.scopedLive("an active mesh: peers, liveness and counters, the same body on both routes", () =>
+  it.live("an active mesh: peers, liveness and counters, the same body on both routes", () =>
     Effect.gen(function* () {
       const portA = yield* freePort
       const portB = yield* freePort
@@ -108,7 +108,7 @@ describe("HttpRoutes", () => {
     })
   )
 
-  it.scopedLive("shared-state is always disabled and carries the two maintenance flags", () =>
+  it.live("shared-state is always disabled and carries the two maintenance flags", () =>
     Effect.gen(function* () {
       const mesh = yield* soloMesh
       const handler = handlerFor(mesh)
@@ -136,7 +136,7 @@ describe("HttpRoutes", () => {
     })
   )
 
-  it.scopedLive("unknown paths and methods get a JSON 404", () =>
+  it.live("unknown paths and methods get a JSON 404", () =>
     Effect.gen(function* () {
       const handler = handlerFor(yield* soloMesh)
       const missing = yield* get(handler, "/internal/api/nope?x=1")
@@ -157,7 +157,7 @@ describe("HttpRoutes", () => {
     })
   )
 
-  it.scopedLive("serve binds a real server on an ephemeral port", () =>
+  it.live("serve binds a real server on an ephemeral port", () =>
     Effect.gen(function* () {
       const mesh = yield* soloMesh
       const port = yield* HttpRoutes.serve({ host: "127.0.0.1", port: 0 }).pipe(
@@ -175,7 +175,7 @@ describe("HttpRoutes", () => {
 })
 
 describe("HttpRoutes.serve under a slow client flood", () => {
-  it.scopedLive("the stats route stays answerable while 400 trickling connections are open", () =>
+  it.live("the stats route stays answerable while 400 trickling connections are open", () =>
     Effect.gen(function* () {
       const mesh = yield* soloMesh
       const port = yield* HttpRoutes.serve({ host: "127.0.0.1", port: 0, maxConnections: 64 }).pipe(

@@ -4,7 +4,8 @@
  * mesh's API after its scope closed fails with `MeshClosedError` and nothing hangs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Either, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Result, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../src/Frame.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as MeshTest from "../src/MeshTest.js"
@@ -13,12 +14,12 @@ import { active } from "./fixtures/memory.js"
 const target = { queue: "orders", tenant: Option.none() }
 
 describe("LocalWaker lifecycle", () => {
-  it.scoped("closing the waker's scope returns every parked pop as shutdown, at once (TestClock)", () =>
+  it.effect("closing the waker's scope returns every parked pop as shutdown, at once (TestClock)", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const waker = yield* LocalWaker.make().pipe(Scope.extend(scope))
-      const short = yield* Effect.fork(waker.awaitWake(target, { maxWait: "300 millis" }))
-      const long = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 hour" }))
+      const waker = yield* LocalWaker.make().pipe(Scope.provide(scope))
+      const short = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "300 millis" }))
+      const long = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "1 hour" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 2))
       yield* Scope.close(scope, Exit.void)
       // No time passes: the close itself hands them back.
@@ -38,10 +39,10 @@ describe("LocalWaker lifecycle", () => {
   it.live("closing the waker's scope returns every parked pop as shutdown, on real time", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const waker = yield* LocalWaker.make().pipe(Scope.extend(scope))
+      const waker = yield* LocalWaker.make().pipe(Scope.provide(scope))
       // Two real deadlines, both far off: the close, not a timer, must be what ends them.
       const pops = yield* Effect.forEach([30_000, 60_000], (ms) =>
-        Effect.fork(waker.awaitWake(target, { maxWait: `${ms} millis` }))
+        Effect.forkChild(waker.awaitWake(target, { maxWait: `${ms} millis` }))
       )
       yield* MeshTest.eventually(Effect.map(waker.parked, (n) => n === 2))
       yield* Scope.close(scope, Exit.void)
@@ -56,38 +57,38 @@ describe("LocalWaker lifecycle", () => {
     })
   )
 
-  it.scoped("the layer's scope closing does the same for a broker's pops (Waker.layerLocal)", () =>
+  it.effect("the layer's scope closing does the same for a broker's pops (Waker.layerLocal)", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(LocalWaker.layer(), scope)
       const waker = Context.get(context, LocalWaker.LocalWaker)
-      const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 minute" }))
+      const pop = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "1 minute" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 1))
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(yield* Fiber.join(pop), "shutdown")
     })
   )
 
-  it.scoped("releaseAll hands back the pops parked now; later pops park as usual", () =>
+  it.effect("releaseAll hands back the pops parked now; later pops park as usual", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const pops = yield* Effect.forEach(["a", "b", "c"], (queue) =>
-        Effect.fork(waker.awaitWake({ queue, tenant: Option.some("acme") }, { maxWait: "1 minute" }))
+        Effect.forkChild(waker.awaitWake({ queue, tenant: Option.some("acme") }, { maxWait: "1 minute" }))
       )
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 3))
       assert.strictEqual(yield* waker.releaseAll, 3)
       for (const pop of pops) assert.strictEqual(yield* Fiber.join(pop), "shutdown")
-      const later = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 minute" }))
+      const later = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "1 minute" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 1))
       yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p" }))
       assert.strictEqual(yield* Fiber.join(later), "woken")
     })
   )
 
-  it.scoped("shutdown drains before the scope ends: released now, refused after, idempotent", () =>
+  it.effect("shutdown drains before the scope ends: released now, refused after, idempotent", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
-      const pop = yield* Effect.fork(waker.awaitWake(target, { maxWait: "1 minute" }))
+      const pop = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "1 minute" }))
       yield* MeshTest.settleUntil(Effect.map(waker.parked, (n) => n === 1))
       assert.strictEqual(yield* waker.shutdown, 1)
       assert.strictEqual(yield* Fiber.join(pop), "shutdown")
@@ -98,15 +99,15 @@ describe("LocalWaker lifecycle", () => {
 })
 
 describe("Mesh lifecycle", () => {
-  it.scoped("after its scope closes the API fails with MeshClosedError, stats say not running", () =>
+  it.effect("after its scope closes the API fails with MeshClosedError, stats say not running", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const scope = yield* Scope.make()
-      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] }).pipe(Scope.extend(scope))
+      const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"] }).pipe(Scope.provide(scope))
       yield* MeshTest.node(network, { serverId: "b", peers: ["a"] })
       yield* TestClock.adjust("300 millis")
       yield* MeshTest.settleUntil(MeshTest.linked(a))
-      const pop = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "1 hour" }))
+      const pop = yield* Effect.forkChild(a.waker.awaitWake(target, { maxWait: "1 hour" }))
       yield* MeshTest.settleUntil(Effect.map(a.waker.parked, (n) => n === 1))
       assert.isTrue(active(yield* a.mesh.stats).running)
       yield* Scope.close(scope, Exit.void)
@@ -123,8 +124,8 @@ describe("Mesh lifecycle", () => {
         a.mesh.setPopMaintenance(true)
       ]
       for (const call of calls) {
-        const result = yield* Effect.either(call)
-        assert.isTrue(Either.isLeft(result) && result.left._tag === "MeshClosedError")
+        const result = yield* Effect.result(call)
+        assert.isTrue(Result.isFailure(result) && result.failure._tag === "MeshClosedError")
       }
       assert.throws(() => a.mesh.unsafeMessageAvailable(item), /the mesh is closed/)
       const stats = active(yield* a.mesh.stats)

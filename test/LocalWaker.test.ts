@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../src/Frame.js"
 import { DEFAULT_TENANT, MAX_NAME_CHARS } from "../src/internal/wire/names.js"
 import * as LocalWaker from "../src/LocalWaker.js"
@@ -7,10 +8,10 @@ import * as Waker from "../src/Waker.js"
 import { settle, settleUntil } from "./fixtures/memory.js"
 
 const park = (waker: LocalWaker.LocalWakerShape, queue: string, tenant?: string) =>
-  Effect.fork(waker.awaitWake({ queue, tenant: Frame.tenantOf(tenant) }, { maxWait: "10 seconds" }))
+  Effect.forkChild(waker.awaitWake({ queue, tenant: Frame.tenantOf(tenant) }, { maxWait: "10 seconds" }))
 
 describe("LocalWaker", () => {
-  it.scoped("a named tenant wakes only that tenant's pops on that queue", () =>
+  it.effect("a named tenant wakes only that tenant's pops on that queue", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const acme = yield* park(waker, "orders", "acme")
@@ -27,7 +28,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("an absent tenant fans out to every tenant parked on that queue name", () =>
+  it.effect("an absent tenant fans out to every tenant parked on that queue name", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const one = yield* park(waker, "orders", "t1")
@@ -48,14 +49,14 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("a target takes its tenant as the mesh's inputs do: a string, an Option, or none", () =>
+  it.effect("a target takes its tenant as the mesh's inputs do: a string, an Option, or none", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const upper = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
-      const byString = yield* Effect.fork(
+      const byString = yield* Effect.forkChild(
         waker.awaitWake({ queue: "q", tenant: upper }, { maxWait: "10 seconds" })
       )
-      const byDefault = yield* Effect.fork(waker.awaitWake({ queue: "q" }, { maxWait: "10 seconds" }))
+      const byDefault = yield* Effect.forkChild(waker.awaitWake({ queue: "q" }, { maxWait: "10 seconds" }))
       yield* settle
       yield* waker.wake(Frame.queueItem({ queue: "q", partition: "p1", tenant: upper.toLowerCase() }))
       assert.strictEqual(yield* Fiber.join(byString), "woken")
@@ -68,7 +69,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("with tenancy off an absent tenant names the default tenant", () =>
+  it.effect("with tenancy off an absent tenant names the default tenant", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ tenancy: false, defaultTenant: "main" })
       const bare = yield* park(waker, "orders")
@@ -83,21 +84,21 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("a parked pop falls back to its own backoff when no wake comes", () =>
+  it.effect("a parked pop falls back to its own backoff when no wake comes", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "2 seconds" })
       )
       yield* TestClock.adjust("1999 millis")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(pop)))
+      assert.isUndefined(pop.pollUnsafe())
       yield* TestClock.adjust("1 millis")
       assert.strictEqual(yield* Fiber.join(pop), "timeout")
       assert.strictEqual(yield* waker.parked, 0)
     })
   )
 
-  it.scoped("an interrupted pop leaves the registry", () =>
+  it.effect("an interrupted pop leaves the registry", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const pop = yield* park(waker, "q")
@@ -108,7 +109,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("partition hints are recorded per tenant and queue, bounded, and cleared on take", () =>
+  it.effect("partition hints are recorded per tenant and queue, bounded, and cleared on take", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ maxHintKeys: 2, maxHintsPerKey: 3 })
       for (const partition of ["a", "b", "a", "c", "d"]) {
@@ -123,7 +124,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "with tenancy off, a wake naming the default-tenant UUID reaches the pops parked without a tenant",
     () =>
       Effect.gen(function* () {
@@ -140,11 +141,11 @@ describe("LocalWaker", () => {
       })
   )
 
-  it.scoped("with tenancy on, a UUID tenant is the same tenant in any case", () =>
+  it.effect("with tenancy on, a UUID tenant is the same tenant in any case", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const upper = "7F3A9C2E-1B4D-4E8F-A6B0-C2D4E6F80A1B"
-      const byDefault = yield* Effect.fork(
+      const byDefault = yield* Effect.forkChild(
         waker.awaitWake(
           { queue: "orders", tenant: Option.some(DEFAULT_TENANT.toUpperCase()) },
           { maxWait: "10 seconds" }
@@ -158,7 +159,7 @@ describe("LocalWaker", () => {
       yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p", tenant: DEFAULT_TENANT }))
       assert.strictEqual(yield* Fiber.join(byDefault), "woken")
       assert.strictEqual(yield* Fiber.join(bare), "woken")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(mixed)))
+      assert.isUndefined(mixed.pollUnsafe())
       yield* waker.wake(Frame.queueItem({ queue: "orders", partition: "p2", tenant: upper.toLowerCase() }))
       assert.strictEqual(yield* Fiber.join(mixed), "woken")
       assert.deepStrictEqual(
@@ -171,7 +172,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("partition hints stay within their byte bound, and over-long names are refused", () =>
+  it.effect("partition hints stay within their byte bound, and over-long names are refused", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ maxHintKeys: 1_000_000 })
       const long = (prefix: string, i: number) => `${prefix}${i}`.padEnd(MAX_NAME_CHARS, "x")
@@ -201,7 +202,7 @@ describe("LocalWaker", () => {
       const tooLong = "q".repeat(MAX_NAME_CHARS + 1)
       const before = yield* waker.dropped
       yield* waker.wake(Frame.queueItem({ queue: tooLong, partition: "p" }))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         waker.awaitWake({ queue: "q", tenant: Option.some(tooLong) }, { maxWait: "1 second" })
       )
       yield* settle
@@ -213,25 +214,25 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("a park with an earlier deadline wakes the reaper early", () =>
+  it.effect("a park with an earlier deadline wakes the reaper early", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
-      const late = yield* Effect.fork(
+      const late = yield* Effect.forkChild(
         waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "10 seconds" })
       )
       yield* TestClock.adjust(1)
-      const early = yield* Effect.fork(
+      const early = yield* Effect.forkChild(
         waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 second" })
       )
       yield* TestClock.adjust("1 second")
       assert.strictEqual(yield* Fiber.join(early), "timeout")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(late)))
+      assert.isUndefined(late.pollUnsafe())
       yield* TestClock.adjust("9 seconds")
       assert.strictEqual(yield* Fiber.join(late), "timeout")
     })
   )
 
-  it.scoped("pops due close together share one pass: never early, at most the resolution late", () =>
+  it.effect("pops due close together share one pass: never early, at most the resolution late", () =>
     Effect.gen(function* () {
       const timeOuts = (options: LocalWaker.LocalWakerOptions) =>
         Effect.gen(function* () {
@@ -241,9 +242,9 @@ describe("LocalWaker", () => {
           const ends: Array<number> = []
           const at = (maxWait: number) =>
             waker.awaitWake(target, { maxWait: Duration.millis(maxWait) }).pipe(
-              Effect.zipRight(Clock.currentTimeMillis),
+              Effect.andThen(Clock.currentTimeMillis),
               Effect.map((t) => ends.push(t - start)),
-              Effect.fork
+              Effect.forkChild
             )
           yield* at(100)
           yield* at(103)
@@ -257,29 +258,29 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("a pop with no deadline never times out; one past the timer limit still does", () =>
+  it.effect("a pop with no deadline never times out; one past the timer limit still does", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const target = { queue: "q", tenant: Option.none() }
-      const forever = yield* Effect.fork(waker.awaitWake(target, { maxWait: Duration.infinity }))
-      const month = yield* Effect.fork(waker.awaitWake(target, { maxWait: "30 days" }))
+      const forever = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: Duration.infinity }))
+      const month = yield* Effect.forkChild(waker.awaitWake(target, { maxWait: "30 days" }))
       yield* TestClock.adjust("30 days")
       assert.strictEqual(yield* Fiber.join(month), "timeout")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(forever)))
+      assert.isUndefined(forever.pollUnsafe())
       assert.strictEqual(yield* waker.parked, 1)
       yield* waker.wake(Frame.queueItem({ queue: "q", partition: "" }))
       assert.strictEqual(yield* Fiber.join(forever), "woken")
     })
   )
 
-  it.scoped("after most pops are woken the heap is compacted and the rest still time out on time", () =>
+  it.effect("after most pops are woken the heap is compacted and the rest still time out on time", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make({ timeoutResolution: 0 })
       const fibers = []
       for (let i = 0; i < 1_000; i++) {
         const queue = i % 10 === 0 ? "slow" : `q${i}`
         fibers.push(
-          yield* Effect.fork(
+          yield* Effect.forkChild(
             waker.awaitWake({ queue, tenant: Option.none() }, { maxWait: Duration.millis(1_000 + i) })
           )
         )
@@ -301,7 +302,7 @@ describe("LocalWaker", () => {
     })
   )
 
-  it.scoped("10,000 pops with random deadlines time out exactly at their deadlines, in order", () =>
+  it.effect("10,000 pops with random deadlines time out exactly at their deadlines, in order", () =>
     Effect.gen(function* () {
       const waker = yield* LocalWaker.make()
       const count = 10_000
@@ -319,7 +320,7 @@ describe("LocalWaker", () => {
         readonly outcome: LocalWaker.WakeOutcome
         readonly at: number
       }> = []
-      const fibers: Array<Fiber.RuntimeFiber<void>> = []
+      const fibers: Array<Fiber.Fiber<void>> = []
       for (let i = 0; i < count; i++) {
         const target = { queue: `q${i % queues}`, tenant: Option.none() }
         const pop = waker.awaitWake(target, { maxWait: Duration.millis(deadlines[i]!) }).pipe(
@@ -328,7 +329,7 @@ describe("LocalWaker", () => {
           ),
           Effect.asVoid
         )
-        fibers.push(yield* Effect.fork(pop))
+        fibers.push(yield* Effect.forkChild(pop))
       }
       yield* settleUntil(Effect.map(waker.parked, (n) => n === count))
 

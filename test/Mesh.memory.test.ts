@@ -1,12 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
+import { Clock, Duration, Effect, Exit, Metric, Ref, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { active, memoryNetwork, memoryNode, settle, settleUntil } from "./fixtures/memory.js"
 
 /** A tenant is a UUID (the default `tenants: "uuid"`). */
 const TENANT_T = "7e7e7e7e-0000-4000-8000-000000000001"
 
 describe("Mesh over the in-memory transport (TestClock)", () => {
-  it.scoped("dial retries wait 250, 500, 1000, 2000, 4000, 5000, 5000 ms and reset after a connect", () =>
+  it.effect("dial retries wait 250, 500, 1000, 2000, 4000, 5000, 5000 ms and reset after a connect", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       yield* memoryNode(transportLayer, { serverId: "b", port: 7002, peers: [7001] })
@@ -35,7 +36,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
       yield* settle
       yield* network.refuse(7002, true)
       const before = (yield* network.dials).length
-      const cutAt = yield* TestClock.currentTimeMillis
+      const cutAt = yield* Clock.currentTimeMillis
       yield* network.cut(7002)
       yield* settle
       for (let i = 0; i < 8; i++) {
@@ -51,7 +52,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("a peer that refuses our HELLO is redialled on the growing backoff, not in a tight loop", () =>
+  it.effect("a peer that refuses our HELLO is redialled on the growing backoff, not in a tight loop", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       const b = yield* memoryNode(transportLayer, {
@@ -77,7 +78,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("heartbeats go out at the configured cadence on an idle link", () =>
+  it.effect("heartbeats go out at the configured cadence on an idle link", () =>
     Effect.gen(function* () {
       const { transportLayer } = yield* memoryNetwork
       const b = yield* memoryNode(transportLayer, {
@@ -106,7 +107,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("a link busy within the interval skips its heartbeat; both ends stay alive all along", () =>
+  it.effect("a link busy within the interval skips its heartbeat; both ends stay alive all along", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       const config = { heartbeatInterval: Duration.millis(1000), deadThreshold: Duration.millis(3000) }
@@ -167,7 +168,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("a peer turns dead one threshold after its last frame, and alive on its next", () =>
+  it.effect("a peer turns dead one threshold after its last frame, and alive on its next", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       const config = { heartbeatInterval: Duration.millis(1000), deadThreshold: Duration.millis(3000) }
@@ -205,7 +206,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("a peer that stops reading costs drops, never memory, and broadcasts return at once", () =>
+  it.effect("a peer that stops reading costs drops, never memory, and broadcasts return at once", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       yield* memoryNode(transportLayer, { serverId: "b", port: 7032, peers: [7031] })
@@ -235,7 +236,7 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("counters add up: frames sent on A = frames received on B", () =>
+  it.effect("counters add up: frames sent on A = frames received on B", () =>
     Effect.gen(function* () {
       const { transportLayer } = yield* memoryNetwork
       const b = yield* memoryNode(transportLayer, { serverId: "b", port: 7042, peers: [7041] })
@@ -261,15 +262,30 @@ describe("Mesh over the in-memory transport (TestClock)", () => {
     })
   )
 
-  it.scoped("closing the scope ends every fiber and connection", () =>
+  it.effect("closing the scope ends every fiber and connection", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
-      const supervisor = yield* Supervisor.track
+      // Effect 4 has no `Supervisor`: the nodes' fibers are counted by the runtime metrics, in a
+      // registry of this test's own (`child_fibers_active`: every fiber forked under it, not ended).
+      const registry: Metric.MetricRegistry = new Map()
+      const supervisor = {
+        value: Effect.map(
+          Metric.snapshot.pipe(Effect.provideService(Metric.MetricRegistry, registry)),
+          (all) => {
+            const fibers = all.find((metric) => metric.id === "child_fibers_active")
+            return Array.from({ length: fibers?.type === "Gauge" ? Number(fibers.state.value) : 0 })
+          }
+        )
+      }
       const scope = yield* Scope.make()
       yield* Effect.gen(function* () {
         yield* memoryNode(transportLayer, { serverId: "b", port: 7052, peers: [7051] })
         yield* memoryNode(transportLayer, { serverId: "a", port: 7051, peers: [7052] })
-      }).pipe(Scope.extend(scope), Effect.supervised(supervisor))
+      }).pipe(
+        Scope.provide(scope),
+        Metric.enableRuntimeMetrics,
+        Effect.provideService(Metric.MetricRegistry, registry)
+      )
       yield* settle
       yield* TestClock.adjust("3 seconds")
       yield* settle

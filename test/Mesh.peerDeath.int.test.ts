@@ -20,7 +20,7 @@ const foreignScript = new URL("./fixtures/foreignNode.ts", import.meta.url).path
 /** `tcpNode` in a process of its own (another test file's, as far as ours can tell), killed with the scope. */
 const foreignNode = (serverId: string, port: number, peers: ReadonlyArray<number>) =>
   Effect.acquireRelease(
-    Effect.async<ChildProcess, Error>((resume) => {
+    Effect.callback<ChildProcess, Error>((resume) => {
       const child = spawn(
         process.execPath,
         ["--import", tsxLoader, foreignScript, serverId, String(port), ...peers.map(String)],
@@ -36,7 +36,7 @@ const foreignNode = (serverId: string, port: number, peers: ReadonlyArray<number
       child.once("exit", (code) => resume(Effect.fail(new Error(`foreign node exited (${code})`))))
     }),
     (child) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
         child.once("exit", () => resume(Effect.void))
         child.kill("SIGKILL")
@@ -50,7 +50,7 @@ const three = Effect.gen(function* () {
   yield* Effect.addFinalizer(() => Effect.forEach(scopes, (scope) => Scope.close(scope, Exit.void)))
   const nodes: Array<Node> = []
   for (const [i, serverId] of ["a", "b", "c"].entries())
-    nodes.push(yield* tcpNode({ serverId, port: ports[i]!, peers: ports }).pipe(Scope.extend(scopes[i]!)))
+    nodes.push(yield* tcpNode({ serverId, port: ports[i]!, peers: ports }).pipe(Scope.provide(scopes[i]!)))
   return { nodes, scopes, ports }
 })
 
@@ -61,7 +61,7 @@ const hearsDead = (node: Node, serverId: string) =>
   )
 
 describe("a peer that stops, over loopback", () => {
-  it.scopedLive("is heard dead by the others: PeerDown, dead in the stats, the health degraded", () =>
+  it.live("is heard dead by the others: PeerDown, dead in the stats, the health degraded", () =>
     Effect.gen(function* () {
       const { nodes, scopes } = yield* three
       const [a, , c] = nodes as [Node, Node, Node]
@@ -95,7 +95,7 @@ describe("a peer that stops, over loopback", () => {
     })
   )
 
-  it.scopedLive("a node of another test process dialling one of ours is refused, never heard", () =>
+  it.live("a node of another test process dialling one of ours is refused, never heard", () =>
     Effect.gen(function* () {
       const [cPort, strayPort, foreignPort] = [yield* freePort, yield* freePort, yield* freePort]
       // c lists a peer that never starts, so its mesh runs; the stranger's peer list names c's port.

@@ -6,7 +6,8 @@
  * server dead in the stats and the members, its link down, the health degraded.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Option, Scope, TestClock } from "effect"
+import { Duration, Effect, Exit, Option, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import type * as MeshConfig from "../src/MeshConfig.js"
 import * as MeshTest from "../src/MeshTest.js"
 
@@ -34,7 +35,7 @@ const three = (auth: MeshConfig.AuthMode, selfListed: boolean) =>
           heartbeatInterval: Duration.millis(HEARTBEAT),
           deadThreshold: Duration.millis(DEAD)
         }
-      }).pipe(Scope.extend(scopes[name]))
+      }).pipe(Scope.provide(scopes[name]))
       yield* nodes[name].mesh
         .observe(
           (event) => {
@@ -42,7 +43,7 @@ const three = (auth: MeshConfig.AuthMode, selfListed: boolean) =>
           },
           ["PeerDown"]
         )
-        .pipe(Scope.extend(scopes[name]))
+        .pipe(Scope.provide(scopes[name]))
     }
     return { nodes, scopes, downs }
   })
@@ -83,7 +84,7 @@ describe("a peer that stops", () => {
   for (const auth of ["legacy", "permissive"] as const)
     for (const selfListed of [false, true])
       for (const offset of [0, HEARTBEAT - 1]) {
-        it.scoped(
+        it.effect(
           `is heard dead within the threshold and a heartbeat (${auth}, ${selfListed ? "each node listed by itself" : "peers only"}, ${offset} ms past a tick)`,
           () =>
             Effect.gen(function* () {
@@ -106,7 +107,7 @@ describe("a peer that stops", () => {
         )
       }
 
-  it.scoped("is heard dead as soon, when its links were busy and skipped their heartbeats", () =>
+  it.effect("is heard dead as soon, when its links were busy and skipped their heartbeats", () =>
     Effect.gen(function* () {
       const { nodes, scopes, downs } = yield* three("legacy", false)
       yield* run(2000)

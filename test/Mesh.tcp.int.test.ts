@@ -35,12 +35,12 @@ const tcpHandles = () =>
   process.getActiveResourcesInfo().filter((r) => r === "TCPServerWrap" || r === "TCPSocketWrap").length
 
 describe("Mesh over loopback TCP", () => {
-  it.scopedLive("closing the scope closes the listeners and every connection", () =>
+  it.live("closing the scope closes the listeners and every connection", () =>
     Effect.gen(function* () {
       // First in this file, so no earlier test's sockets are still closing.
       const before = tcpHandles()
       const scope = yield* Scope.make()
-      const { nodes } = yield* Scope.extend(cluster(), scope)
+      const { nodes } = yield* Scope.provide(cluster(), scope)
       for (const node of nodes) yield* eventually(allConnected(node))
       for (const node of nodes) yield* eventually(hearsFrom(node, 2))
       // Three listeners and, between three nodes, six connections seen from both ends.
@@ -50,15 +50,15 @@ describe("Mesh over loopback TCP", () => {
     })
   )
 
-  it.scopedLive("a push on A wakes pops parked on B and on C", () =>
+  it.live("a push on A wakes pops parked on B and on C", () =>
     Effect.gen(function* () {
       const { nodes } = yield* cluster()
       const [a, b, c] = nodes as [Node, Node, Node]
       for (const node of nodes) yield* eventually(allConnected(node))
-      const parkB = yield* Effect.fork(
+      const parkB = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "60 seconds" })
       )
-      const parkC = yield* Effect.fork(
+      const parkC = yield* Effect.forkChild(
         c.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "60 seconds" })
       )
       yield* eventually(
@@ -74,15 +74,15 @@ describe("Mesh over loopback TCP", () => {
     })
   )
 
-  it.scopedLive("an absent-tenant wake reaches pops of two tenants; maintenance flips everywhere", () =>
+  it.live("an absent-tenant wake reaches pops of two tenants; maintenance flips everywhere", () =>
     Effect.gen(function* () {
       const { nodes } = yield* cluster()
       const [a, b] = nodes as [Node, Node, Node]
       for (const node of nodes) yield* eventually(allConnected(node))
-      const one = yield* Effect.fork(
+      const one = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "q", tenant: Option.some("t1") }, { maxWait: "60 seconds" })
       )
-      const two = yield* Effect.fork(
+      const two = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "q", tenant: Option.some("t2") }, { maxWait: "60 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 2))
@@ -97,7 +97,7 @@ describe("Mesh over loopback TCP", () => {
     })
   )
 
-  it.scopedLive("a wrong secret is refused, counted, and wakes nobody", () =>
+  it.live("a wrong secret is refused, counted, and wakes nobody", () =>
     Effect.gen(function* () {
       const { nodes } = yield* cluster([SECRET, SECRET, "wrong"])
       const [a, b, c] = nodes as [Node, Node, Node]
@@ -106,7 +106,7 @@ describe("Mesh over loopback TCP", () => {
       yield* eventually(Effect.map(b.mesh.stats, (s) => s.enabled && s.handshake_failures > 0))
       yield* eventually(allConnected(a))
       yield* eventually(hearsFrom(b, 1))
-      const parked = yield* Effect.fork(
+      const parked = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "60 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))
@@ -114,25 +114,25 @@ describe("Mesh over loopback TCP", () => {
       // A's push is the control: it does wake B, and C's earlier push never did.
       const stats = yield* b.mesh.stats
       assert.isTrue(stats.enabled && stats.servers_alive === 1)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(parked)))
+      assert.isUndefined(parked.pollUnsafe())
       yield* a.mesh.messageAvailable({ queue: "q", partition: "p" })
       assert.strictEqual(yield* Fiber.join(parked), "woken")
     })
   )
 
-  it.scopedLive("a node restarted on the same port is re-dialled and works again", () =>
+  it.live("a node restarted on the same port is re-dialled and works again", () =>
     Effect.gen(function* () {
       const portA = yield* freePort
       const portB = yield* freePort
       const a = yield* tcpNode({ serverId: "node-a", port: portA, peers: [portB] })
       const firstScope = yield* Scope.make()
-      yield* Scope.extend(tcpNode({ serverId: "node-b", port: portB, peers: [portA] }), firstScope)
+      yield* Scope.provide(tcpNode({ serverId: "node-b", port: portB, peers: [portA] }), firstScope)
       yield* eventually(allConnected(a))
       yield* Scope.close(firstScope, Exit.void)
       yield* eventually(Effect.map(allConnected(a), (ok) => !ok))
       const b = yield* tcpNode({ serverId: "node-b", port: portB, peers: [portA] })
       yield* eventually(allConnected(a))
-      const parked = yield* Effect.fork(
+      const parked = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "60 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))
@@ -141,7 +141,7 @@ describe("Mesh over loopback TCP", () => {
     })
   )
 
-  it.scopedLive("counters add up over TCP: sent on A = received on B", () =>
+  it.live("counters add up over TCP: sent on A = received on B", () =>
     Effect.gen(function* () {
       const portA = yield* freePort
       const portB = yield* freePort

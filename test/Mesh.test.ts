@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Scope, Stream, TestClock } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Ref, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../src/Frame.js"
 import * as Membership from "../src/Membership.js"
 import * as Mesh from "../src/Mesh.js"
@@ -33,7 +34,7 @@ const record = (events: Stream.Stream<MeshEvent>) =>
   })
 
 describe("Mesh", () => {
-  it.scoped("with no peers nothing binds and nothing is sent, but local wakes work", () =>
+  it.effect("with no peers nothing binds and nothing is sent, but local wakes work", () =>
     Effect.gen(function* () {
       const { network, transport, transportLayer } = yield* memoryNetwork
       const node = yield* memoryNode(transportLayer, { serverId: "solo", port: 7300, peers: [] })
@@ -41,7 +42,7 @@ describe("Mesh", () => {
       assert.isTrue(Option.isNone(node.mesh.port))
       const dial = yield* Effect.exit(Effect.scoped(transport.dial("127.0.0.1", 7300)))
       assert.isTrue(Exit.isFailure(dial))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         node.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 hour" })
       )
       yield* settleUntil(Effect.map(node.waker.parked, (n) => n === 1))
@@ -63,7 +64,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("with sync off nothing binds even with peers, and the reason says so", () =>
+  it.effect("with sync off nothing binds even with peers, and the reason says so", () =>
     Effect.gen(function* () {
       const { network, transportLayer } = yield* memoryNetwork
       const node = yield* memoryNode(transportLayer, {
@@ -81,7 +82,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("hot-list marks within one flush window go out once, as one batch of distinct items", () =>
+  it.effect("hot-list marks within one flush window go out once, as one batch of distinct items", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const before = active(yield* b.mesh.stats).messages_received
@@ -109,7 +110,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("every API call reaches the peer's host services and shows as an event", () =>
+  it.effect("every API call reaches the peer's host services and shows as an event", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const seen = yield* record(b.mesh.events)
@@ -154,7 +155,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("input no peer would accept fails with a typed error and sends nothing", () =>
+  it.effect("input no peer would accept fails with a typed error and sends nothing", () =>
     Effect.gen(function* () {
       const { a } = yield* pair
       const sent = active(yield* a.mesh.stats).messages_sent
@@ -177,7 +178,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("a batch larger than the frame cap is split, not dropped", () =>
+  it.effect("a batch larger than the frame cap is split, not dropped", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const long = "q".repeat(250)
@@ -193,7 +194,7 @@ describe("Mesh", () => {
     })
   )
 
-  it.scoped("a waker with only the effectful wake gets every wake, in order", () =>
+  it.effect("a waker with only the effectful wake gets every wake, in order", () =>
     Effect.gen(function* () {
       const { transportLayer } = yield* memoryNetwork
       const woken: Array<string> = []
@@ -223,7 +224,7 @@ describe("Mesh", () => {
 })
 
 describe("Mesh: upstream's current wire", () => {
-  it.scoped("a scoped and an unscoped mark of one partition are two hints; the group reaches the peer", () =>
+  it.effect("a scoped and an unscoped mark of one partition are two hints; the group reaches the peer", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const seen = yield* record(b.mesh.events)
@@ -250,7 +251,7 @@ describe("Mesh: upstream's current wire", () => {
     })
   )
 
-  it.scoped("ephemeralAdmin reaches every peer's EphemeralAdmin and is counted per op on both sides", () =>
+  it.effect("ephemeralAdmin reaches every peer's EphemeralAdmin and is counted per op on both sides", () =>
     Effect.gen(function* () {
       const { a, b } = yield* pair
       const seen = yield* record(b.mesh.events)
@@ -287,7 +288,7 @@ describe("Mesh: upstream's current wire", () => {
     })
   )
 
-  it.scoped("tenants: uuid refuses a named tenant at the API; any sends it as before", () =>
+  it.effect("tenants: uuid refuses a named tenant at the API; any sends it as before", () =>
     Effect.gen(function* () {
       const { a } = yield* pair
       const refused = yield* Effect.flip(
@@ -319,7 +320,7 @@ describe("Mesh: upstream's current wire", () => {
         config: { tenants: "any" }
       })
       yield* settleUntil(Effect.map(c.mesh.stats, (s) => active(s).peers.every((p) => p.connected)))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         d.waker.awaitWake({ queue: "q", tenant: Option.some("acme") }, { maxWait: "1 hour" })
       )
       yield* settleUntil(Effect.map(d.waker.parked, (n) => n === 1))
@@ -328,7 +329,7 @@ describe("Mesh: upstream's current wire", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "HELLO v2: each node advertises http_addr and its epoch; eph_members counts the alive, capable peers",
     () =>
       Effect.gen(function* () {
@@ -339,7 +340,7 @@ describe("Mesh: upstream's current wire", () => {
           ephEpoch: epoch
         })
         const scopeB = yield* Scope.make()
-        const b = yield* Scope.extend(
+        const b = yield* Scope.provide(
           memoryNode(transportLayer, {
             serverId: "b",
             port: 7502,

@@ -11,7 +11,7 @@ import { active } from "./fixtures/memory.js"
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
 
 describe("Mesh over TLS-PSK", () => {
-  it.scopedLive("two nodes exchange wakes over TLS; another secret is refused and counted", () =>
+  it.live("two nodes exchange wakes over TLS; another secret is refused and counted", () =>
     Effect.gen(function* () {
       const [portA, portB, portC] = [yield* freePort, yield* freePort, yield* freePort]
       const config = { tls: "psk" as const }
@@ -19,7 +19,7 @@ describe("Mesh over TLS-PSK", () => {
       const b = yield* tcpNode({ serverId: "tls-b", port: portB, peers: [portA], config })
       yield* eventually(Effect.map(a.mesh.stats, (s) => s.enabled && s.peers.every((p) => p.connected)))
       yield* eventually(Effect.map(b.mesh.stats, (s) => s.enabled && s.servers_alive === 1))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "orders", tenant: Option.some(ACME) }, { maxWait: "30 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))

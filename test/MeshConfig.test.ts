@@ -6,44 +6,50 @@ import { hostname } from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
-  ConfigError,
+  Config,
   ConfigProvider,
   Duration,
   Effect,
-  Either,
   Exit,
-  FastCheck as fc,
-  HashMap,
   Layer,
   Logger,
   Option,
-  Redacted
+  Redacted,
+  References,
+  Result
 } from "effect"
+import * as fc from "fast-check"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import { assertEqual } from "./fixtures/equality.js"
 
+/** Exactly these variables, an empty one kept as set (as the command line reads the environment). */
 const provider = (env: Readonly<Record<string, string>>) =>
-  ConfigProvider.fromMap(new Map(Object.entries(env)))
+  ConfigProvider.fromEnv({ env: { ...env }, preserveEmptyStrings: true })
 
 /** The configuration read from exactly these variables. */
-const load = (env: Readonly<Record<string, string>>) =>
-  Effect.withConfigProvider(MeshConfig.config, provider(env))
+const load = (env: Readonly<Record<string, string>>) => MeshConfig.config.parse(provider(env))
+
+/** `effect` with `env` as its `ConfigProvider`. */
+const withEnv =
+  (env: Readonly<Record<string, string>>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provideService(effect, ConfigProvider.ConfigProvider, provider(env))
 
 /** The configuration, failing the test on a `ConfigError`. */
 const loaded = (env: Readonly<Record<string, string>>) =>
-  Effect.orDieWith(load(env), (error) => new Error(String(error)))
+  Effect.catch(load(env), (error) => Effect.die(new Error(String(error))))
 
 /** The `ConfigError` for these variables, failing the test if they load. */
 const rejected = (env: Readonly<Record<string, string>>) =>
   Effect.gen(function* () {
-    const result = yield* Effect.either(load(env))
-    if (Either.isRight(result)) return assert.fail(`expected a ConfigError for ${JSON.stringify(env)}`)
-    assert.isTrue(ConfigError.isConfigError(result.left))
-    return result.left
+    const result = yield* Effect.result(load(env))
+    if (Result.isSuccess(result)) return assert.fail(`expected a ConfigError for ${JSON.stringify(env)}`)
+    assert.instanceOf(result.failure, Config.ConfigError)
+    return result.failure
   })
 
-const assertNames = (error: ConfigError.ConfigError, name: string) => {
+const assertNames = (error: Config.ConfigError, name: string) => {
   assert.include(String(error), name)
 }
 
@@ -209,17 +215,21 @@ describe("MeshConfig", () => {
       )
     }
 
-    it.prop(
-      "accepts the eight words in any case",
-      [
-        fc.constantFrom("true", "false", "1", "0", "yes", "no", "on", "off"),
-        fc.array(fc.boolean(), { minLength: 5, maxLength: 5 })
-      ],
-      ([word, upper]) => {
-        const raw = Array.from(word, (c, i) => (upper[i] ? c.toUpperCase() : c)).join("")
-        assertEqual(MeshConfig.parseBoolean(raw), Either.right(["true", "1", "yes", "on"].includes(word)))
-      }
-    )
+    it("accepts the eight words in any case", () => {
+      fc.assert(
+        fc.property(
+          fc.constantFrom("true", "false", "1", "0", "yes", "no", "on", "off"),
+          fc.array(fc.boolean(), { minLength: 5, maxLength: 5 }),
+          (word, upper) => {
+            const raw = Array.from(word, (c, i) => (upper[i] ? c.toUpperCase() : c)).join("")
+            assertEqual(
+              MeshConfig.parseBoolean(raw),
+              Result.succeed(["true", "1", "yes", "on"].includes(word))
+            )
+          }
+        )
+      )
+    })
 
     for (const raw of ["maybe", "2", "enabled", "y"]) {
       it.effect(`rejects "${raw}" with a ConfigError naming the variable`, () =>
@@ -232,9 +242,9 @@ describe("MeshConfig", () => {
         const exit = yield* Effect.exit(load({ QUEEN_SYNC_ENABLED: "maybe" }))
         assert.isTrue(Exit.isFailure(exit))
         if (Exit.isSuccess(exit)) return
-        const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
         assert.isDefined(failure)
-        assert.isTrue(ConfigError.isConfigError(failure))
+        assert.instanceOf(failure, Config.ConfigError)
       })
     )
   })
@@ -381,25 +391,28 @@ describe("MeshConfig", () => {
       pad: fc.constantFrom("", " ", "  ", "\t")
     })
 
-    it.prop(
-      "parsePeers reads any well-formed list, with empty entries anywhere",
-      [
-        fc.array(entry, { maxLength: 6 }),
-        fc.array(fc.constantFrom("", " "), { maxLength: 3 }),
-        fc.integer({ min: 1, max: 65535 })
-      ],
-      ([entries, blanks, meshPort]) => {
-        const parts = entries.map(
-          ({ host, port, scheme, pad }) =>
-            `${pad}${scheme}${host}${port === undefined ? "" : `:${port}`}${pad}`
+    it("parsePeers reads any well-formed list, with empty entries anywhere", () => {
+      fc.assert(
+        fc.property(
+          fc.array(entry, { maxLength: 6 }),
+          fc.array(fc.constantFrom("", " "), { maxLength: 3 }),
+          fc.integer({ min: 1, max: 65535 }),
+          (entries, blanks, meshPort) => {
+            const parts = entries.map(
+              ({ host, port, scheme, pad }) =>
+                `${pad}${scheme}${host}${port === undefined ? "" : `:${port}`}${pad}`
+            )
+            const raw = [...blanks, ...parts.flatMap((part, i) => (i % 2 === 0 ? [part, ""] : [part]))].join(
+              ","
+            )
+            assertEqual(
+              MeshConfig.parsePeers(raw, meshPort),
+              Result.succeed(entries.map(({ host, port }) => ({ host, port: port ?? meshPort })))
+            )
+          }
         )
-        const raw = [...blanks, ...parts.flatMap((part, i) => (i % 2 === 0 ? [part, ""] : [part]))].join(",")
-        assertEqual(
-          MeshConfig.parsePeers(raw, meshPort),
-          Either.right(entries.map(({ host, port }) => ({ host, port: port ?? meshPort })))
-        )
-      }
-    )
+      )
+    })
   })
 
   describe("invalid values", () => {
@@ -462,43 +475,47 @@ describe("MeshConfig", () => {
 
   describe("pure parsers", () => {
     it("parsePort", () => {
-      assertEqual(MeshConfig.parsePort("6633"), Either.right(6633))
-      assertEqual(MeshConfig.parsePort(" 0 "), Either.right(0))
-      assertEqual(MeshConfig.parsePort("65535"), Either.right(65535))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePort("0", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePort("65536")))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePort("-1")))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePort("0x10")))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePort("99999999999999999999999")))
+      assertEqual(MeshConfig.parsePort("6633"), Result.succeed(6633))
+      assertEqual(MeshConfig.parsePort(" 0 "), Result.succeed(0))
+      assertEqual(MeshConfig.parsePort("65535"), Result.succeed(65535))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePort("0", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePort("65536")))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePort("-1")))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePort("0x10")))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePort("99999999999999999999999")))
     })
 
     it("parseMillis", () => {
-      assertEqual(MeshConfig.parseMillis("0"), Either.right(0))
-      assertEqual(MeshConfig.parseMillis("1000"), Either.right(1000))
-      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("0", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("-5")))
-      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("abc")))
-      assert.isTrue(Either.isLeft(MeshConfig.parseMillis("99999999999999999999")))
+      assertEqual(MeshConfig.parseMillis("0"), Result.succeed(0))
+      assertEqual(MeshConfig.parseMillis("1000"), Result.succeed(1000))
+      assert.isTrue(Result.isFailure(MeshConfig.parseMillis("0", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parseMillis("-5")))
+      assert.isTrue(Result.isFailure(MeshConfig.parseMillis("abc")))
+      assert.isTrue(Result.isFailure(MeshConfig.parseMillis("99999999999999999999")))
     })
 
     it("parsePeer", () => {
-      assertEqual(MeshConfig.parsePeer("h:7000", 1), Either.right({ host: "h", port: 7000 }))
-      assertEqual(MeshConfig.parsePeer("h:abc", 1), Either.right({ host: "h", port: 1 }))
-      assertEqual(MeshConfig.parsePeer("[::1]:7000", 1), Either.right({ host: "::1", port: 7000 }))
-      assertEqual(MeshConfig.parsePeer("::1", 1), Either.right({ host: "::1", port: 1 }))
-      assertEqual(MeshConfig.parsePeer("fe80::1", 1), Either.right({ host: "fe80::1", port: 1 }))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("h:0", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("h:70000", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePeer(":7000", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("[::1", 1)))
-      assert.isTrue(Either.isLeft(MeshConfig.parsePeer("http://", 1)))
+      assertEqual(MeshConfig.parsePeer("h:7000", 1), Result.succeed({ host: "h", port: 7000 }))
+      assertEqual(MeshConfig.parsePeer("h:abc", 1), Result.succeed({ host: "h", port: 1 }))
+      assertEqual(MeshConfig.parsePeer("[::1]:7000", 1), Result.succeed({ host: "::1", port: 7000 }))
+      assertEqual(MeshConfig.parsePeer("::1", 1), Result.succeed({ host: "::1", port: 1 }))
+      assertEqual(MeshConfig.parsePeer("fe80::1", 1), Result.succeed({ host: "fe80::1", port: 1 }))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePeer("h:0", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePeer("h:70000", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePeer(":7000", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePeer("[::1", 1)))
+      assert.isTrue(Result.isFailure(MeshConfig.parsePeer("http://", 1)))
     })
 
-    it.prop("parseBoolean and parsePort never throw", [fc.string({ maxLength: 12 })], ([raw]) => {
-      MeshConfig.parseBoolean(raw)
-      MeshConfig.parsePort(raw)
-      MeshConfig.parseMillis(raw)
-      MeshConfig.parsePeers(raw, 6633)
+    it("parseBoolean and parsePort never throw", () => {
+      fc.assert(
+        fc.property(fc.string({ maxLength: 12 }), (raw) => {
+          MeshConfig.parseBoolean(raw)
+          MeshConfig.parsePort(raw)
+          MeshConfig.parseMillis(raw)
+          MeshConfig.parsePeers(raw, 6633)
+        })
+      )
     })
   })
 
@@ -531,21 +548,18 @@ describe("MeshConfig", () => {
         assert.strictEqual(config.serverId, "node-1")
       }).pipe(
         Effect.provide(MeshConfig.layerConfig),
-        Effect.withConfigProvider(provider({ QUEEN_MESH_PORT: "7000", QUEEN_SERVER_ID: "node-1" }))
+        withEnv({ QUEEN_MESH_PORT: "7000", QUEEN_SERVER_ID: "node-1" })
       )
     )
 
     it.effect("layerConfig fails with the ConfigError", () =>
       Effect.gen(function* () {
-        const result = yield* Effect.either(
-          Layer.build(MeshConfig.layerConfig).pipe(
-            Effect.scoped,
-            Effect.withConfigProvider(provider({ QUEEN_MESH_PORT: "abc" }))
-          )
+        const result = yield* Effect.result(
+          Layer.build(MeshConfig.layerConfig).pipe(Effect.scoped, withEnv({ QUEEN_MESH_PORT: "abc" }))
         )
-        assert.isTrue(Either.isLeft(result))
-        if (Either.isLeft(result) && result.left._tag !== "MeshConfigError") {
-          assertNames(result.left, "QUEEN_MESH_PORT")
+        assert.isTrue(Result.isFailure(result))
+        if (Result.isFailure(result) && result.failure._tag !== "MeshConfigError") {
+          assertNames(result.failure, "QUEEN_MESH_PORT")
         } else assert.fail("expected a ConfigError for text that is no number")
       })
     )
@@ -687,7 +701,7 @@ describe("MeshConfig: one validation for every way in", () => {
       const exit = yield* Effect.exit(Layer.build(MeshConfig.layer({ serverId: "queen-a", ...options })))
       // A typed failure, never a defect: a bad value from code is refused like one from the environment.
       if (Exit.isSuccess(exit)) return assert.fail(`accepted ${JSON.stringify(options)}`)
-      const failure = Cause.failureOption(exit.cause)
+      const failure = Cause.findErrorOption(exit.cause)
       if (Option.isNone(failure))
         return assert.fail(`a defect, not a typed error: ${Cause.pretty(exit.cause)}`)
       assert.strictEqual(failure.value._tag, "MeshConfigError")
@@ -744,16 +758,16 @@ describe("MeshConfig: one validation for every way in", () => {
           for (const field of fields) assert.include(fromCode.message, field)
           if (Object.keys(env).length === 0) return
           // The environment names the same variables, through the same rule.
-          const built = yield* Effect.either(
-            Layer.build(MeshConfig.layerConfig).pipe(Effect.scoped, Effect.withConfigProvider(provider(env)))
+          const built = yield* Effect.result(
+            Layer.build(MeshConfig.layerConfig).pipe(Effect.scoped, withEnv(env))
           )
-          if (Either.isRight(built)) return assert.fail(`the environment accepted ${JSON.stringify(env)}`)
+          if (Result.isSuccess(built)) return assert.fail(`the environment accepted ${JSON.stringify(env)}`)
           const variables = Object.keys(env)
-          if (built.left._tag === "MeshConfigError") {
-            for (const name of built.left.variables) assert.include(fromCode.variables, name)
+          if (built.failure._tag === "MeshConfigError") {
+            for (const name of built.failure.variables) assert.include(fromCode.variables, name)
           } else {
             // Text that is no value at all is the ConfigError of reading it.
-            for (const name of variables) assert.include(String(built.left), name)
+            for (const name of variables) assert.include(String(built.failure), name)
           }
         })
     )
@@ -765,7 +779,7 @@ describe("MeshConfig: one validation for every way in", () => {
       const fromEnv = yield* Effect.flip(
         Layer.build(MeshConfig.layerConfig).pipe(
           Effect.scoped,
-          Effect.withConfigProvider(provider({ QUEEN_SERVER_ID: "queen-a", QUEEN_MESH_PORT: "70000" }))
+          withEnv({ QUEEN_SERVER_ID: "queen-a", QUEEN_MESH_PORT: "70000" })
         )
       )
       assert.strictEqual(fromEnv._tag, "MeshConfigError")
@@ -785,13 +799,13 @@ describe("MeshConfig: one validation for every way in", () => {
     Effect.gen(function* () {
       const env = { QUEEN_SERVER_ID: "from-provider", QUEEN_MESH_PEERS: "127.0.0.1:1", QUEEN_MESH_PORT: "0" }
       const viaLayer = yield* Effect.flatMap(Mesh.Mesh, (mesh) => Effect.succeed(mesh.serverId)).pipe(
-        Effect.provide(Mesh.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(provider(env))))),
+        Effect.provide(Mesh.layerConfig().pipe(Layer.provide(ConfigProvider.layer(provider(env))))),
         Effect.scoped
       )
       assert.strictEqual(viaLayer, "from-provider")
       const viaEffect = yield* Effect.flatMap(Mesh.Mesh, (mesh) =>
         Effect.succeed({ id: mesh.serverId, active: mesh.active })
-      ).pipe(Effect.provide(Mesh.layerConfig()), Effect.scoped, Effect.withConfigProvider(provider(env)))
+      ).pipe(Effect.provide(Mesh.layerConfig()), Effect.scoped, withEnv(env))
       assert.deepStrictEqual(viaEffect, { id: "from-provider", active: true })
     })
   )
@@ -829,28 +843,24 @@ describe("MeshConfig: upstream's configuration names", () => {
     Effect.gen(function* () {
       const env = { QUEEN_MESH_BIND_HOST: "127.0.0.2", QUEEN_BIND_ADDR: "10.0.0.5" }
       assert.strictEqual((yield* loaded(env)).bindHost, "127.0.0.2")
-      assert.deepStrictEqual(yield* Effect.withConfigProvider(MeshConfig.deprecated, provider(env)), [
+      assert.deepStrictEqual(yield* MeshConfig.deprecated.parse(provider(env)), [
         "QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"
       ])
-      assert.deepStrictEqual(
-        yield* Effect.withConfigProvider(MeshConfig.deprecated, provider({ QUEEN_MESH_BIND_ADDR: "::" })),
-        []
-      )
+      assert.deepStrictEqual(yield* MeshConfig.deprecated.parse(provider({ QUEEN_MESH_BIND_ADDR: "::" })), [])
       assert.strictEqual(
         (yield* loaded({ QUEEN_MESH_BIND_ADDR: "127.0.0.1", QUEEN_MESH_BIND_HOST: "127.0.0.2" })).bindHost,
         "127.0.0.1"
       )
       // layerConfig logs the warning itself.
       const logged: Array<string> = []
-      const logger = Logger.make(({ message, annotations }) => {
-        logged.push(
-          `${String(message)} ${String(HashMap.get(annotations, "variable").pipe(Option.getOrElse(() => "")))}`
-        )
+      const logger = Logger.make(({ message, fiber }) => {
+        const variable = fiber.getRef(References.CurrentLogAnnotations).variable
+        logged.push(`${String(message)} ${String(variable ?? "")}`)
       })
       yield* Effect.provide(
         MeshConfig.MeshConfig,
-        MeshConfig.layerConfig.pipe(Layer.provide(Layer.setConfigProvider(provider(env))))
-      ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+        MeshConfig.layerConfig.pipe(Layer.provide(ConfigProvider.layer(provider(env))))
+      ).pipe(Effect.provide(Logger.layer([logger])))
       assert.deepStrictEqual(logged, [
         "deprecated configuration variable QUEEN_MESH_BIND_HOST (use QUEEN_MESH_BIND_ADDR)"
       ])
@@ -888,10 +898,12 @@ describe("MeshConfig: upstream's configuration names", () => {
     assert.isFalse(MeshConfig.processEpoch.length > 1 && MeshConfig.processEpoch.startsWith("0"))
     assert.strictEqual(MeshConfig.defaults.ephEpoch, MeshConfig.processEpoch)
     assert.isTrue(
-      Either.isLeft(MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "xyz" }))
+      Result.isFailure(MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "xyz" }))
     )
     assert.isTrue(
-      Either.isLeft(MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "1".repeat(17) }))
+      Result.isFailure(
+        MeshConfig.validate({ ...MeshConfig.defaults, serverId: "a", ephEpoch: "1".repeat(17) })
+      )
     )
   })
 
@@ -905,7 +917,7 @@ describe("MeshConfig: upstream's configuration names", () => {
         serverId: "a",
         tenants: "names" as MeshConfig.TenantRule
       })
-      assert.isTrue(Either.isLeft(error) && error.left.variables.includes("QUEEN_MESH_TENANTS"))
+      assert.isTrue(Result.isFailure(error) && error.failure.variables.includes("QUEEN_MESH_TENANTS"))
     })
   )
 })

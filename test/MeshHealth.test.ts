@@ -6,7 +6,8 @@
  * plus one heartbeat, and a slow but healthy one is not.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Option, Ref, Stream, TestClock } from "effect"
+import { Duration, Effect, Fiber, Option, Ref, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as HttpRoutes from "../src/HttpRoutes.js"
 import * as MeshHealth from "../src/MeshHealth.js"
 import * as MeshMetrics from "../src/MeshMetrics.js"
@@ -57,7 +58,7 @@ const statusOf = (node: MeshTest.Node) => Effect.map(node.mesh.health, (health) 
 
 describe("MeshHealth", () => {
   for (const auth of ["legacy", "permissive"] as const) {
-    it.scoped(`${auth}: clustered, degraded, isolated and back, with events, the metric and /readyz`, () =>
+    it.effect(`${auth}: clustered, degraded, isolated and back, with events, the metric and /readyz`, () =>
       Effect.gen(function* () {
         const { network, a } = yield* trio({ auth })
         const changes = yield* Ref.make<ReadonlyArray<string>>([])
@@ -116,7 +117,7 @@ describe("MeshHealth", () => {
     )
   }
 
-  it.scoped("solo: no peer expected; a node whose peers are not up yet is starting, then isolated", () =>
+  it.effect("solo: no peer expected; a node whose peers are not up yet is starting, then isolated", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const alone = yield* MeshTest.node(network, { serverId: "alone", peers: [] })
@@ -152,7 +153,7 @@ describe("MeshHealth", () => {
     })
   )
 
-  it.scoped("a node started with its peers is never isolated on its way to clustered", () =>
+  it.effect("a node started with its peers is never isolated on its way to clustered", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const seen: Array<string> = []
@@ -221,26 +222,26 @@ describe("MeshHealth", () => {
     })
   )
 
-  it.scoped("degradedMaxWait shortens a parked pop's wait only while the mesh is degraded", () =>
+  it.effect("degradedMaxWait shortens a parked pop's wait only while the mesh is degraded", () =>
     Effect.gen(function* () {
       const { network, a } = yield* trio({ degradedMaxWait: Duration.seconds(1) })
       const target = { queue: "orders", tenant: Option.none() }
       // Clustered: a pop waits its whole maxWait.
-      const clustered = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
+      const clustered = yield* Effect.forkChild(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
       yield* advance(9_000)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(clustered)))
+      assert.isUndefined(clustered.pollUnsafe())
       yield* advance(1_500)
       assert.strictEqual(yield* Fiber.join(clustered), "timeout")
 
       // A pop parked, then the mesh degrades: the pop is timed out a second after it did.
-      const parked = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
+      const parked = yield* Effect.forkChild(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
       yield* MeshTest.settle
       yield* network.network.partition(["a"], ["c"])
       yield* advance(4_000)
       assert.strictEqual(yield* statusOf(a), "degraded")
       assert.strictEqual(yield* Fiber.join(parked), "timeout")
       // While degraded, a new pop waits a second, not its minute.
-      const short = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
+      const short = yield* Effect.forkChild(a.waker.awaitWake(target, { maxWait: "60 seconds" }))
       yield* advance(1_250)
       assert.strictEqual(yield* Fiber.join(short), "timeout")
 
@@ -248,15 +249,15 @@ describe("MeshHealth", () => {
       yield* network.network.heal
       yield* advance(8_000)
       assert.strictEqual(yield* statusOf(a), "clustered")
-      const again = yield* Effect.fork(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
+      const again = yield* Effect.forkChild(a.waker.awaitWake(target, { maxWait: "10 seconds" }))
       yield* advance(5_000)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(again)))
+      assert.isUndefined(again.pollUnsafe())
     })
   )
 })
 
 describe("MeshHealth and grouped pops", () => {
-  it.scoped("while the mesh is degraded a group re-polls within degradedMaxWait, not its own interval", () =>
+  it.effect("while the mesh is degraded a group re-polls within degradedMaxWait, not its own interval", () =>
     Effect.gen(function* () {
       const { network, a } = yield* trio({ degradedMaxWait: Duration.seconds(1) })
       let claims = 0
@@ -269,7 +270,9 @@ describe("MeshHealth and grouped pops", () => {
         release: () => Effect.void,
         repoll: "1 minute"
       })
-      const waiting = yield* Effect.fork(pops.pop({ queue: "orders" }, { batch: 1, maxWait: "10 minutes" }))
+      const waiting = yield* Effect.forkChild(
+        pops.pop({ queue: "orders" }, { batch: 1, maxWait: "10 minutes" })
+      )
       yield* MeshTest.settle
       const start = claims
       // Clustered: no re-poll inside its minute.
@@ -282,7 +285,7 @@ describe("MeshHealth and grouped pops", () => {
       const degradedAt = claims
       yield* advance(5_000)
       assert.isAtLeast(claims - degradedAt, 4)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      assert.isUndefined(waiting.pollUnsafe())
       // Clustered again: back to the minute.
       yield* network.network.heal
       yield* advance(8_000)
@@ -296,7 +299,7 @@ describe("MeshHealth and grouped pops", () => {
 })
 
 describe("outbound liveness", () => {
-  it.scoped(
+  it.effect(
     "a link into a black hole is closed and dialled again within the dead threshold plus a heartbeat",
     () =>
       Effect.gen(function* () {
@@ -325,7 +328,7 @@ describe("outbound liveness", () => {
       })
   )
 
-  it.scoped("a slow but healthy peer keeps its link", () =>
+  it.effect("a slow but healthy peer keeps its link", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const config = { ...timing, auth: "permissive" as const }

@@ -4,7 +4,8 @@
  * membership.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Effect, Fiber, Layer, Option, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../src/Frame.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as MemoryTransport from "../src/MemoryTransport.js"
@@ -35,7 +36,7 @@ const alive = (node: MeshTest.Node) =>
   )
 
 describe("MeshTest", () => {
-  it.scoped("a listener is reached only by dials to its own name: no node links to itself by accident", () =>
+  it.effect("a listener is reached only by dials to its own name: no node links to itself by accident", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       // A node whose peer does not exist: before, a wildcard listener took dials to any host.
@@ -48,7 +49,7 @@ describe("MeshTest", () => {
     })
   )
 
-  it.scoped("isolate cuts a node off in both directions; heal brings it back", () =>
+  it.effect("isolate cuts a node off in both directions; heal brings it back", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const names = ["a", "b", "c"]
@@ -74,7 +75,7 @@ describe("MeshTest", () => {
     })
   )
 
-  it.scoped("partition splits two groups both ways, and each side keeps its own links", () =>
+  it.effect("partition splits two groups both ways, and each side keeps its own links", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const names = ["a", "b", "c", "d"]
@@ -88,7 +89,7 @@ describe("MeshTest", () => {
       assert.deepStrictEqual(yield* alive(a), ["b"])
       assert.deepStrictEqual(yield* alive(c), ["d"])
       // A wake on a reaches b, not c.
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         c.waker.awaitWake({ queue: "orders", tenant: Option.none() }, { maxWait: "1 second" })
       )
       yield* MeshTest.settle
@@ -103,7 +104,7 @@ describe("MeshTest", () => {
 })
 
 describe("the waker contract", () => {
-  it.scoped("a spread of the shipped waker with its own wake: the mesh calls that wake, never the copy", () =>
+  it.effect("a spread of the shipped waker with its own wake: the mesh calls that wake, never the copy", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const local = yield* LocalWaker.make()
@@ -137,7 +138,7 @@ describe("the waker contract", () => {
       const seen: Array<string> = []
       const tapped = Waker.tap(local, (item) => seen.push(item.partition))
       assert.isDefined(Waker.syncWakeOf(tapped))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         local.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 minute" })
       )
       yield* MeshTest.settleUntil(Effect.map(local.parked, (n) => n === 1))
@@ -162,7 +163,7 @@ describe("the waker contract", () => {
 })
 
 describe("membership, typed", () => {
-  it.scoped("each configured peer and each server heard, with link, liveness and auth version", () =>
+  it.effect("each configured peer and each server heard, with link, liveness and auth version", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const auth = { ...durations, auth: "permissive" } as const
@@ -200,7 +201,7 @@ describe("membership, typed", () => {
     })
   )
 
-  it.scoped("in legacy auth the dialled peer and the server heard are two members", () =>
+  it.effect("in legacy auth the dialled peer and the server heard are two members", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config: durations })

@@ -12,14 +12,14 @@ import {
   Context,
   Duration,
   Effect,
-  Either,
   Exit,
   Fiber,
-  HashMap,
   Layer,
   Logger,
   Option,
   Redacted,
+  References,
+  Result,
   Schedule,
   Scope,
   SubscriptionRef
@@ -103,7 +103,7 @@ const laneNode = (options: LaneNodeOptions): Effect.Effect<LaneNode, unknown, Sc
     )
     const context = yield* options.logger === undefined
       ? built
-      : built.pipe(Effect.provide(Logger.add(options.logger)))
+      : built.pipe(Effect.provide(Logger.layer([options.logger], { mergeWithExisting: true })))
     const node = nodeFromContext(context)
     const events: Array<MeshEvent> = []
     yield* node.mesh.observe((event) => events.push(event))
@@ -114,7 +114,7 @@ const laneStats = (node: Node): Effect.Effect<MeshStats.LaneStats> =>
   Effect.flatMap(node.mesh.stats, (stats) =>
     stats.enabled && stats.lane !== null
       ? Effect.succeed(stats.lane)
-      : Effect.dieMessage("no lane in the stats")
+      : Effect.die(new Error("no lane in the stats"))
   )
 
 const aliveOnLane = (node: Node, count: number) =>
@@ -132,7 +132,7 @@ const laneStatuses = (node: LaneNode) =>
 const park = (node: Node, queue: string) =>
   Effect.gen(function* () {
     const before = yield* node.waker.parked
-    const fiber = yield* Effect.fork(
+    const fiber = yield* Effect.forkChild(
       node.waker.awaitWake({ queue, tenant: Option.none() }, { maxWait: "30 seconds" })
     )
     yield* eventually(Effect.map(node.waker.parked, (n) => n > before))
@@ -150,7 +150,7 @@ const threeNodes = (url: string, channel: string, prefix: string) =>
   })
 
 // Logs are noise here (one test captures its own); the assertions say what happened.
-const TestLayer = Layer.merge(Pg.layer, Logger.remove(Logger.defaultLogger))
+const TestLayer = Layer.merge(Pg.layer, Logger.layer([]))
 const external = Pg.externalUrl !== undefined
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ const external = Pg.externalUrl !== undefined
 // ---------------------------------------------------------------------------------------------
 
 layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgres lane", (it) => {
-  it.scoped(
+  it.effect(
     "three nodes on the lane alone: no port, wakes cross every way, each alive to the others, clustered",
     () =>
       Effect.gen(function* () {
@@ -227,7 +227,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "what a plain client NOTIFYs (wrong MAC, replay, old epoch, garbage, oversized, non-ASCII) is refused, counted and never applied",
     () =>
       Effect.gen(function* () {
@@ -278,8 +278,8 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         ]
         for (const [payload] of hostile) yield* raw.notify(channel, payload)
         // Oversized: PostgreSQL itself refuses it, so nothing reaches the lane.
-        const oversized = yield* Effect.either(raw.notify(channel, "x".repeat(8000)))
-        assert.isTrue(Either.isLeft(oversized), "pg_notify refuses 8000 bytes")
+        const oversized = yield* Effect.result(raw.notify(channel, "x".repeat(8000)))
+        assert.isTrue(Result.isFailure(oversized), "pg_notify refuses 8000 bytes")
 
         // Authenticated (whoever holds the key), but frames that mean nothing on the lane or are not frames.
         const insider = new Envelope.Sender("insider", Envelope.makeEpoch(Date.now(), 3), channel, keys)
@@ -342,7 +342,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a restarted node never applies a recording of its previous boot: refused as own_server_id and warned once; its peer refuses it as old_epoch",
     () =>
       Effect.gen(function* () {
@@ -352,7 +352,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         const captured = yield* raw.listen(channel, (payload) => Envelope.probeNonce(payload) !== undefined)
         const firstBoot = yield* Scope.make()
         const a1 = yield* laneNode({ serverId: "n-a", url: server.url, channel }).pipe(
-          Scope.extend(firstBoot)
+          Scope.provide(firstBoot)
         )
         const b = yield* laneNode({ serverId: "n-b", url: server.url, channel })
         for (const node of [a1, b]) yield* eventually(aliveOnLane(node, 1), "20 seconds")
@@ -368,7 +368,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         const logs: Array<{ readonly level: string; readonly message: string }> = []
         const capture = Logger.make(({ logLevel, message }) => {
           logs.push({
-            level: logLevel.label,
+            level: logLevel,
             message: Array.isArray(message) ? message.map(String).join(" ") : String(message)
           })
         })
@@ -406,13 +406,13 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         )
         assert.deepStrictEqual(wakesFrom(a2, "n-a"), [])
         assert.strictEqual((yield* a2.mesh.health).status, "clustered")
-        const warnings = logs.filter((l) => l.level === "WARN" && l.message.includes("another boot"))
+        const warnings = logs.filter((l) => l.level === "Warn" && l.message.includes("another boot"))
         assert.strictEqual(warnings.length, 1, "warned once, however many came")
       }),
     60_000
   )
 
-  it.scoped.skipIf(external)(
+  it.effect.skipIf(external)(
     "a restarted database: down (event, isolated, /readyz 503), back up with one catch-up, wakes flow again",
     () =>
       Effect.gen(function* () {
@@ -478,7 +478,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "pg_terminate_backend of the lane's backend is detected, reported and recovered from",
     () =>
       Effect.gen(function* () {
@@ -510,7 +510,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a 16 MiB MESSAGE_AVAILABLE_BATCH crosses the lane split into valid notifications; every item applies",
     () =>
       Effect.gen(function* () {
@@ -535,9 +535,9 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         const count = Math.floor((Frame.MAX_FRAME_LENGTH - one) / (two - one))
         const items = Array.from({ length: count }, (_, i) => item(i))
         const bytes = Frame.encodeEither({ _tag: "MessageAvailableBatch", items: items.map(Frame.queueItem) })
-        assert.isTrue(Either.isRight(bytes), "one frame")
-        if (Either.isRight(bytes))
-          assert.isAbove(bytes.right.length, Frame.MAX_FRAME_LENGTH - 2 * (two - one))
+        assert.isTrue(Result.isSuccess(bytes), "one frame")
+        if (Result.isSuccess(bytes))
+          assert.isAbove(bytes.success.length, Frame.MAX_FRAME_LENGTH - 2 * (two - one))
 
         const sentBefore = (yield* laneStats(a)).notifications_sent
         yield* a.mesh.messageAvailableBatch(items)
@@ -546,7 +546,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
           "120 seconds"
         ).pipe(
           // Late or lost: the lanes' own counters (reconnects, drops, refusals) say which.
-          Effect.catchAll((error) =>
+          Effect.catch((error) =>
             Effect.flatMap(Effect.all([laneStats(a), laneStats(b)]), ([sender, receiver]) =>
               Effect.fail(
                 new Error(
@@ -583,7 +583,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "lane and TCP at once: hints arrive both ways over both, and the duplicate is harmless",
     () =>
       Effect.gen(function* () {
@@ -652,17 +652,17 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a database that cannot be reached: the layer builds, the lane is down and the log names the likely cause",
     () =>
       Effect.gen(function* () {
         const closedPort = yield* freePort
         const logs: Array<{ level: string; message: string; annotations: Record<string, unknown> }> = []
-        const capture = Logger.make(({ logLevel, message, annotations }) => {
+        const capture = Logger.make(({ logLevel, message, fiber }) => {
           logs.push({
-            level: logLevel.label,
+            level: logLevel,
             message: Array.isArray(message) ? message.map(String).join(" ") : String(message),
-            annotations: Object.fromEntries(HashMap.toEntries(annotations))
+            annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
           })
         })
         const node = yield* laneNode({
@@ -673,14 +673,14 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
           logger: capture
         })
         yield* eventually(
-          Effect.sync(() => logs.some((l) => l.level === "ERROR" && l.message.includes("did not come up"))),
+          Effect.sync(() => logs.some((l) => l.level === "Error" && l.message.includes("did not come up"))),
           "60 seconds"
         )
-        const error = logs.find((l) => l.level === "ERROR" && l.message.includes("did not come up"))!
+        const error = logs.find((l) => l.level === "Error" && l.message.includes("did not come up"))!
         assert.strictEqual(error.annotations.reason, "Connect")
         assert.include(String(error.annotations.likely_cause), "QUEEN_MESH_PG_URL")
         assert.isTrue(
-          logs.some((l) => l.level === "WARN" && l.message.includes("PostgreSQL lane in open mode")),
+          logs.some((l) => l.level === "Warn" && l.message.includes("PostgreSQL lane in open mode")),
           "open mode says so"
         )
         assert.notInclude(JSON.stringify(logs), ":pw@", "the password is never logged")
@@ -695,7 +695,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "layerConfigIfSet: the lane when QUEEN_MESH_PG_URL is set, no lane when it is unset or empty",
     () =>
       Effect.gen(function* () {
@@ -705,7 +705,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
             Mesh.layerTcp().pipe(
               Layer.provideMerge(Postgres.layerConfigIfSet({ checkInterval: "1 second" })),
               Layer.provide(MeshConfig.layer({ serverId: "if-set", port: 0, bindHost: "127.0.0.1" })),
-              Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+              Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))
             )
           )
         for (const env of [{}, { QUEEN_MESH_PG_URL: "" }, { QUEEN_MESH_PG_URL: "  " }]) {
@@ -749,7 +749,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
       }
 
       const fromEnv = (env: Record<string, string>) =>
-        Effect.withConfigProvider(Postgres.config, ConfigProvider.fromMap(new Map(Object.entries(env))))
+        Effect.provideService(Postgres.config, ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
       const read = yield* fromEnv({ QUEEN_MESH_PG_URL: "postgres://u:secret@db:5432/queen" })
       assert.strictEqual(Redacted.value(read.url), "postgres://u:secret@db:5432/queen")
       assert.isTrue(Option.isNone(read.channel))

@@ -1,10 +1,10 @@
 /**
- * `Transport.fromSocket`: a transport over `@effect/platform` sockets in a few lines, and a mesh linked
+ * `Transport.fromSocket`: a transport over effect sockets in a few lines, and a mesh linked
  * through it over loopback TCP, refusals included.
  */
 import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Effect, Fiber, Layer, Option, Redacted, References } from "effect"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
 import * as MeshTest from "../src/MeshTest.js"
@@ -36,19 +36,19 @@ const node = (serverId: string, port: number, peer: number, secret = SECRET) =>
           })
         )
       )
-    ).pipe(Logger.withMinimumLogLevel(LogLevel.Error)),
+    ).pipe(Effect.provideService(References.MinimumLogLevel, "Error")),
     nodeFromContext
   )
 
 describe("Transport.fromSocket", () => {
-  it.scopedLive("links a mesh over platform sockets: a wake crosses both ways", () =>
+  it.live("links a mesh over platform sockets: a wake crosses both ways", () =>
     Effect.gen(function* () {
       const [portA, portB] = [yield* freePort, yield* freePort]
       const a = yield* node("socket-a", portA, portB)
       const b = yield* node("socket-b", portB, portA)
       yield* MeshTest.eventually(Effect.zipWith(MeshTest.linked(a), MeshTest.linked(b), (x, y) => x && y))
       yield* MeshTest.eventually(MeshTest.hears(b, 1))
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "orders", tenant: Option.none() }, { maxWait: "10 seconds" })
       )
       yield* MeshTest.eventually(Effect.map(b.waker.parked, (n) => n === 1))
@@ -59,7 +59,7 @@ describe("Transport.fromSocket", () => {
     })
   )
 
-  it.scopedLive("a HELLO under another secret is refused and counted, through the adapter", () =>
+  it.live("a HELLO under another secret is refused and counted, through the adapter", () =>
     Effect.gen(function* () {
       const [portA, portB] = [yield* freePort, yield* freePort]
       const a = yield* node("socket-a", portA, portB)

@@ -7,7 +7,8 @@ import { readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema, TestClock } from "effect"
+import { Effect, Result, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import * as CliStats from "../src/cli/stats.js"
 import * as MeshError from "../src/MeshError.js"
 import * as MeshMetrics from "../src/MeshMetrics.js"
@@ -181,7 +182,7 @@ describe("one owner per fact", () => {
     assert.strictEqual(new Set(keys).size, keys.length)
   })
 
-  it.scoped(
+  it.effect(
     "a node's body is exactly the stats Schema, and the HTTP route, the CLI and the metrics agree",
     () =>
       Effect.gen(function* () {
@@ -194,13 +195,13 @@ describe("one owner per fact", () => {
 
         // The body is the Schema's: no field the Schema does not know, none missing.
         const json: unknown = JSON.parse(JSON.stringify(stats))
-        const strict = Schema.decodeUnknownEither(MeshStats.StatsBody, { onExcessProperty: "error" })
-        assert.isTrue(Either.isRight(strict(json)), "the served body drifted from MeshStats.StatsBody")
+        const strict = Schema.decodeUnknownResult(MeshStats.StatsBody, { onExcessProperty: "error" })
+        assert.isTrue(Result.isSuccess(strict(json)), "the served body drifted from MeshStats.StatsBody")
 
         // The CLI reads every field it prints from a real body.
         const cli = CliStats.decode(JSON.stringify(stats))
-        assert.isTrue(Either.isRight(cli))
-        const body = Either.getOrThrow(cli)
+        assert.isTrue(Result.isSuccess(cli))
+        const body = Result.getOrThrow(cli)
         for (const row of CliStats.COUNTERS) {
           for (const [label, get] of row) {
             if (label === "stdout dropped") continue // the CLI node's own counter, added by it

@@ -3,20 +3,23 @@
  * the request path (the middleware is the identity, marks do nothing); on, one line per noted request
  * with its marks in order, on the monotonic clock.
  */
-import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { afterEach, assert, describe, it, vi } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Stages from "../examples/broker/Stages.js"
 
 const stagesWith = (env: ReadonlyArray<readonly [string, string]>) =>
-  Stages.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(env)))))
+  Stages.layer.pipe(
+    Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord(Object.fromEntries(env))))
+  )
 
-const Line = Schema.parseJson(
+const Line = Schema.fromJsonString(
   Schema.Struct({
     stages: Schema.Struct({
       route: Schema.String,
       ids: Schema.Array(Schema.String),
-      at: Schema.Array(Schema.Tuple(Schema.String, Schema.String))
+      at: Schema.Array(Schema.Tuple([Schema.String, Schema.String]))
     })
   })
 )

@@ -32,9 +32,9 @@ import { SECRET } from "./fixtures/secret.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const viewFile = (file: string) => readFileSync(join(root, "src", "view", file), "utf8")
-const version: string = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ version: Schema.String })))(
-  readFileSync(join(root, "package.json"), "utf8")
-).version
+const version: string = Schema.decodeUnknownSync(
+  Schema.fromJsonString(Schema.Struct({ version: Schema.String }))
+)(readFileSync(join(root, "package.json"), "utf8")).version
 
 interface Ran {
   readonly code: number | null
@@ -53,8 +53,8 @@ const run = (args: ReadonlyArray<string>, cwd: string, env?: NodeJS.ProcessEnv) 
 const output = (ran: Ran) => `exit ${ran.code}\n--- stdout\n${ran.stdout}\n--- stderr\n${ran.stderr}`
 
 /** What a GET of each of the page's paths answered: status, content type, body. */
-const Answer = Schema.Tuple(Schema.Number, Schema.NullOr(Schema.String), Schema.String)
-const Answers = Schema.Record({ key: Schema.String, value: Answer })
+const Answer = Schema.Tuple([Schema.Number, Schema.NullOr(Schema.String), Schema.String])
+const Answers = Schema.Record(Schema.String, Answer)
 
 const fetchPage = async (base: string) => {
   const answers: Record<string, typeof Answer.Type> = {}
@@ -137,7 +137,7 @@ Effect.runPromise(program.pipe(Effect.provide(MeshLive), Effect.scoped))
     assert.strictEqual(ran.code, 0, output(ran))
     // The mesh logs its start on stdout too: the answers are the last line.
     const last = ran.stdout.trim().split("\n").at(-1) ?? ""
-    assertPage(Schema.decodeUnknownSync(Schema.parseJson(Answers))(last))
+    assertPage(Schema.decodeUnknownSync(Schema.fromJsonString(Answers))(last))
   })
 })
 
@@ -182,7 +182,7 @@ describe("the CLI's bundle", () => {
       stderr += chunk.toString()
     })
     const listening = Schema.decodeUnknownOption(
-      Schema.parseJson(Schema.Struct({ event: Schema.Literal("listening"), http_port: Schema.Number }))
+      Schema.fromJsonString(Schema.Struct({ event: Schema.Literal("listening"), http_port: Schema.Number }))
     )
     try {
       const httpPort = await new Promise<number>((resolve, reject) => {
@@ -274,7 +274,7 @@ describe("the CLI's bundle", () => {
     const launched = readFileSync(launcher, "utf8")
     const installed = /^launch\(new URL\("\.\/bin\/", import\.meta\.url\)\.href, (\[.*\])\)$/m.exec(launched)
     assert.isNotNull(installed, launched)
-    const listed = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.String)))(installed![1])
+    const listed = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Array(Schema.String)))(installed![1])
     assert.include(listed, BUNDLE)
     const map = new SourceMap(JSON.parse(readFileSync(`${bundleEntry}.map`, "utf8")))
     const source = (entry: object) => ("originalSource" in entry ? entry.originalSource : undefined)
@@ -290,8 +290,8 @@ describe("the CLI's bundle", () => {
     assert.match(String(source(ours)), /(^|\/)src\/cli\/node\.ts$/, JSON.stringify(ours))
     const sourceLines = readFileSync(join(root, "src", "cli", "node.ts"), "utf8").split("\n")
     assert.include(sourceLines["originalLine" in ours ? ours.originalLine : -1] ?? "", needle)
-    // A package's: effect's own registry key, credited to no file of ours.
-    const theirs = at('"effect/Utils/isStructuralRegion"')
+    // A package's: effect's own key of a reference, credited to no file of ours.
+    const theirs = at('"effect/References/CurrentLogSpans"')
     assert.isUndefined(source(theirs), JSON.stringify(theirs))
   })
 

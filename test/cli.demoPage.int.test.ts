@@ -9,7 +9,7 @@ import * as ClusterView from "../src/ClusterView.js"
 import { ensureBuilt, runCli, spawnCli } from "./fixtures/cli.js"
 import { eventually } from "./fixtures/cluster.js"
 
-const decodeView = Schema.decodeUnknownSync(Schema.parseJson(ClusterView.View))
+const decodeView = Schema.decodeUnknownSync(Schema.fromJsonString(ClusterView.View))
 
 const view = (page: string) =>
   Effect.promise(async () => {
@@ -18,7 +18,7 @@ const view = (page: string) =>
   })
 
 describe("queen-mesh demo's cluster page", () => {
-  it.scopedLive(
+  it.live(
     "prints the page, which shows node-c cut off and healed; --keep runs on until SIGINT",
     () =>
       Effect.gen(function* () {

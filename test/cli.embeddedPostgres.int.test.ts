@@ -59,7 +59,10 @@ const roundTrip = (options: Omit<EmbeddedPostgres.EmbeddedPostgresOptions, "port
   Effect.gen(function* () {
     const scope = yield* Scope.make()
     const port = yield* freePort
-    const server = yield* Scope.extend(EmbeddedPostgres.make({ port, password: PASSWORD, ...options }), scope)
+    const server = yield* Scope.provide(
+      EmbeddedPostgres.make({ port, password: PASSWORD, ...options }),
+      scope
+    )
     yield* server.start
     assert.deepStrictEqual(yield* selectOne(port), [{ one: 1 }])
     // stop and start again on the same directory, as a restart does
@@ -72,7 +75,7 @@ const roundTrip = (options: Omit<EmbeddedPostgres.EmbeddedPostgresOptions, "port
   })
 
 describe("the embedded PostgreSQL of the demo and the tests", () => {
-  it.scopedLive(
+  it.live(
     "runs binaries staged out of a private (0700) directory into a directory of its own",
     () =>
       Effect.gen(function* () {
@@ -84,7 +87,7 @@ describe("the embedded PostgreSQL of the demo and the tests", () => {
     120_000
   )
 
-  it.scopedLive.skipIf(!isRoot)(
+  it.live.skipIf(!isRoot)(
     `as root, runs as postgres though the checkout's binaries are out of that user's reach${isRoot ? "" : " (skipped: not root; only root runs the server as another user)"}`,
     () =>
       Effect.gen(function* () {

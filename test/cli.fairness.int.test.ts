@@ -12,7 +12,7 @@ import { SECRET } from "./fixtures/secret.js"
 import { dialUpstream } from "./fixtures/upstream.js"
 
 describe("queen-mesh node: stdout fairness", () => {
-  it.scopedLive("a flooding peer cannot crowd another peer's wake lines out of stdout", () =>
+  it.live("a flooding peer cannot crowd another peer's wake lines out of stdout", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const port = yield* freePort

@@ -14,10 +14,10 @@ import { freePort } from "./fixtures/cluster.js"
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
 const GLOBEX = "910be000-0000-4000-8000-0000000910be"
 
-const decodeJson = Schema.decodeUnknownSync(Schema.parseJson())
+const decodeJson = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Unknown))
 /** The body without what moves between two requests: how long ago each peer was heard, the uptime. */
 const sinceless = (body: string) => body.replace(/"(last_seen_ms_ago|uptime_ms)":\d+/g, '"$1":0')
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.fromJsonString(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 
 const getText = (url: string) =>
@@ -30,7 +30,7 @@ const getText = (url: string) =>
 const expectLine = (
   node: CliProcess,
   expected: Record<string, unknown>,
-  within: Duration.DurationInput = Duration.seconds(30)
+  within: Duration.Input = Duration.seconds(30)
 ) => node.waitForLine((line) => line === JSON.stringify(expected), within)
 
 /** Start-up and the first dial can take a while on a loaded machine (dial backoff runs to 5 s). */
@@ -101,7 +101,7 @@ const exchange = (from: CliProcess, fromId: string, to: CliProcess, queue: strin
   })
 
 describe("queen-mesh node", () => {
-  it.scopedLive(
+  it.live(
     "two nodes exchange every command kind in both directions and serve the stats routes",
     () =>
       Effect.gen(function* () {
@@ -214,7 +214,7 @@ describe("queen-mesh node", () => {
     180_000
   )
 
-  it.scopedLive(
+  it.live(
     "--quiet prints only listening and peer lines; EOF on stdin does not stop the node; SIGTERM exits 0",
     () =>
       Effect.gen(function* () {
@@ -243,7 +243,7 @@ describe("queen-mesh node", () => {
         yield* loud.send(JSON.stringify({ op: "maintenance", enabled: true }))
         // After EOF the quiet node still applies frames (its flag flips) and serves, printing nothing.
         const sharedState = `http://127.0.0.1:${listening.http_port}${HttpRoutes.paths.sharedState}`
-        const decodeShared = Schema.decodeUnknownSync(Schema.parseJson(HttpRoutes.SharedStateBody))
+        const decodeShared = Schema.decodeUnknownSync(Schema.fromJsonString(HttpRoutes.SharedStateBody))
         yield* Effect.flatMap(getText(sharedState), ({ body }) =>
           decodeShared(body).maintenance_mode
             ? Effect.void
@@ -273,7 +273,7 @@ describe("queen-mesh node", () => {
     180_000
   )
 
-  it.scopedLive(
+  it.live(
     "http_addr names where the routes answer: the bound port (ephemeral too) unless PORT is set",
     () =>
       Effect.gen(function* () {
@@ -318,7 +318,7 @@ describe("queen-mesh node", () => {
     60_000
   )
 
-  it.scopedLive("a node without peers binds no mesh port and says so", () =>
+  it.live("a node without peers binds no mesh port and says so", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const solo = yield* spawnCli(["node"], {

@@ -5,7 +5,8 @@
  */
 import * as Http from "node:http"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, FastCheck as fc, Layer, Logger, LogLevel, Option } from "effect"
+import { Effect, Layer, Logger, Option, References, Result } from "effect"
+import * as fc from "fast-check"
 import * as Args from "../src/cli/args.js"
 import * as Commands from "../src/cli/commands.js"
 import * as Env from "../src/cli/env.js"
@@ -43,8 +44,8 @@ describe("arguments", () => {
       "debug"
     )
     assert.deepStrictEqual(
-      Either.getOrThrow(
-        Either.map(parsed, (p): unknown =>
+      Result.getOrThrow(
+        Result.map(parsed, (p): unknown =>
           p._tag === "Run" ? [p.command, [...p.options], p.positionals] : p._tag
         )
       ),
@@ -63,32 +64,32 @@ describe("arguments", () => {
 
   it("refuses an unknown option instead of taking it as the URL", () => {
     const parsed = parse("stats", "--json", "--bogus")
-    assert.isTrue(Either.isLeft(parsed))
-    if (Either.isLeft(parsed)) {
-      assert.include(parsed.left, "unknown option --bogus")
-      assert.notInclude(parsed.left, "\n")
+    assert.isTrue(Result.isFailure(parsed))
+    if (Result.isFailure(parsed)) {
+      assert.include(parsed.failure, "unknown option --bogus")
+      assert.notInclude(parsed.failure, "\n")
     }
-    assert.isTrue(Either.isLeft(parse("node", "-x")))
-    assert.isTrue(Either.isLeft(parse("node", "--quiet=yes")))
-    assert.isTrue(Either.isLeft(parse("demo", "--duration")))
-    assert.isTrue(Either.isLeft(parse("node", "extra")))
-    assert.isTrue(Either.isLeft(parse("stats", "a", "b")))
-    assert.isTrue(Either.isLeft(parse("nodes")))
-    assert.isTrue(Either.isLeft(parse()))
+    assert.isTrue(Result.isFailure(parse("node", "-x")))
+    assert.isTrue(Result.isFailure(parse("node", "--quiet=yes")))
+    assert.isTrue(Result.isFailure(parse("demo", "--duration")))
+    assert.isTrue(Result.isFailure(parse("node", "extra")))
+    assert.isTrue(Result.isFailure(parse("stats", "a", "b")))
+    assert.isTrue(Result.isFailure(parse("nodes")))
+    assert.isTrue(Result.isFailure(parse()))
   })
 
   it("knows every way of asking for help", () => {
     const topic = (...args: Array<string>) =>
-      Either.map(parse(...args), (p) => (p._tag === "Help" ? (p.command ?? "top") : p._tag))
-    assert.deepStrictEqual(topic("--help"), Either.right("top"))
-    assert.deepStrictEqual(topic("-h"), Either.right("top"))
-    assert.deepStrictEqual(topic("help"), Either.right("top"))
-    assert.deepStrictEqual(topic("help", "node"), Either.right("node"))
-    assert.deepStrictEqual(topic("node", "--help"), Either.right("node"))
+      Result.map(parse(...args), (p) => (p._tag === "Help" ? (p.command ?? "top") : p._tag))
+    assert.deepStrictEqual(topic("--help"), Result.succeed("top"))
+    assert.deepStrictEqual(topic("-h"), Result.succeed("top"))
+    assert.deepStrictEqual(topic("help"), Result.succeed("top"))
+    assert.deepStrictEqual(topic("help", "node"), Result.succeed("node"))
+    assert.deepStrictEqual(topic("node", "--help"), Result.succeed("node"))
     // An unknown option is an error even next to --help.
-    assert.isTrue(Either.isLeft(parse("stats", "-h", "--bogus")))
-    assert.isTrue(Either.isLeft(parse("help", "nope")))
-    assert.deepStrictEqual(topic("--version"), Either.right("Version"))
+    assert.isTrue(Result.isFailure(parse("stats", "-h", "--bogus")))
+    assert.isTrue(Result.isFailure(parse("help", "nope")))
+    assert.deepStrictEqual(topic("--version"), Result.succeed("Version"))
   })
 })
 
@@ -203,11 +204,8 @@ describe("logs", () => {
   const capture = (format: Log.LogFormat, effect: Effect.Effect<void>) => {
     const lines: Array<string> = []
     const layer = Layer.merge(
-      Logger.replace(
-        Logger.defaultLogger,
-        Log.make(format, (line) => lines.push(line))
-      ),
-      Logger.minimumLogLevel(LogLevel.Debug)
+      Logger.layer([Log.make(format, (line) => lines.push(line))]),
+      Layer.succeed(References.MinimumLogLevel, "Debug")
     )
     Effect.runSync(Effect.provide(effect, layer))
     return lines
@@ -251,19 +249,19 @@ describe("logs", () => {
   })
 
   it("parses formats and levels, naming the source of a bad one", () => {
-    assert.deepStrictEqual(Log.parseFormat("--log-format", "json"), Either.right("json"))
-    assert.deepStrictEqual(Log.parseLevel("--log-level", "warning"), Either.right(LogLevel.Warning))
-    assert.deepStrictEqual(Log.parseLevel("--log-level", "none"), Either.right(LogLevel.None))
+    assert.deepStrictEqual(Log.parseFormat("--log-format", "json"), Result.succeed("json"))
+    assert.deepStrictEqual(Log.parseLevel("--log-level", "warning"), Result.succeed("Warn"))
+    assert.deepStrictEqual(Log.parseLevel("--log-level", "none"), Result.succeed("None"))
     const bad = Log.parseLevel("QUEEN_MESH_LOG_LEVEL", "loud")
-    assert.isTrue(Either.isLeft(bad) && bad.left.startsWith("QUEEN_MESH_LOG_LEVEL:"))
+    assert.isTrue(Result.isFailure(bad) && bad.failure.startsWith("QUEEN_MESH_LOG_LEVEL:"))
   })
 })
 
 describe("stdin commands", () => {
   const reason = (line: string) =>
-    Either.match(Commands.decodeLine(line), {
-      onLeft: (refusal) => refusal.reason,
-      onRight: () => "accepted"
+    Result.match(Commands.decodeLine(line), {
+      onFailure: (refusal) => refusal.reason,
+      onSuccess: () => "accepted"
     })
 
   it("names the op and the one field that is wrong", () => {
@@ -357,46 +355,55 @@ describe("stdin commands", () => {
     { requiredKeys: [] }
   )
 
-  it.prop("checks message_available by hand exactly as its Schema does", [commandLike], ([command]) => {
-    const json: unknown = JSON.parse(JSON.stringify(command))
-    const quick = Commands.quickMessageAvailable(json)
-    const decoded = Commands.decodeLine(JSON.stringify(json))
-    const bySchema = Either.isRight(decoded) && decoded.right.op === "message_available"
-    assert.strictEqual(quick !== undefined, bySchema)
-    if (quick !== undefined && Either.isRight(decoded) && decoded.right.op === "message_available") {
-      assert.strictEqual(quick.queue, decoded.right.queue)
-      assert.strictEqual(quick.partition, decoded.right.partition)
-      assert.strictEqual(quick.tenant ?? null, decoded.right.tenant ?? null)
-    }
+  // fast-check's default of 100 runs, as @effect/vitest's `it.prop` had.
+  it("checks message_available by hand exactly as its Schema does", () => {
+    fc.assert(
+      fc.property(commandLike, (command) => {
+        const json: unknown = JSON.parse(JSON.stringify(command))
+        const quick = Commands.quickMessageAvailable(json)
+        const decoded = Commands.decodeLine(JSON.stringify(json))
+        const bySchema = Result.isSuccess(decoded) && decoded.success.op === "message_available"
+        assert.strictEqual(quick !== undefined, bySchema)
+        if (quick !== undefined && Result.isSuccess(decoded) && decoded.success.op === "message_available") {
+          assert.strictEqual(quick.queue, decoded.success.queue)
+          assert.strictEqual(quick.partition, decoded.success.partition)
+          assert.strictEqual(quick.tenant ?? null, decoded.success.tenant ?? null)
+        }
+      })
+    )
   })
 
   // Any UTF-16, controls, DEL, C1 and lone surrogates included.
   const text = fc.string({ unit: "binary", maxLength: 12 })
 
-  it.prop(
-    "writes wake and hot-list lines exactly as safeJson would, controls, DEL and C1 escaped",
-    [
-      text,
-      fc.option(text, { nil: undefined }),
-      text,
-      text,
-      fc.boolean(),
-      fc.option(text, { nil: undefined })
-    ],
-    ([from, tenant, queue, partition, hot, group]) => {
-      const item = { queue, partition, tenant: Option.fromNullable(tenant) }
-      const event = hot ? ("hotlist_dirty" as const) : ("wake" as const)
-      const line = Events.lineOf(
-        hot
-          ? { _tag: "HotlistDirty", from, item: { ...item, group: Option.fromNullable(group) } }
-          : { _tag: "Wake", from, item },
-        false
+  it("writes wake and hot-list lines exactly as safeJson would, controls, DEL and C1 escaped", () => {
+    fc.assert(
+      fc.property(
+        text,
+        fc.option(text, { nil: undefined }),
+        text,
+        text,
+        fc.boolean(),
+        fc.option(text, { nil: undefined }),
+        (from, tenant, queue, partition, hot, group) => {
+          const item = { queue, partition, tenant: Option.fromNullishOr(tenant) }
+          const event = hot ? ("hotlist_dirty" as const) : ("wake" as const)
+          const line = Events.lineOf(
+            hot
+              ? { _tag: "HotlistDirty", from, item: { ...item, group: Option.fromNullishOr(group) } }
+              : { _tag: "Wake", from, item },
+            false
+          )
+          const scoped = hot && group !== undefined ? { group } : {}
+          assert.strictEqual(
+            line,
+            safeJson({ event, from, tenant: tenant ?? null, queue, partition, ...scoped })
+          )
+          assert.strictEqual(safeJsonString(from), safeJson(from))
+        }
       )
-      const scoped = hot && group !== undefined ? { group } : {}
-      assert.strictEqual(line, safeJson({ event, from, tenant: tenant ?? null, queue, partition, ...scoped }))
-      assert.strictEqual(safeJsonString(from), safeJson(from))
-    }
-  )
+    )
+  })
 
   it("answers with --ack lines", () => {
     assert.strictEqual(Commands.sentLine("maintenance"), '{"event":"sent","op":"maintenance"}')
@@ -613,14 +620,14 @@ describe("stats", () => {
   it("reads our body, an upstream active body and an upstream inactive body", () => {
     for (const body of [ours, upstreamActive, upstreamInactive]) {
       const stats = decoded(body)
-      assert.isTrue(Either.isRight(stats), JSON.stringify(stats))
-      if (Either.isRight(stats)) {
-        const text = Stats.render(stats.right)
+      assert.isTrue(Result.isSuccess(stats), JSON.stringify(stats))
+      if (Result.isSuccess(stats)) {
+        const text = Stats.render(stats.success)
         assert.include(text, "maintenance")
         assert.notInclude(text, "\x1b")
       }
     }
-    const table = Stats.render(Either.getOrThrow(decoded(ours)))
+    const table = Stats.render(Result.getOrThrow(decoded(ours)))
     for (const text of [
       "node-a",
       "version 0.1.0",
@@ -632,9 +639,9 @@ describe("stats", () => {
     ]) {
       assert.include(table, text)
     }
-    const upstream = Stats.render(Either.getOrThrow(decoded(upstreamActive)))
+    const upstream = Stats.render(Result.getOrThrow(decoded(upstreamActive)))
     for (const text of ["queen-1", "signature failures", "10.0.0.2:6633"]) assert.include(upstream, text)
-    assert.include(Stats.render(Either.getOrThrow(decoded(upstreamInactive))), "mesh not running (no_peers)")
+    assert.include(Stats.render(Result.getOrThrow(decoded(upstreamInactive))), "mesh not running (no_peers)")
   })
 
   it("says in one short line what else a body is", () => {
@@ -650,28 +657,28 @@ describe("stats", () => {
       })
     ]
     for (const line of lines) {
-      assert.isTrue(Either.isLeft(line))
-      if (Either.isLeft(line)) {
-        assert.notInclude(line.left, "\n")
-        assert.isBelow(line.left.length, 140)
+      assert.isTrue(Result.isFailure(line))
+      if (Result.isFailure(line)) {
+        assert.notInclude(line.failure, "\n")
+        assert.isBelow(line.failure.length, 140)
       }
     }
-    assert.include(Either.flip(lines[3]!).pipe(Either.getOrElse(() => "")), "shared-state route")
+    assert.include(Result.flip(lines[3]!).pipe(Result.getOrElse(() => "")), "shared-state route")
   })
 
   it("takes host:port, base and full URLs, and refuses malformed ones", () => {
-    const href = (raw: string) => Either.map(Stats.statsUrl(raw), (url) => url.href)
+    const href = (raw: string) => Result.map(Stats.statsUrl(raw), (url) => url.href)
     assert.deepStrictEqual(
       href("127.0.0.1:6632"),
-      Either.right("http://127.0.0.1:6632/internal/api/shared-state/stats")
+      Result.succeed("http://127.0.0.1:6632/internal/api/shared-state/stats")
     )
     assert.deepStrictEqual(
       href("http://node-a:7000/"),
-      Either.right("http://node-a:7000/internal/api/shared-state/stats")
+      Result.succeed("http://node-a:7000/internal/api/shared-state/stats")
     )
     assert.deepStrictEqual(
       href("https://node-a/internal/api/inter-instance/stats"),
-      Either.right("https://node-a/internal/api/inter-instance/stats")
+      Result.succeed("https://node-a/internal/api/inter-instance/stats")
     )
     for (const bad of [
       "ht!tp://x",
@@ -683,14 +690,14 @@ describe("stats", () => {
       "x:99999",
       "http://\x1b/"
     ]) {
-      assert.isTrue(Either.isLeft(Stats.statsUrl(bad)), bad)
+      assert.isTrue(Result.isFailure(Stats.statsUrl(bad)), bad)
     }
   })
 
   /** A server answering with `bodies` in turn (the last one repeated). */
   const serve = (bodies: ReadonlyArray<unknown>) =>
     Effect.acquireRelease(
-      Effect.async<Http.Server & { readonly url: string }>((resume) => {
+      Effect.callback<Http.Server & { readonly url: string }>((resume) => {
         let i = 0
         const server = Http.createServer((_req, res) => {
           const body = bodies[Math.min(i++, bodies.length - 1)]
@@ -704,7 +711,7 @@ describe("stats", () => {
         })
       }),
       (server) =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           server.closeAllConnections()
           server.close(() => resume(Effect.void))
         })
@@ -729,20 +736,20 @@ describe("stats", () => {
     messages_received: 3 + i * 50
   }))
 
-  it.scopedLive("reads at most 8 MiB of a body", () =>
+  it.live("reads at most 8 MiB of a body", () =>
     Effect.gen(function* () {
       const server = yield* serve(["x".repeat(9 * 1024 * 1024)])
-      const failure = yield* Effect.flip(Stats.fetchSample(Either.getOrThrow(Stats.statsUrl(server.url))))
+      const failure = yield* Effect.flip(Stats.fetchSample(Result.getOrThrow(Stats.statsUrl(server.url))))
       assert.strictEqual(failure.code, 1)
       assert.include(failure.message, "answered more than")
     })
   )
 
-  it.scopedLive("--watch on a terminal redraws in place with rates", () =>
+  it.live("--watch on a terminal redraws in place with rates", () =>
     Effect.gen(function* () {
       const server = yield* serve(bodies)
       const fake = screen(true)
-      const url = Either.getOrThrow(Stats.statsUrl(server.url))
+      const url = Result.getOrThrow(Stats.statsUrl(server.url))
       yield* Stats.watch(url, { interval: 0.05, count: Option.some(3), json: false }, fake.value)
       assert.strictEqual(fake.out.length, 3)
       assert.notInclude(fake.out[0]!, "\x1b[")
@@ -758,21 +765,19 @@ describe("stats", () => {
     })
   )
 
-  it.scopedLive(
-    "--watch off a terminal prints one plain line per sample, and keeps going through failures",
-    () =>
-      Effect.gen(function* () {
-        const server = yield* serve([bodies[0], { not: "stats" }, bodies[2]])
-        const fake = screen(false)
-        const url = Either.getOrThrow(Stats.statsUrl(server.url))
-        yield* Stats.watch(url, { interval: 0.05, count: Option.some(3), json: false }, fake.value)
-        assert.strictEqual(fake.out.length, 2)
-        for (const line of fake.out) {
-          assert.notInclude(line, "\x1b")
-          assert.match(line, /node-a {2}sent .*peers 127\.0\.0\.1:6643=up\/q0\n$/)
-        }
-        assert.strictEqual(fake.errors.length, 1)
-        assert.include(fake.errors[0]!, "not a stats body")
-      })
+  it.live("--watch off a terminal prints one plain line per sample, and keeps going through failures", () =>
+    Effect.gen(function* () {
+      const server = yield* serve([bodies[0], { not: "stats" }, bodies[2]])
+      const fake = screen(false)
+      const url = Result.getOrThrow(Stats.statsUrl(server.url))
+      yield* Stats.watch(url, { interval: 0.05, count: Option.some(3), json: false }, fake.value)
+      assert.strictEqual(fake.out.length, 2)
+      for (const line of fake.out) {
+        assert.notInclude(line, "\x1b")
+        assert.match(line, /node-a {2}sent .*peers 127\.0\.0\.1:6643=up\/q0\n$/)
+      }
+      assert.strictEqual(fake.errors.length, 1)
+      assert.include(fake.errors[0]!, "not a stats body")
+    })
   )
 })

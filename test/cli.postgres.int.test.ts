@@ -13,7 +13,7 @@ import { freePort } from "./fixtures/cluster.js"
 import { layer } from "./fixtures/layer.js"
 import * as Pg from "./fixtures/postgres.js"
 
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.fromJsonString(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 
 const getText = (url: string) =>
@@ -44,12 +44,12 @@ const laneEnv = (options: {
 const expectLine = (node: CliProcess, expected: Record<string, unknown>, within = Duration.seconds(30)) =>
   node.waitForLine((line) => line === JSON.stringify(expected), within)
 
-const TestLayer = Layer.merge(Pg.layer, Logger.remove(Logger.defaultLogger))
+const TestLayer = Layer.merge(Pg.layer, Logger.layer([]))
 
 layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })(
   "queen-mesh node on the lane",
   (it) => {
-    it.scoped(
+    it.effect(
       "three nodes with only QUEEN_MESH_PG_URL: no port bound, wakes cross, stats show the others alive",
       () =>
         Effect.gen(function* () {
@@ -145,7 +145,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })(
       180_000
     )
 
-    it.scoped(
+    it.effect(
       "queen-mesh demo --lane pg: three nodes over its own embedded PostgreSQL, node-c cut off and back",
       () =>
         Effect.gen(function* () {
@@ -170,7 +170,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })(
       180_000
     )
 
-    it.scoped("bad lane variables exit 2 naming the variable, never echoing the connection string", () =>
+    it.effect("bad lane variables exit 2 naming the variable, never echoing the connection string", () =>
       Effect.gen(function* () {
         yield* ensureBuilt
         for (const [env, variable] of [

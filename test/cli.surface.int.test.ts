@@ -17,7 +17,7 @@ import {
 } from "./fixtures/cli.js"
 import { freePort } from "./fixtures/cluster.js"
 
-const decodeJson = Schema.decodeUnknownSync(Schema.parseJson())
+const decodeJson = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Unknown))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 const STARTUP = Duration.seconds(60)
 // biome-ignore lint/suspicious/noControlCharactersInRegex: raw control characters are what must not appear
@@ -107,7 +107,7 @@ describe("help and usage", () => {
 /** A server answering each path with its body (an object as JSON, a string as is, a number as a status). */
 const fakeBroker = (routes: Readonly<Record<string, unknown>>) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly server: Http.Server; readonly base: string }>((resume) => {
+    Effect.callback<{ readonly server: Http.Server; readonly base: string }>((resume) => {
       const server = Http.createServer((req, res) => {
         const body = routes[req.url ?? ""]
         if (typeof body === "number") {
@@ -127,14 +127,14 @@ const fakeBroker = (routes: Readonly<Record<string, unknown>>) =>
       })
     }),
     ({ server }) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       })
   )
 
 describe("queen-mesh stats against other bodies", () => {
-  it.scopedLive("reads upstream Queen's active and inactive bodies; refuses others in one line", () =>
+  it.live("reads upstream Queen's active and inactive bodies; refuses others in one line", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const { base } = yield* fakeBroker({
@@ -194,7 +194,7 @@ describe("queen-mesh stats against other bodies", () => {
 const EVIL_ID = "solo-\x1b[31m-\x07"
 
 describe("queen-mesh node: logs, replies, watch, shutdown", () => {
-  it.scopedLive(
+  it.live(
     "json logs carry the (escaped) server id; --ack and refusals; stats --watch; the shutdown line on SIGTERM",
     () =>
       Effect.gen(function* () {
@@ -284,7 +284,7 @@ describe("queen-mesh node: logs, replies, watch, shutdown", () => {
     180_000
   )
 
-  it.scopedLive("logfmt and pretty escape control characters too; QUEEN_MESH_LOG_LEVEL applies", () =>
+  it.live("logfmt and pretty escape control characters too; QUEEN_MESH_LOG_LEVEL applies", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const run = (format: string, env: Record<string, string> = {}) =>
@@ -316,7 +316,7 @@ describe("queen-mesh node: logs, replies, watch, shutdown", () => {
 })
 
 describe("a stalled stdout reader", () => {
-  it.scopedLive(
+  it.live(
     "costs dropped event lines and a warning, never the node or unbounded memory",
     () =>
       Effect.gen(function* () {
@@ -368,7 +368,7 @@ describe("a stalled stdout reader", () => {
         yield* a
           .send(JSON.stringify({ op: "maintenance", enabled: true }))
           .pipe(
-            Effect.zipRight(
+            Effect.andThen(
               b.waitForLine(
                 (line) => line === '{"event":"maintenance","from":"a","enabled":true}',
                 Duration.seconds(2)

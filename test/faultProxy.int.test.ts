@@ -7,7 +7,7 @@
  */
 import * as Net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, ExecutionStrategy, Exit, Schedule, Scope } from "effect"
+import { type Duration, Effect, Exit, Fiber, Schedule, Scope } from "effect"
 import * as FaultProxy from "./fixtures/faultProxy.js"
 
 const HOST = "127.0.0.1"
@@ -19,7 +19,7 @@ interface Echo {
 
 /** An echo server on 127.0.0.1, closed with the scope. */
 const echoServer: Effect.Effect<Echo, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.async<{ echo: Echo; server: Net.Server }>((resume) => {
+  Effect.callback<{ echo: Echo; server: Net.Server }>((resume) => {
     const connections: Echo["connections"] = []
     const server = Net.createServer((socket) => {
       const entry = { socket, chunks: [] as Buffer[], ended: false }
@@ -41,7 +41,7 @@ const echoServer: Effect.Effect<Echo, never, Scope.Scope> = Effect.acquireReleas
     })
   }),
   ({ echo, server }) =>
-    Effect.async<void>((resume) => {
+    Effect.callback<void>((resume) => {
       for (const { socket } of echo.connections) socket.destroy()
       server.close(() => resume(Effect.void))
     })
@@ -57,14 +57,14 @@ const received = (chunks: ReadonlyArray<Buffer>): string => Buffer.concat(chunks
 
 /** Writes `data` and waits until it has been handed to the kernel. */
 const write = (socket: Net.Socket, data: string) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     socket.write(data, () => resume(Effect.void))
   })
 
 /** A plain client socket, connected, destroyed with the scope. */
 const client = (port: number): Effect.Effect<Client, Error, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<Client, Error>((resume) => {
+    Effect.callback<Client, Error>((resume) => {
       const socket = Net.connect({ host: HOST, port })
       socket.setNoDelay(true)
       const chunks: Array<Buffer> = []
@@ -83,10 +83,13 @@ const client = (port: number): Effect.Effect<Client, Error, Scope.Scope> =>
   )
 
 /** Polls `check` until it holds; fails after `within`. */
-const eventually = (check: () => boolean, within: Duration.DurationInput = "30 seconds") =>
+const eventually = (check: () => boolean, within: Duration.Input = "30 seconds") =>
   Effect.sync(check).pipe(
     Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (ok) => ok }),
-    Effect.timeoutFail({ duration: within, onTimeout: () => new Error("condition not reached in time") }),
+    Effect.timeoutOrElse({
+      duration: within,
+      orElse: () => Effect.fail(new Error("condition not reached in time"))
+    }),
     Effect.asVoid
   )
 
@@ -97,24 +100,27 @@ const setup = Effect.gen(function* () {
 })
 
 /** Closes `scope`; fails, rather than hanging, when that takes more than `within`. */
-const closeWithin = (scope: Scope.CloseableScope, within: Duration.DurationInput = "10 seconds") =>
-  Scope.close(scope, Exit.void).pipe(
-    // A finalizer that hangs cannot be interrupted: stop waiting for it instead (from a release too,
-    // which runs uninterruptibly).
-    Effect.disconnect,
+const closeWithin = (scope: Scope.Closeable, within: Duration.Input = "10 seconds") =>
+  // A finalizer that hangs cannot be interrupted: close in a fiber of its own and stop waiting for it
+  // instead (from a release too, which runs uninterruptibly).
+  Effect.forkDetach(Scope.close(scope, Exit.void)).pipe(
+    Effect.flatMap(Fiber.join),
     Effect.interruptible,
-    Effect.timeoutFail({ duration: within, onTimeout: () => new Error("the scope did not close in time") })
+    Effect.timeoutOrElse({
+      duration: within,
+      orElse: () => Effect.fail(new Error("the scope did not close in time"))
+    })
   )
 
 /** `f` in a scope of its own, closed however `f` ends, within `closeWithin`'s bound. */
-const inScope = <A, E>(f: (scope: Scope.CloseableScope) => Effect.Effect<A, E>) =>
+const inScope = <A, E>(f: (scope: Scope.Closeable) => Effect.Effect<A, E>) =>
   Effect.acquireUseRelease(Scope.make(), f, (scope) => Effect.orDie(closeWithin(scope)))
 
 const tcpHandles = (): number =>
   process.getActiveResourcesInfo().filter((name) => name.startsWith("TCP") || name === "Timeout").length
 
 describe("faultProxy", () => {
-  it.scopedLive("forwards both ways and counts", () =>
+  it.live("forwards both ways and counts", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       assert.strictEqual(proxy.host, HOST)
@@ -130,7 +136,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("latency delays every chunk each way", () =>
+  it.live("latency delays every chunk each way", () =>
     Effect.gen(function* () {
       const { proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -146,7 +152,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("latency keeps the order of chunks", () =>
+  it.live("latency keeps the order of chunks", () =>
     Effect.gen(function* () {
       const { proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -158,7 +164,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("slicing forwards 1-byte writes", () =>
+  it.live("slicing forwards 1-byte writes", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -184,7 +190,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("stall stops forwarding on open connections, then resumes", () =>
+  it.live("stall stops forwarding on open connections, then resumes", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -202,7 +208,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("stall holds new connections too", () =>
+  it.live("stall holds new connections too", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       proxy.stall(true)
@@ -219,7 +225,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("reset closes both sides of every connection", () =>
+  it.live("reset closes both sides of every connection", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       const a = yield* client(proxy.port)
@@ -240,7 +246,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("black hole accepts and never forwards nor answers", () =>
+  it.live("black hole accepts and never forwards nor answers", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       proxy.blackHole(true)
@@ -264,7 +270,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("black hole freezes open connections until lifted", () =>
+  it.live("black hole freezes open connections until lifted", () =>
     Effect.gen(function* () {
       const { proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -281,7 +287,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("a target that closed while the hole was on is seen closed once it is lifted", () =>
+  it.live("a target that closed while the hole was on is seen closed once it is lifted", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -300,7 +306,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("limitBytes forwards exactly n bytes, then cuts", () =>
+  it.live("limitBytes forwards exactly n bytes, then cuts", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       proxy.limitBytes(10)
@@ -314,7 +320,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("limitBytes applies to open connections", () =>
+  it.live("limitBytes applies to open connections", () =>
     Effect.gen(function* () {
       const { proxy } = yield* setup
       const c = yield* client(proxy.port)
@@ -326,7 +332,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("limitBytes with slicing still delivers exactly n bytes", () =>
+  it.live("limitBytes with slicing still delivers exactly n bytes", () =>
     Effect.gen(function* () {
       const { echo, proxy } = yield* setup
       proxy.setSlicing(true)
@@ -339,7 +345,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("refuse stops listening; lifting it listens again on the same port", () =>
+  it.live("refuse stops listening; lifting it listens again on the same port", () =>
     Effect.gen(function* () {
       const { proxy } = yield* setup
       const open = yield* client(proxy.port)
@@ -357,7 +363,7 @@ describe("faultProxy", () => {
     })
   )
 
-  it.scopedLive("an unreachable target closes the accepted connection", () =>
+  it.live("an unreachable target closes the accepted connection", () =>
     Effect.gen(function* () {
       const echo = yield* echoServer
       const proxy = yield* FaultProxy.make({ target: { host: HOST, port: echo.port } })
@@ -374,15 +380,15 @@ describe("faultProxy", () => {
   it.live("closing the scope closes the listener, every connection and every timer", () =>
     Effect.gen(function* () {
       const outer = yield* Scope.make()
-      const echo = yield* Scope.extend(echoServer, outer)
+      const echo = yield* Scope.provide(echoServer, outer)
       const baseline = tcpHandles()
       const scope = yield* Scope.make()
-      const proxy = yield* Scope.extend(FaultProxy.make({ target: { host: HOST, port: echo.port } }), scope)
-      const c = yield* Scope.extend(client(proxy.port), outer)
+      const proxy = yield* Scope.provide(FaultProxy.make({ target: { host: HOST, port: echo.port } }), scope)
+      const c = yield* Scope.provide(client(proxy.port), outer)
       c.socket.write("a")
       yield* eventually(() => received(c.chunks) === "a")
       const blackHoled = yield* Effect.sync(() => proxy.blackHole(true)).pipe(
-        Effect.zipRight(Scope.extend(client(proxy.port), outer))
+        Effect.andThen(Scope.provide(client(proxy.port), outer))
       )
       proxy.blackHole(false)
       // Leave a delayed chunk pending, so a timer is live at close.
@@ -403,8 +409,8 @@ describe("faultProxy", () => {
   it.live("a reset as the hole is lifted closes a link whose other side closed inside it", () =>
     inScope((scope) =>
       Effect.gen(function* () {
-        const { echo, proxy } = yield* Scope.extend(setup, scope)
-        const c = yield* Scope.extend(client(proxy.port), scope)
+        const { echo, proxy } = yield* Scope.provide(setup, scope)
+        const c = yield* Scope.provide(client(proxy.port), scope)
         c.socket.write("x")
         yield* eventually(() => received(c.chunks) === "x")
         proxy.blackHole(true)
@@ -424,11 +430,14 @@ describe("faultProxy", () => {
   it.live("closing the scope releases every socket and server the faults left behind, at once", () =>
     inScope((outer) =>
       Effect.gen(function* () {
-        const echo = yield* Scope.extend(echoServer, outer)
-        const connect = (port: number) => Scope.extend(client(port), outer)
+        const echo = yield* Scope.provide(echoServer, outer)
+        const connect = (port: number) => Scope.provide(client(port), outer)
         const baseline = tcpHandles()
-        const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
-        const proxy = yield* Scope.extend(FaultProxy.make({ target: { host: HOST, port: echo.port } }), scope)
+        const scope = yield* Scope.fork(outer, "sequential")
+        const proxy = yield* Scope.provide(
+          FaultProxy.make({ target: { host: HOST, port: echo.port } }),
+          scope
+        )
         const clients: Array<Client> = []
 
         // Reset as a hole is lifted: a link whose target closed inside the hole, and one accepted into it.

@@ -6,7 +6,8 @@
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Option, type Scope, Stream, TestClock } from "effect"
+import { Clock, Context, Effect, Fiber, Latch, Layer, Option, type Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as HotList from "../src/HotList.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as MaintenanceFlags from "../src/MaintenanceFlags.js"
@@ -85,13 +86,13 @@ const stepUntil = (check: Effect.Effect<boolean>, step = 100, steps = 600) =>
  */
 const pausableNode = (
   net: MeshTest.Network,
-  gate: Effect.Latch,
+  gate: Latch.Latch,
   options: MeshTest.NodeOptions
 ): Effect.Effect<MeshTest.Node, TransportError | MeshConfigError, Scope.Scope> => {
   const gated = (connection: Connection): Connection => ({
     remoteAddress: connection.remoteAddress,
     read: connection.read,
-    write: (bytes) => Effect.zipRight(gate.await, connection.write(bytes))
+    write: (bytes) => Effect.andThen(gate.await, connection.write(bytes))
   })
   const own = net.transportOf(options.serverId)
   const transport: TransportShape = {
@@ -123,11 +124,15 @@ const target = (queue: string) => ({ queue, tenant: Option.none<string>() })
 const wakeThrough = (from: MeshTest.Node, node: MeshTest.Node, queue: string) =>
   Effect.gen(function* () {
     const before = yield* node.waker.parked
-    const pop = yield* Effect.fork(node.waker.awaitWake(target(queue), { maxWait: "60 seconds" }))
+    const pop = yield* Effect.forkChild(node.waker.awaitWake(target(queue), { maxWait: "60 seconds" }))
     yield* MeshTest.settleUntil(Effect.map(node.waker.parked, (n) => n > before))
     yield* from.mesh.messageAvailable({ queue, partition: "p" })
     // The in-memory network has no delay: the wake lands within a few settles, or never.
-    yield* stepUntil(Effect.map(Fiber.poll(pop), Option.isSome), 1, 50)
+    yield* stepUntil(
+      Effect.sync(() => pop.pollUnsafe() !== undefined),
+      1,
+      50
+    )
     return yield* Fiber.join(pop)
   })
 
@@ -135,12 +140,16 @@ describe("faults over the in-memory transport (TestClock)", () => {
   // Real-world scenario: a replica frozen (SIGSTOP) past the dead threshold, then resumed. Its timers
   // run before it reads what its peer sent meanwhile; they must not judge that peer silent for time it
   // spent stopped: no link closed, no peer marked dead, on either side.
-  it.scoped("a replica resumed after a stall past the dead threshold reads its peer before judging it", () =>
+  it.effect("a replica resumed after a stall past the dead threshold reads its peer before judging it", () =>
     Effect.gen(function* () {
       const net = yield* MeshTest.network
       const clock = yield* StalledClock.make
       const a = yield* MeshTest.node(net, { serverId: "a", peers: ["b"] })
-      const b = yield* Effect.withClock(MeshTest.node(net, { serverId: "b", peers: ["a"] }), clock)
+      const b = yield* Effect.provideService(
+        MeshTest.node(net, { serverId: "b", peers: ["a"] }),
+        Clock.Clock,
+        clock
+      )
       yield* TestClock.adjust(1)
       const linkedAndHeard = Effect.map(
         Effect.all(
@@ -194,14 +203,14 @@ describe("faults over the in-memory transport (TestClock)", () => {
   // its readers stopped for a full 30 s of virtual time at the spec's default timings, while a neighbour
   // keeps broadcasting 10 wakes per 100 ms. The paused peer's own timers still run (as they would not
   // under SIGSTOP), which is the harder case: its idle timeout and handshake timeout fire meanwhile.
-  it.scoped(
+  it.effect(
     "a peer paused for 30 s: neighbours see it dead, keep serving each other, and it comes back",
     () =>
       Effect.gen(function* () {
         const net = yield* MeshTest.network
         const config = { sendQueueCapacity: 64 }
         const a = yield* MeshTest.node(net, { serverId: "a", peers: ["b", "c"], config })
-        const gate = yield* Effect.makeLatch(true)
+        const gate = yield* Latch.make(true)
         const b = yield* pausableNode(net, gate, { serverId: "b", peers: ["a", "c"], config })
         const c = yield* MeshTest.node(net, { serverId: "c", peers: ["a", "b"], config })
         const nodes = [a, b, c]
@@ -276,7 +285,7 @@ describe("faults over the in-memory transport (TestClock)", () => {
   // Item 4, the fallback is real: a parked pop returns by its own deadline (the host's
   // POP_WAIT_MAX_INTERVAL_MS, 2000 ms here) when the mesh cannot carry the wake, and returns "woken" on
   // the wake when it can.
-  it.scoped("a parked pop times out within its bound with the mesh cut, and is woken with the mesh up", () =>
+  it.effect("a parked pop times out within its bound with the mesh cut, and is woken with the mesh up", () =>
     Effect.gen(function* () {
       const POP_WAIT_MAX_INTERVAL_MS = 2000
       const net = yield* MeshTest.network
@@ -294,15 +303,19 @@ describe("faults over the in-memory transport (TestClock)", () => {
         1,
         50
       )
-      const parkedAt = yield* TestClock.currentTimeMillis
-      const cut = yield* Effect.fork(
+      const parkedAt = yield* Clock.currentTimeMillis
+      const cut = yield* Effect.forkChild(
         b.waker.awaitWake(target("orders"), { maxWait: POP_WAIT_MAX_INTERVAL_MS })
       )
       yield* MeshTest.settleUntil(Effect.map(b.waker.parked, (n) => n === 1))
       yield* a.mesh.messageAvailable({ queue: "orders", partition: "p0" })
-      const steps = yield* stepUntil(Effect.map(Fiber.poll(cut), Option.isSome), 100, 100)
+      const steps = yield* stepUntil(
+        Effect.sync(() => cut.pollUnsafe() !== undefined),
+        100,
+        100
+      )
       assert.strictEqual(yield* Fiber.join(cut), "timeout")
-      const returnedAfter = (yield* TestClock.currentTimeMillis) - parkedAt
+      const returnedAfter = (yield* Clock.currentTimeMillis) - parkedAt
       assert.isAtLeast(returnedAfter, POP_WAIT_MAX_INTERVAL_MS)
       // Within the bound, give or take one clock step and the waker's 10 ms reaper resolution.
       assert.isAtMost(returnedAfter, POP_WAIT_MAX_INTERVAL_MS + 100 + 10)
@@ -311,15 +324,15 @@ describe("faults over the in-memory transport (TestClock)", () => {
       // The mesh up again: the same kind of pop is woken by the wake, long before its deadline.
       yield* net.network.refuse("b", false)
       yield* stepUntil(MeshTest.linked(a))
-      const upAt = yield* TestClock.currentTimeMillis
-      const up = yield* Effect.fork(
+      const upAt = yield* Clock.currentTimeMillis
+      const up = yield* Effect.forkChild(
         b.waker.awaitWake(target("orders"), { maxWait: POP_WAIT_MAX_INTERVAL_MS })
       )
       yield* MeshTest.settleUntil(Effect.map(b.waker.parked, (n) => n === 1))
       yield* a.mesh.messageAvailable({ queue: "orders", partition: "p1" })
-      yield* MeshTest.settleUntil(Effect.map(Fiber.poll(up), Option.isSome))
+      yield* MeshTest.settleUntil(Effect.sync(() => up.pollUnsafe() !== undefined))
       assert.strictEqual(yield* Fiber.join(up), "woken")
-      assert.strictEqual((yield* TestClock.currentTimeMillis) - upAt, 0)
+      assert.strictEqual((yield* Clock.currentTimeMillis) - upAt, 0)
     })
   )
 })

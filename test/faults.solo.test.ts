@@ -18,16 +18,14 @@ import * as vm from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
-  Chunk,
   Duration,
   Effect,
   Exit,
   Fiber,
   Layer,
-  Logger,
-  LogLevel,
   Option,
   Redacted,
+  References,
   Schedule,
   Schema,
   Scope
@@ -78,12 +76,11 @@ const timings: Partial<MeshConfig.MeshConfigShape> = {
   handshakeTimeout: Duration.seconds(2),
   authFailureDelay: Duration.millis(100)
 }
-const reconnectSchedule = Schedule.exponential("20 millis").pipe(
-  Schedule.union(Schedule.spaced("200 millis"))
-)
+// `Schedule.min`: recurs while either does, after the shorter delay (effect 3's `Schedule.union`).
+const reconnectSchedule = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("200 millis")])
 
 interface Live {
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   readonly node: Node
 }
 
@@ -119,9 +116,9 @@ const start = (spec: NodeSpec): Effect.Effect<Live, never, Scope.Scope> =>
     const scope = yield* Scope.make()
     yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
     const context = yield* Layer.buildWithScope(layerOf(spec), scope).pipe(
-      Logger.withMinimumLogLevel(LogLevel.None),
+      Effect.provideService(References.MinimumLogLevel, "None"),
       // A port just released may take a moment to be free again.
-      Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(40)))),
+      Effect.retry(Schedule.max([Schedule.spaced("50 millis"), Schedule.recurs(40)])),
       Effect.orDie
     )
     return { scope, node: nodeFromContext(context) }
@@ -259,7 +256,7 @@ const equationsHold = (nodes: ReadonlyArray<Node>) =>
       last = all
       return all.length === 0
     })
-    yield* MeshTest.eventually(check, "30 seconds").pipe(Effect.catchAll(() => Effect.void))
+    yield* MeshTest.eventually(check, "30 seconds").pipe(Effect.catch(() => Effect.void))
     assert.deepStrictEqual(last, [])
   })
 
@@ -269,7 +266,7 @@ const wake = (from: Node, to: Node) =>
   Effect.gen(function* () {
     const queue = `faults-${queueSeq++}`
     const before = yield* to.waker.parked
-    const pop = yield* Effect.fork(
+    const pop = yield* Effect.forkChild(
       to.waker.awaitWake({ queue, tenant: Option.none() }, { maxWait: "30 seconds" })
     )
     yield* MeshTest.eventually(Effect.map(to.waker.parked, (n) => n > before))
@@ -325,7 +322,7 @@ const settled = (nodes: ReadonlyArray<Node>, baseline: number, bound: number, wh
 describe("reliability under faults, over loopback TCP through fault proxies", () => {
   // (a) Real world: a broker crashes and its supervisor restarts it on the same port. Proven the same
   // at any timing: the dialers see the link drop, keep redialling on their schedule, and link again.
-  it.scopedLive("a) a peer killed and restarted on the same port is linked again; the others carry on", () =>
+  it.live("a) a peer killed and restarted on the same port is linked again; the others carry on", () =>
     Effect.gen(function* () {
       const { lives, restart } = yield* cluster()
       const [a, , c] = lives.map((l) => l.node) as [Node, Node, Node]
@@ -349,7 +346,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
 
   // (b) Real world: a pod rescheduled to a new IP behind the same DNS name. The dialer resolves the
   // name on every attempt; a registry stands in for DNS, moved from the old address to the new.
-  it.scopedLive("b) a peer restarted on a new address behind the same name is found by re-resolving", () =>
+  it.live("b) a peer restarted on a new address behind the same name is found by re-resolving", () =>
     Effect.gen(function* () {
       // A finds B by "queen-b.mesh"; C and B find the others through the registry as well.
       const registry = yield* Resolver.makeRegistry()
@@ -395,56 +392,51 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
   // nothing. Liveness declares the peer dead after the dead threshold (5 s, here 2 s), the receiving
   // side's idle timeout (the same, here 2 s) closes its end, and once packets flow again the dialer
   // notices the close and redials.
-  it.scopedLive(
-    "c) a half-open link is detected by liveness, closed by the idle timeout, re-dialled after",
-    () =>
-      Effect.gen(function* () {
-        const { lives, proxy } = yield* cluster()
-        const [a, b, c] = lives.map((l) => l.node) as [Node, Node, Node]
-        const baseline = heapAfterGc()
-        const idleBefore = (yield* statsOf(b)).inbound.closed_idle
-        const acceptedBefore = proxy(0, 1).counters().accepted
-        const reconnectsOf = (from: number, to: number) =>
-          Effect.map(statsOf(lives[from]!.node), (s) => peerAt(s, linkName(from, to)))
-        const before = [(yield* reconnectsOf(0, 1)).reconnects, (yield* reconnectsOf(1, 0)).reconnects]
-        proxy(0, 1).blackHole(true)
-        proxy(1, 0).blackHole(true)
-        yield* MeshTest.eventually(Effect.zipWith(deadIn(b, "node-A"), deadIn(a, "node-B"), (x, y) => x && y))
-        yield* MeshTest.eventually(Effect.map(statsOf(b), (s) => s.inbound.closed_idle > idleBefore))
-        // C is served by both throughout.
-        assert.strictEqual(yield* wake(c, a), "woken")
-        assert.strictEqual(yield* wake(c, b), "woken")
-        assert.strictEqual(yield* wake(a, c), "woken")
-        yield* equationsHold([a, b, c])
+  it.live("c) a half-open link is detected by liveness, closed by the idle timeout, re-dialled after", () =>
+    Effect.gen(function* () {
+      const { lives, proxy } = yield* cluster()
+      const [a, b, c] = lives.map((l) => l.node) as [Node, Node, Node]
+      const baseline = heapAfterGc()
+      const idleBefore = (yield* statsOf(b)).inbound.closed_idle
+      const acceptedBefore = proxy(0, 1).counters().accepted
+      const reconnectsOf = (from: number, to: number) =>
+        Effect.map(statsOf(lives[from]!.node), (s) => peerAt(s, linkName(from, to)))
+      const before = [(yield* reconnectsOf(0, 1)).reconnects, (yield* reconnectsOf(1, 0)).reconnects]
+      proxy(0, 1).blackHole(true)
+      proxy(1, 0).blackHole(true)
+      yield* MeshTest.eventually(Effect.zipWith(deadIn(b, "node-A"), deadIn(a, "node-B"), (x, y) => x && y))
+      yield* MeshTest.eventually(Effect.map(statsOf(b), (s) => s.inbound.closed_idle > idleBefore))
+      // C is served by both throughout.
+      assert.strictEqual(yield* wake(c, a), "woken")
+      assert.strictEqual(yield* wake(c, b), "woken")
+      assert.strictEqual(yield* wake(a, c), "woken")
+      yield* equationsHold([a, b, c])
 
-        proxy(0, 1).blackHole(false)
-        proxy(1, 0).blackHole(false)
-        // Each side closed its inbound end (idle timeout) inside the hole. As on a real network, where
-        // the FIN, retransmitted, or the RST the kernel answers the next heartbeat with arrives once
-        // packets flow again, the proxy passes the queued close on when the hole lifts, and each
-        // dialer notices and redials by itself.
-        yield* MeshTest.eventually(
-          Effect.map(
-            Effect.all([reconnectsOf(0, 1), reconnectsOf(1, 0)]),
-            ([there, back]) =>
-              there.connected &&
-              there.reconnects > before[0]! &&
-              back.connected &&
-              back.reconnects > before[1]!
-          ),
-          "60 seconds"
-        )
-        yield* settled([a, b, c], baseline, 16 * MB, "c) half-open")
-        // A redialled B: a new connection through its proxy, and a link that went down.
-        assert.isAbove(proxy(0, 1).counters().accepted, acceptedBefore)
-        assert.isAtLeast(peerAt(yield* statsOf(a), linkName(0, 1)).reconnects, 1)
-      })
+      proxy(0, 1).blackHole(false)
+      proxy(1, 0).blackHole(false)
+      // Each side closed its inbound end (idle timeout) inside the hole. As on a real network, where
+      // the FIN, retransmitted, or the RST the kernel answers the next heartbeat with arrives once
+      // packets flow again, the proxy passes the queued close on when the hole lifts, and each
+      // dialer notices and redials by itself.
+      yield* MeshTest.eventually(
+        Effect.map(
+          Effect.all([reconnectsOf(0, 1), reconnectsOf(1, 0)]),
+          ([there, back]) =>
+            there.connected && there.reconnects > before[0]! && back.connected && back.reconnects > before[1]!
+        ),
+        "60 seconds"
+      )
+      yield* settled([a, b, c], baseline, 16 * MB, "c) half-open")
+      // A redialled B: a new connection through its proxy, and a link that went down.
+      assert.isAbove(proxy(0, 1).counters().accepted, acceptedBefore)
+      assert.isAtLeast(peerAt(yield* statsOf(a), linkName(0, 1)).reconnects, 1)
+    })
   )
 
   // (d) Real world: a peer that stops reading (stuck event loop, full disk) while the sender keeps
   // broadcasting. The sender's bounded queue (1,024 frames by default, 256 here so it fills sooner)
   // takes the overflow as counted drops; nothing waits on the stalled peer.
-  it.scopedLive("d) a peer that stops reading: drops counted, memory bounded, the sender never blocks", () =>
+  it.live("d) a peer that stops reading: drops counted, memory bounded, the sender never blocks", () =>
     Effect.gen(function* () {
       // B's idle timeout is lifted out of the way (30 s): this scenario is about the sender. (B closing
       // its end inside the stall would be lost by the proxy; see scenario c.)
@@ -517,7 +509,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
 
   // (e) Real world: a path that fragments every frame (tiny MSS, a byte-at-a-time middlebox). The
   // worst case is one byte per read, which the proxy produces, HELLO included.
-  it.scopedLive("e) 1-byte slicing of every frame: every wake arrives", () =>
+  it.live("e) 1-byte slicing of every frame: every wake arrives", () =>
     Effect.gen(function* () {
       const { lives, proxy } = yield* cluster()
       const [a, b, c] = lives.map((l) => l.node) as [Node, Node, Node]
@@ -536,7 +528,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       // A named tenant: hints are recorded whether or not a pop is parked (for an absent tenant, only
       // for the tenants with pops parked).
       const target = { queue: "sliced", tenant: Option.some(ACME) }
-      const pop = yield* Effect.fork(b.waker.awaitWake(target, { maxWait: "120 seconds" }))
+      const pop = yield* Effect.forkChild(b.waker.awaitWake(target, { maxWait: "120 seconds" }))
       yield* MeshTest.eventually(Effect.map(b.waker.parked, (n) => n >= 1))
       const N = 300
       for (let i = 0; i < N; i++) {
@@ -563,7 +555,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
   // 33,334 wakes per node in 20 bursts 50 ms apart. Liveness runs at the production defaults here: the
   // three nodes share one process, and how long it takes them to read the flood is the machine's
   // business (a busy one may hold the event loop past a scaled-down threshold).
-  it.scopedLive("f) a flood of 100,000 wakes in one second across three nodes: counters add up", () =>
+  it.live("f) a flood of 100,000 wakes in one second across three nodes: counters add up", () =>
     Effect.gen(function* () {
       const { lives } = yield* cluster({
         config: {
@@ -607,29 +599,29 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
 
   // (g) The listener's port already taken: the layer fails at once with a typed error naming it, and
   // the CLI exits 1 with one line on stderr saying so.
-  it.scopedLive("g) the listener's port taken at start-up: a typed Listen error, and the CLI exits 1", () =>
+  it.live("g) the listener's port taken at start-up: a typed Listen error, and the CLI exits 1", () =>
     Effect.gen(function* () {
       const holder = Net.createServer()
-      const port = yield* Effect.async<number>((resume) => {
+      const port = yield* Effect.callback<number>((resume) => {
         holder.listen(0, HOST, () => {
           const address = holder.address()
           resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
         })
       })
       yield* Effect.addFinalizer(() =>
-        Effect.async<void>((resume) => void holder.close(() => resume(Effect.void)))
+        Effect.callback<void>((resume) => void holder.close(() => resume(Effect.void)))
       )
       const peer = yield* freePort
       const exit = yield* Effect.exit(
         Effect.scoped(
           Layer.build(layerOf({ serverId: "taken", port, peers: [{ host: HOST, port: peer }] })).pipe(
-            Logger.withMinimumLogLevel(LogLevel.None)
+            Effect.provideService(References.MinimumLogLevel, "None")
           )
         )
       )
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) {
-        const failure = Chunk.head(Cause.failures(exit.cause)).pipe(Option.getOrUndefined)
+        const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
         assert.instanceOf(failure, TransportError)
         if (failure instanceof TransportError) {
           assert.strictEqual(failure.reason, "Listen")
@@ -661,7 +653,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
 
   // (h) Real world: DNS failing for a while (resolver outage), then recovering. Dials fail as "not
   // resolved" meanwhile, visible in the stats; the link is back as soon as the name resolves again.
-  it.scopedLive("h) DNS that fails for a while then recovers: 'not resolved' in the stats, then linked", () =>
+  it.live("h) DNS that fails for a while then recovers: 'not resolved' in the stats, then linked", () =>
     Effect.gen(function* () {
       const registry = yield* Resolver.makeRegistry()
       const spec = (name: string): NodeSpec => ({
@@ -704,7 +696,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
   // process is stopped for 7 s: over three dead thresholds (2 s), which is what makes its
   // neighbours declare it dead and its idle timeouts due the moment it resumes, as 30 s against 5 s
   // would. The full 30 s runs in virtual time in faults.memory.test.ts.
-  it.scopedLive("i) a peer process paused (SIGSTOP) and resumed: neighbours carry on, it comes back", () =>
+  it.live("i) a peer process paused (SIGSTOP) and resumed: neighbours carry on, it comes back", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const registry = yield* Resolver.makeRegistry()
@@ -734,7 +726,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
         QUEEN_MESH_IDLE_TIMEOUT_MS: "2000"
       })
       const listening = yield* child.waitForLine(isListening, "60 seconds")
-      const portB = (yield* Schema.decode(Listening)(listening)).port ?? 0
+      const portB = (yield* Schema.decodeEffect(Listening)(listening)).port ?? 0
       const toB = yield* FaultProxy.make({ target: { host: HOST, port: portB } })
       yield* registry.register("queen-b.mesh", { host: HOST, port: toB.port })
       const neighbours = [a.node, c.node]
@@ -784,7 +776,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
       yield* a.node.mesh
         .messageAvailable({ queue, partition: "p0" })
         .pipe(
-          Effect.zipRight(
+          Effect.andThen(
             child.waitForLine((line) => line.includes('"wake"') && line.includes(queue), "2 seconds")
           ),
           Effect.retry({ times: 30 })
@@ -806,7 +798,7 @@ describe("reliability under faults, over loopback TCP through fault proxies", ()
   // server it reaches (its v2 challenge named it), hears nothing from it for the dead threshold, and
   // closes and redials the link itself; the listeners' idle timeout is long here, so no close from the
   // other side helps. A slow but healthy peer (latency well under the dead threshold) keeps its link.
-  it.scopedLive(
+  it.live(
     "j) a black-holed peer is detected by the dialer and redialled; a slow but healthy one is not",
     () =>
       Effect.gen(function* () {

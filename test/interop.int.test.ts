@@ -11,13 +11,12 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   Duration,
   Effect,
-  Either,
   Fiber,
   Layer,
-  Logger,
-  LogLevel,
   Option,
   Redacted,
+  References,
+  Result,
   Stream,
   SubscriptionRef
 } from "effect"
@@ -118,7 +117,7 @@ const ourNode = (options: {
       Mesh.layerTcp(options.waker === undefined ? {} : { waker: options.waker }).pipe(
         Layer.provide(Layer.merge(config, admin))
       )
-    ).pipe(Logger.withMinimumLogLevel(LogLevel.Error))
+    ).pipe(Effect.provideService(References.MinimumLogLevel, "Error"))
     const node: OurNode = { ...nodeFromContext(context), applied }
     return node
   })
@@ -172,7 +171,7 @@ const pair = (
 
 const activeStats = (node: Node): Effect.Effect<ActiveStats> =>
   Effect.flatMap(node.mesh.stats, (stats) =>
-    stats.enabled ? Effect.succeed(stats) : Effect.dieMessage("the mesh is not active")
+    stats.enabled ? Effect.succeed(stats) : Effect.die(new Error("the mesh is not active"))
   )
 
 /** Our `eph_members` list in upstream's printed shape, to compare with upstream's. */
@@ -189,7 +188,14 @@ const ourEphMembers = (node: Node) =>
 const park = (node: Node, queue: string, tenant: Option.Option<string>) =>
   Effect.gen(function* () {
     const before = yield* node.waker.parked
-    const fiber = yield* Effect.fork(node.waker.awaitWake({ queue, tenant }, { maxWait: "10 seconds" }))
+    // Started at once, so the pop is parked before a wake in flight for another pop can change the
+    // count (effect 4 runs a forked fiber later than effect 3 did).
+    const fiber = yield* Effect.forkChild(
+      node.waker.awaitWake({ queue, tenant }, { maxWait: "10 seconds" }),
+      {
+        startImmediately: true
+      }
+    )
     yield* eventually(Effect.map(node.waker.parked, (n) => n > before))
     return fiber
   })
@@ -207,7 +213,7 @@ const barrier = (node: Node, link: UpstreamLink) =>
     assert.strictEqual(yield* Fiber.join(fiber), "woken")
   })
 
-const stillParked = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
+const stillParked = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.sync(() => fiber.pollUnsafe() === undefined)
 
 /** Every event of `node` from now on, collected in the returned array. */
 const collectEvents = (node: Node) =>
@@ -217,7 +223,7 @@ const collectEvents = (node: Node) =>
       Stream.runForEach(node.mesh.events, (event) => Effect.sync(() => seen.push(event)))
     )
     // Let the collector subscribe before anything it should see happens.
-    yield* Effect.yieldNow()
+    yield* Effect.yieldNow
     return seen
   })
 
@@ -247,9 +253,9 @@ const maxGap = (times: ReadonlyArray<number>) => {
 
 /** The error of a refused API call (the call must fail). */
 const refusal = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.map(Effect.either(effect), (result) => {
-    assert.isTrue(Either.isLeft(result), "the call should have been refused")
-    return Either.isLeft(result) ? result.left : undefined
+  Effect.map(Effect.result(effect), (result) => {
+    assert.isTrue(Result.isFailure(result), "the call should have been refused")
+    return Result.isFailure(result) ? result.failure : undefined
   })
 
 /**
@@ -269,7 +275,7 @@ const refusedInput = <A, E>(effect: Effect.Effect<A, E>, detail: RegExp) =>
   })
 
 describe("interop: an upstream Queen replica dials us", () => {
-  it.scopedLive("HELLO v2: http_addr and eph_epoch are read, the replica is ephemeral-capable", () =>
+  it.live("HELLO v2: http_addr and eph_epoch are read, the replica is ephemeral-capable", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ hello: { http_addr: "http://10.0.0.7:6632", eph_epoch: "1f" } })
       const stats = yield* activeStats(node)
@@ -298,7 +304,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("a HELLO as at 2719e64 (no http_addr, no eph_epoch) is accepted; not ephemeral-capable", () =>
+  it.live("a HELLO as at 2719e64 (no http_addr, no eph_epoch) is accepted; not ephemeral-capable", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ advertise: false })
       assert.isFalse(Object.hasOwn(link.hello, "http_addr") || Object.hasOwn(link.hello, "eph_epoch"))
@@ -310,7 +316,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("the default tenant's UUID wakes pops parked for the default tenant, and only them", () =>
+  it.live("the default tenant's UUID wakes pops parked for the default tenant, and only them", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       const absent = yield* park(node, "orders", Option.none())
@@ -333,7 +339,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("with tenancy off, an absent-tenant pop is woken by the default tenant's UUID", () =>
+  it.live("with tenancy off, an absent-tenant pop is woken by the default tenant's UUID", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ waker: { tenancy: false } })
       const pop = yield* park(node, "orders", Option.none())
@@ -346,7 +352,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "UUID tenants: an upper-case UUID is the lowercase tenant; a tenant like acme reads as absent and wakes every tenant's pops",
     () =>
       Effect.gen(function* () {
@@ -400,7 +406,7 @@ describe("interop: an upstream Queen replica dials us", () => {
       })
   )
 
-  it.scopedLive(
+  it.live(
     "a tenant that is not a string, or is over 255 characters, reads as absent: every tenant's pops wake, nothing is invalid",
     () =>
       Effect.gen(function* () {
@@ -423,7 +429,7 @@ describe("interop: an upstream Queen replica dials us", () => {
       })
   )
 
-  it.scopedLive('with tenants: "any", a tenant like acme is kept as given (the old behaviour)', () =>
+  it.live('with tenants: "any", a tenant like acme is kept as given (the old behaviour)', () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ config: { tenants: "any" } })
       const acme = yield* park(node, "orders", Option.some("acme"))
@@ -447,7 +453,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("a batch with an empty-queue item applies the others and counts one invalid item", () =>
+  it.live("a batch with an empty-queue item applies the others and counts one invalid item", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       const a = yield* park(node, "a", Option.some(TENANT_A))
@@ -481,7 +487,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive('a missing partition is "": the wake happens and the hint is ""', () =>
+  it.live('a missing partition is "": the wake happens and the hint is ""', () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       const pop = yield* park(node, "orders", Option.some(TENANT_A))
@@ -497,7 +503,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("heartbeats with server_id refresh liveness: dead after silence, alive again on one", () =>
+  it.live("heartbeats with server_id refresh liveness: dead after silence, alive again on one", () =>
     Effect.gen(function* () {
       const upstream = yield* listenUpstream({ secret: SECRET })
       const port = yield* freePort
@@ -543,44 +549,42 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive(
-    "EPH_ADMIN (tag 20): every op is applied to the host's EphemeralAdmin, published and counted",
-    () =>
-      Effect.gen(function* () {
-        const { node, link } = yield* pair()
-        const events = yield* collectEvents(node)
-        yield* link.send(T.EPH_ADMIN, { op: "reset", tenant: TENANT_A, queue: "tmp-1" })
-        yield* link.send(T.EPH_ADMIN, { op: "delete", tenant: TENANT_B.toUpperCase(), queue: "tmp-2" })
-        yield* link.send(T.EPH_ADMIN, { op: "config_set", tenant: UPSTREAM_DEFAULT_TENANT, queue: JA_255 })
-        // Extra fields a later revision may add are ignored.
-        yield* link.send(T.EPH_ADMIN, { op: "reset", tenant: TENANT_A, queue: "tmp-1", partition: "p0" })
-        yield* barrier(node, link)
-        const expected = [
-          { op: "reset", tenant: TENANT_A, queue: "tmp-1" },
-          { op: "delete", tenant: TENANT_B, queue: "tmp-2" },
-          { op: "config_set", tenant: UPSTREAM_DEFAULT_TENANT, queue: JA_255 },
-          { op: "reset", tenant: TENANT_A, queue: "tmp-1" }
-        ] as const
-        assert.deepStrictEqual(
-          node.applied,
-          expected.map((command) => ({ command, from: UPSTREAM_ID }))
-        )
-        assert.deepStrictEqual(
-          events.filter((e) => e._tag === "EphAdmin"),
-          expected.map((command) => ({ _tag: "EphAdmin" as const, from: UPSTREAM_ID, ...command }))
-        )
-        const stats = yield* activeStats(node)
-        assert.deepStrictEqual(stats.eph_admin.received, { reset: 2, delete: 1, config_set: 1 })
-        assert.deepStrictEqual(stats.eph_admin.sent, { reset: 0, delete: 0, config_set: 0 })
-        assert.strictEqual(stats.frames_unknown, 0)
-        assert.strictEqual(stats.frames_invalid, 0)
-        // Nothing else is touched: no wake, no hot-list mark, no cache entry dropped.
-        assert.deepStrictEqual(yield* node.hotList.pending, [])
-        assert.isFalse(link.closed())
-      })
+  it.live("EPH_ADMIN (tag 20): every op is applied to the host's EphemeralAdmin, published and counted", () =>
+    Effect.gen(function* () {
+      const { node, link } = yield* pair()
+      const events = yield* collectEvents(node)
+      yield* link.send(T.EPH_ADMIN, { op: "reset", tenant: TENANT_A, queue: "tmp-1" })
+      yield* link.send(T.EPH_ADMIN, { op: "delete", tenant: TENANT_B.toUpperCase(), queue: "tmp-2" })
+      yield* link.send(T.EPH_ADMIN, { op: "config_set", tenant: UPSTREAM_DEFAULT_TENANT, queue: JA_255 })
+      // Extra fields a later revision may add are ignored.
+      yield* link.send(T.EPH_ADMIN, { op: "reset", tenant: TENANT_A, queue: "tmp-1", partition: "p0" })
+      yield* barrier(node, link)
+      const expected = [
+        { op: "reset", tenant: TENANT_A, queue: "tmp-1" },
+        { op: "delete", tenant: TENANT_B, queue: "tmp-2" },
+        { op: "config_set", tenant: UPSTREAM_DEFAULT_TENANT, queue: JA_255 },
+        { op: "reset", tenant: TENANT_A, queue: "tmp-1" }
+      ] as const
+      assert.deepStrictEqual(
+        node.applied,
+        expected.map((command) => ({ command, from: UPSTREAM_ID }))
+      )
+      assert.deepStrictEqual(
+        events.filter((e) => e._tag === "EphAdmin"),
+        expected.map((command) => ({ _tag: "EphAdmin" as const, from: UPSTREAM_ID, ...command }))
+      )
+      const stats = yield* activeStats(node)
+      assert.deepStrictEqual(stats.eph_admin.received, { reset: 2, delete: 1, config_set: 1 })
+      assert.deepStrictEqual(stats.eph_admin.sent, { reset: 0, delete: 0, config_set: 0 })
+      assert.strictEqual(stats.frames_unknown, 0)
+      assert.strictEqual(stats.frames_invalid, 0)
+      // Nothing else is touched: no wake, no hot-list mark, no cache entry dropped.
+      assert.deepStrictEqual(yield* node.hotList.pending, [])
+      assert.isFalse(link.closed())
+    })
   )
 
-  it.scopedLive(
+  it.live(
     "EPH_ADMIN refusals: each is counted in frames_invalid, applies nothing, and the link stays open",
     () =>
       Effect.gen(function* () {
@@ -647,7 +651,7 @@ describe("interop: an upstream Queen replica dials us", () => {
       })
   )
 
-  it.scopedLive(
+  it.live(
     "group-scoped hot-list hints: a non-empty group scopes the mark; absent, empty or not a string marks every ring",
     () =>
       Effect.gen(function* () {
@@ -712,7 +716,7 @@ describe("interop: an upstream Queen replica dials us", () => {
       })
   )
 
-  it.scopedLive("names of 255 characters in any script apply; 256 are skipped and counted", () =>
+  it.live("names of 255 characters in any script apply; 256 are skipped and counted", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       assert.strictEqual(Buffer.byteLength(EMOJI_255), 1020)
@@ -781,7 +785,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("QUEUE_CONFIG_SET with the default tenant's UUID drops the default tenant's entry", () =>
+  it.live("QUEUE_CONFIG_SET with the default tenant's UUID drops the default tenant's entry", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       const settings = { leaseTimeSeconds: 30, encrypted: false }
@@ -808,7 +812,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("frames written in the same segment as the HELLO are applied", () =>
+  it.live("frames written in the same segment as the HELLO are applied", () =>
     Effect.gen(function* () {
       const upstream = yield* listenUpstream({ secret: SECRET })
       const port = yield* freePort
@@ -830,7 +834,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("a large upstream batch (20,000 items) is applied whole", () =>
+  it.live("a large upstream batch (20,000 items) is applied whole", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ config: quiet })
       const last = yield* park(node, "q-19999", Option.some(UPSTREAM_DEFAULT_TENANT))
@@ -850,7 +854,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("maintenance and pop-maintenance flip both ways", () =>
+  it.live("maintenance and pop-maintenance flip both ways", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair()
       yield* link.send(T.MAINTENANCE_MODE_SET, { enabled: true })
@@ -874,7 +878,7 @@ describe("interop: an upstream Queen replica dials us", () => {
     })
   )
 
-  it.scopedLive("messages_received counts every frame after the HELLO, unknown and invalid included", () =>
+  it.live("messages_received counts every frame after the HELLO, unknown and invalid included", () =>
     Effect.gen(function* () {
       const { node, link } = yield* pair({ config: quiet })
       yield* link.send(T.HEARTBEAT, { server_id: UPSTREAM_ID })
@@ -917,7 +921,7 @@ describe("interop: an upstream Queen replica dials us", () => {
 })
 
 describe("interop: we dial an upstream Queen replica", () => {
-  it.scopedLive(
+  it.live(
     "our HELLO verifies by upstream's rule and carries http_addr and eph_epoch; heartbeats carry server_id every interval",
     () =>
       Effect.gen(function* () {
@@ -947,7 +951,7 @@ describe("interop: we dial an upstream Queen replica", () => {
       })
   )
 
-  it.scopedLive(
+  it.live(
     'the default epoch is a u64 printed as upstream prints it; advertiseHost "" sends neither field',
     () =>
       Effect.gen(function* () {
@@ -978,102 +982,100 @@ describe("interop: we dial an upstream Queen replica", () => {
       })
   )
 
-  it.scopedLive(
-    "every frame kind we send parses as upstream expects; tenant and group omitted when absent",
-    () =>
-      Effect.gen(function* () {
-        const { node, upstream } = yield* pair({ config: quiet })
-        const connection = ourConnection(upstream)
-        const mesh = node.mesh
-        yield* mesh.messageAvailable({ queue: "orders", partition: "p0" })
-        yield* mesh.messageAvailable({ queue: "orders", partition: "p1", tenant: TENANT_A })
-        yield* mesh.messageAvailable({
-          queue: "orders",
-          partition: "",
-          tenant: UPSTREAM_DEFAULT_TENANT.toUpperCase()
-        })
-        yield* mesh.messageAvailableBatch([
-          { queue: "a", partition: "0" },
-          { queue: "b", partition: "1", tenant: TENANT_A }
-        ])
-        yield* mesh.hotlistDirty({ queue: "h", partition: "2", tenant: TENANT_A })
-        yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 1))
-        yield* mesh.hotlistDirty({ queue: "h", partition: "3" })
-        yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 2))
-        yield* mesh.hotlistDirty({ queue: "h", partition: "4", tenant: TENANT_A, group: "billing" })
-        yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 3))
-        yield* mesh.queueConfigSet({ queue: "orders" })
-        yield* mesh.queueConfigSet({ queue: "orders", tenant: TENANT_A })
-        yield* mesh.queueConfigDelete({ queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT })
-        yield* mesh.ephemeralAdmin({ op: "reset", tenant: TENANT_B.toUpperCase(), queue: "tmp-1" })
-        yield* mesh.setMaintenance(true)
-        yield* mesh.setPopMaintenance(false)
-        const expected: ReadonlyArray<readonly [number, unknown]> = [
-          [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "p0" }],
-          [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "p1", tenant: TENANT_A }],
-          [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "", tenant: UPSTREAM_DEFAULT_TENANT }],
-          [
-            T.MESSAGE_AVAILABLE_BATCH,
-            {
-              items: [
-                { queue: "a", partition: "0" },
-                { queue: "b", partition: "1", tenant: TENANT_A }
-              ]
-            }
-          ],
-          [T.HOTLIST_DIRTY_BATCH, { items: [{ queue: "h", partition: "2", tenant: TENANT_A }] }],
-          [T.HOTLIST_DIRTY_BATCH, { items: [{ queue: "h", partition: "3" }] }],
-          [
-            T.HOTLIST_DIRTY_BATCH,
-            { items: [{ queue: "h", partition: "4", tenant: TENANT_A, group: "billing" }] }
-          ],
-          [T.QUEUE_CONFIG_SET, { queue: "orders" }],
-          [T.QUEUE_CONFIG_SET, { queue: "orders", tenant: TENANT_A }],
-          [T.QUEUE_CONFIG_DELETE, { queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT }],
-          [T.EPH_ADMIN, { op: "reset", tenant: TENANT_B, queue: "tmp-1" }],
-          [T.MAINTENANCE_MODE_SET, { enabled: true }],
-          [T.POP_MAINTENANCE_MODE_SET, { enabled: false }]
-        ]
-        yield* eventually(Effect.sync(() => connection.frames.length >= expected.length))
-        assert.deepStrictEqual(
-          connection.frames.map((f) => [f.tag, f.json]),
-          expected.map(([tag, json]) => [tag, json])
-        )
-        // Upstream's dispatch calls a handler for every one of them, with what we meant.
-        assert.deepStrictEqual(connection.frames.map(upstreamDispatch), [
-          [{ kind: "message_available", queue: "orders", partition: "p0", tenant: null }],
-          [{ kind: "message_available", queue: "orders", partition: "p1", tenant: TENANT_A }],
-          [{ kind: "message_available", queue: "orders", partition: "", tenant: UPSTREAM_DEFAULT_TENANT }],
-          [
-            { kind: "message_available", queue: "a", partition: "0", tenant: null },
-            { kind: "message_available", queue: "b", partition: "1", tenant: TENANT_A }
-          ],
-          [{ kind: "hotlist_dirty", queue: "h", partition: "2", tenant: TENANT_A, group: null }],
-          [{ kind: "hotlist_dirty", queue: "h", partition: "3", tenant: null, group: null }],
-          [{ kind: "hotlist_dirty", queue: "h", partition: "4", tenant: TENANT_A, group: "billing" }],
-          [{ kind: "queue_config_set", queue: "orders", tenant: null }],
-          [{ kind: "queue_config_set", queue: "orders", tenant: TENANT_A }],
-          [{ kind: "queue_config_delete", queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT }],
-          [{ kind: "eph_admin", op: "reset", tenant: TENANT_B, queue: "tmp-1" }],
-          [{ kind: "maintenance", enabled: true }],
-          [{ kind: "pop_maintenance", enabled: false }]
-        ])
-        // A tenant or group, when present, is a non-empty string: never null, never "".
-        for (const frame of connection.frames) {
-          for (const item of itemsOf(frame)) {
-            for (const key of ["tenant", "group"]) {
-              if (typeof item === "object" && item !== null && Object.hasOwn(item, key)) {
-                const value = get(item, key)
-                assert.isTrue(typeof value === "string" && value !== "", key)
-              }
+  it.live("every frame kind we send parses as upstream expects; tenant and group omitted when absent", () =>
+    Effect.gen(function* () {
+      const { node, upstream } = yield* pair({ config: quiet })
+      const connection = ourConnection(upstream)
+      const mesh = node.mesh
+      yield* mesh.messageAvailable({ queue: "orders", partition: "p0" })
+      yield* mesh.messageAvailable({ queue: "orders", partition: "p1", tenant: TENANT_A })
+      yield* mesh.messageAvailable({
+        queue: "orders",
+        partition: "",
+        tenant: UPSTREAM_DEFAULT_TENANT.toUpperCase()
+      })
+      yield* mesh.messageAvailableBatch([
+        { queue: "a", partition: "0" },
+        { queue: "b", partition: "1", tenant: TENANT_A }
+      ])
+      yield* mesh.hotlistDirty({ queue: "h", partition: "2", tenant: TENANT_A })
+      yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 1))
+      yield* mesh.hotlistDirty({ queue: "h", partition: "3" })
+      yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 2))
+      yield* mesh.hotlistDirty({ queue: "h", partition: "4", tenant: TENANT_A, group: "billing" })
+      yield* eventually(Effect.sync(() => ofTag(connection.frames, T.HOTLIST_DIRTY_BATCH).length === 3))
+      yield* mesh.queueConfigSet({ queue: "orders" })
+      yield* mesh.queueConfigSet({ queue: "orders", tenant: TENANT_A })
+      yield* mesh.queueConfigDelete({ queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT })
+      yield* mesh.ephemeralAdmin({ op: "reset", tenant: TENANT_B.toUpperCase(), queue: "tmp-1" })
+      yield* mesh.setMaintenance(true)
+      yield* mesh.setPopMaintenance(false)
+      const expected: ReadonlyArray<readonly [number, unknown]> = [
+        [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "p0" }],
+        [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "p1", tenant: TENANT_A }],
+        [T.MESSAGE_AVAILABLE, { queue: "orders", partition: "", tenant: UPSTREAM_DEFAULT_TENANT }],
+        [
+          T.MESSAGE_AVAILABLE_BATCH,
+          {
+            items: [
+              { queue: "a", partition: "0" },
+              { queue: "b", partition: "1", tenant: TENANT_A }
+            ]
+          }
+        ],
+        [T.HOTLIST_DIRTY_BATCH, { items: [{ queue: "h", partition: "2", tenant: TENANT_A }] }],
+        [T.HOTLIST_DIRTY_BATCH, { items: [{ queue: "h", partition: "3" }] }],
+        [
+          T.HOTLIST_DIRTY_BATCH,
+          { items: [{ queue: "h", partition: "4", tenant: TENANT_A, group: "billing" }] }
+        ],
+        [T.QUEUE_CONFIG_SET, { queue: "orders" }],
+        [T.QUEUE_CONFIG_SET, { queue: "orders", tenant: TENANT_A }],
+        [T.QUEUE_CONFIG_DELETE, { queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT }],
+        [T.EPH_ADMIN, { op: "reset", tenant: TENANT_B, queue: "tmp-1" }],
+        [T.MAINTENANCE_MODE_SET, { enabled: true }],
+        [T.POP_MAINTENANCE_MODE_SET, { enabled: false }]
+      ]
+      yield* eventually(Effect.sync(() => connection.frames.length >= expected.length))
+      assert.deepStrictEqual(
+        connection.frames.map((f) => [f.tag, f.json]),
+        expected.map(([tag, json]) => [tag, json])
+      )
+      // Upstream's dispatch calls a handler for every one of them, with what we meant.
+      assert.deepStrictEqual(connection.frames.map(upstreamDispatch), [
+        [{ kind: "message_available", queue: "orders", partition: "p0", tenant: null }],
+        [{ kind: "message_available", queue: "orders", partition: "p1", tenant: TENANT_A }],
+        [{ kind: "message_available", queue: "orders", partition: "", tenant: UPSTREAM_DEFAULT_TENANT }],
+        [
+          { kind: "message_available", queue: "a", partition: "0", tenant: null },
+          { kind: "message_available", queue: "b", partition: "1", tenant: TENANT_A }
+        ],
+        [{ kind: "hotlist_dirty", queue: "h", partition: "2", tenant: TENANT_A, group: null }],
+        [{ kind: "hotlist_dirty", queue: "h", partition: "3", tenant: null, group: null }],
+        [{ kind: "hotlist_dirty", queue: "h", partition: "4", tenant: TENANT_A, group: "billing" }],
+        [{ kind: "queue_config_set", queue: "orders", tenant: null }],
+        [{ kind: "queue_config_set", queue: "orders", tenant: TENANT_A }],
+        [{ kind: "queue_config_delete", queue: "orders", tenant: UPSTREAM_DEFAULT_TENANT }],
+        [{ kind: "eph_admin", op: "reset", tenant: TENANT_B, queue: "tmp-1" }],
+        [{ kind: "maintenance", enabled: true }],
+        [{ kind: "pop_maintenance", enabled: false }]
+      ])
+      // A tenant or group, when present, is a non-empty string: never null, never "".
+      for (const frame of connection.frames) {
+        for (const item of itemsOf(frame)) {
+          for (const key of ["tenant", "group"]) {
+            if (typeof item === "object" && item !== null && Object.hasOwn(item, key)) {
+              const value = get(item, key)
+              assert.isTrue(typeof value === "string" && value !== "", key)
             }
           }
         }
-        assert.isUndefined(connection.error)
-      })
+      }
+      assert.isUndefined(connection.error)
+    })
   )
 
-  it.scopedLive("EPH_ADMIN from our API reaches upstream's dispatch; refused input sends nothing", () =>
+  it.live("EPH_ADMIN from our API reaches upstream's dispatch; refused input sends nothing", () =>
     Effect.gen(function* () {
       const { node, upstream } = yield* pair({ config: quiet })
       const connection = ourConnection(upstream)
@@ -1108,7 +1110,7 @@ describe("interop: we dial an upstream Queen replica", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "group-scoped marks from our API: group only when scoped; a scoped and an unscoped mark in one window are two items",
     () =>
       Effect.gen(function* () {
@@ -1165,7 +1167,7 @@ describe("interop: we dial an upstream Queen replica", () => {
       })
   )
 
-  it.scopedLive("names of 255 characters in any script go out whole; 256 are refused by our API", () =>
+  it.live("names of 255 characters in any script go out whole; 256 are refused by our API", () =>
     Effect.gen(function* () {
       const { node, upstream } = yield* pair({ config: quiet })
       const connection = ourConnection(upstream)
@@ -1207,7 +1209,7 @@ describe("interop: we dial an upstream Queen replica", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     'UUID tenants: by default our API refuses "acme" and sends an upper-case UUID lowercased; with tenants: "any", "acme" goes out and upstream reads it as absent',
     () =>
       Effect.gen(function* () {
@@ -1249,16 +1251,16 @@ describe("interop: we dial an upstream Queen replica", () => {
       })
   )
 
-  it.scopedLive(
+  it.live(
     "on a busy link the wakes are upstream's liveness of us: heartbeats wait, nothing goes stale, they return when it quiets",
     () =>
       Effect.gen(function* () {
         const { node, upstream } = yield* pair()
         const connection = ourConnection(upstream)
         let sent = 0
-        const busy = yield* Effect.fork(
+        const busy = yield* Effect.forkChild(
           Effect.forever(
-            Effect.zipRight(
+            Effect.andThen(
               Effect.suspend(() => node.mesh.messageAvailable({ queue: "busy", partition: `p${sent++}` })),
               Effect.sleep(Duration.millis(5))
             )
@@ -1300,7 +1302,7 @@ describe("interop: we dial an upstream Queen replica", () => {
 })
 
 describe("interop: eph_members, upstream's ephemeral member list, on both sides", () => {
-  it.scopedLive("each side counts the other: the same list shape, the same count, self excluded", () =>
+  it.live("each side counts the other: the same list shape, the same count, self excluded", () =>
     Effect.gen(function* () {
       const upstream = yield* listenUpstream({ secret: SECRET, serverId: UPSTREAM_ID })
       const port = yield* freePort
@@ -1330,74 +1332,72 @@ describe("interop: eph_members, upstream's ephemeral member list, on both sides"
     })
   )
 
-  it.scopedLive(
-    "capable exactly when upstream's u64::from_str_radix(epoch, 16) parses; sorted by server id",
-    () =>
-      Effect.gen(function* () {
-        const port = yield* freePort
-        const node = yield* ourNode({ port, peers: [yield* freePort], config: quiet })
-        // Each replica advertises one epoch; capable ones print as upstream prints the u64.
-        const cases: ReadonlyArray<readonly [string, Readonly<Record<string, unknown>>]> = [
-          ["up-00", { eph_epoch: "1f" }],
-          ["up-01", { eph_epoch: "+00C0FFEE" }],
-          ["up-02", { eph_epoch: "ffffffffffffffff" }],
-          ["up-03", { eph_epoch: `${"0".repeat(30)}1` }],
-          ["up-04", { eph_epoch: "0" }],
-          ["up-05", { eph_epoch: "10000000000000000" }],
-          ["up-06", { eph_epoch: "xyz" }],
-          ["up-07", { eph_epoch: "" }],
-          ["up-08", { eph_epoch: "+" }],
-          ["up-09", { eph_epoch: "-1" }],
-          ["up-10", { eph_epoch: " 1" }],
-          ["up-11", { eph_epoch: "0x1f" }],
-          ["up-12", { eph_epoch: 31 }],
-          ["up-13", { eph_epoch: null }],
-          ["up-14", { eph_epoch: undefined }],
-          ["up-15", { http_addr: undefined }],
-          ["up-16", { http_addr: 6632 }],
-          ["up-17", { eph_epoch: "++1" }]
+  it.live("capable exactly when upstream's u64::from_str_radix(epoch, 16) parses; sorted by server id", () =>
+    Effect.gen(function* () {
+      const port = yield* freePort
+      const node = yield* ourNode({ port, peers: [yield* freePort], config: quiet })
+      // Each replica advertises one epoch; capable ones print as upstream prints the u64.
+      const cases: ReadonlyArray<readonly [string, Readonly<Record<string, unknown>>]> = [
+        ["up-00", { eph_epoch: "1f" }],
+        ["up-01", { eph_epoch: "+00C0FFEE" }],
+        ["up-02", { eph_epoch: "ffffffffffffffff" }],
+        ["up-03", { eph_epoch: `${"0".repeat(30)}1` }],
+        ["up-04", { eph_epoch: "0" }],
+        ["up-05", { eph_epoch: "10000000000000000" }],
+        ["up-06", { eph_epoch: "xyz" }],
+        ["up-07", { eph_epoch: "" }],
+        ["up-08", { eph_epoch: "+" }],
+        ["up-09", { eph_epoch: "-1" }],
+        ["up-10", { eph_epoch: " 1" }],
+        ["up-11", { eph_epoch: "0x1f" }],
+        ["up-12", { eph_epoch: 31 }],
+        ["up-13", { eph_epoch: null }],
+        ["up-14", { eph_epoch: undefined }],
+        ["up-15", { http_addr: undefined }],
+        ["up-16", { http_addr: 6632 }],
+        ["up-17", { eph_epoch: "++1" }]
+      ]
+      // Dialled in reverse, so the sort is the member list's own.
+      const links: Array<UpstreamLink> = []
+      for (const [serverId, hello] of [...cases].reverse()) {
+        links.push(yield* dialUpstream({ port, serverId, secret: SECRET, hello }))
+        // One at a time: the listener holds few unauthenticated connections per address.
+        yield* eventually(hearsFrom(node, links.length))
+      }
+      const model = upstreamEphMembers(
+        links.map((link) => ({
+          serverId: String(link.hello.server_id),
+          hello: link.hello,
+          lastSeen: performance.now()
+        })),
+        { self: OUR_ID, deadMs: DEAD_MS, now: performance.now() }
+      )
+      assert.deepStrictEqual(
+        model.map((m) => [m.server_id, m.epoch]),
+        [
+          ["up-00", "1f"],
+          ["up-01", "c0ffee"],
+          ["up-02", "ffffffffffffffff"],
+          ["up-03", "1"],
+          ["up-04", "0"]
         ]
-        // Dialled in reverse, so the sort is the member list's own.
-        const links: Array<UpstreamLink> = []
-        for (const [serverId, hello] of [...cases].reverse()) {
-          links.push(yield* dialUpstream({ port, serverId, secret: SECRET, hello }))
-          // One at a time: the listener holds few unauthenticated connections per address.
-          yield* eventually(hearsFrom(node, links.length))
-        }
-        const model = upstreamEphMembers(
-          links.map((link) => ({
-            serverId: String(link.hello.server_id),
-            hello: link.hello,
-            lastSeen: performance.now()
-          })),
-          { self: OUR_ID, deadMs: DEAD_MS, now: performance.now() }
-        )
-        assert.deepStrictEqual(
-          model.map((m) => [m.server_id, m.epoch]),
-          [
-            ["up-00", "1f"],
-            ["up-01", "c0ffee"],
-            ["up-02", "ffffffffffffffff"],
-            ["up-03", "1"],
-            ["up-04", "0"]
-          ]
-        )
-        assert.isUndefined(parseU64Hex("10000000000000000"))
-        assert.deepStrictEqual(yield* ourEphMembers(node), model)
-        assert.strictEqual((yield* activeStats(node)).eph_members, model.length)
-        const capable = (yield* node.mesh.members).flatMap((m) =>
-          Option.isSome(m.heard) && m.heard.value.ephemeralCapable
-            ? [Option.getOrElse(m.serverId, () => "")]
-            : []
-        )
-        assert.sameMembers(
-          capable,
-          model.map((m) => m.server_id)
-        )
-      })
+      )
+      assert.isUndefined(parseU64Hex("10000000000000000"))
+      assert.deepStrictEqual(yield* ourEphMembers(node), model)
+      assert.strictEqual((yield* activeStats(node)).eph_members, model.length)
+      const capable = (yield* node.mesh.members).flatMap((m) =>
+        Option.isSome(m.heard) && m.heard.value.ephemeralCapable
+          ? [Option.getOrElse(m.serverId, () => "")]
+          : []
+      )
+      assert.sameMembers(
+        capable,
+        model.map((m) => m.server_id)
+      )
+    })
   )
 
-  it.scopedLive(
+  it.live(
     "the advert is overwritten on every HELLO: a bad epoch or none makes it incapable, a good one capable",
     () =>
       Effect.gen(function* () {
@@ -1440,7 +1440,7 @@ describe("interop: eph_members, upstream's ephemeral member list, on both sides"
 })
 
 describe("interop: a mixed cluster", () => {
-  it.scopedLive(
+  it.live(
     "two upstream replicas and our node exchange every upstream frame kind: nothing is unknown to anyone",
     () =>
       Effect.gen(function* () {
@@ -1530,7 +1530,7 @@ describe("interop: a mixed cluster", () => {
 })
 
 describe("interop: stats as upstream dashboards read them", () => {
-  it.scopedLive("the active body has upstream's fields with upstream's meaning", () =>
+  it.live("the active body has upstream's fields with upstream's meaning", () =>
     Effect.gen(function* () {
       const { node, port, upstream } = yield* pair({ config: quiet })
       const stats = yield* activeStats(node)
@@ -1599,47 +1599,45 @@ describe("interop: stats as upstream dashboards read them", () => {
     })
   )
 
-  it.scopedLive(
-    "messages_dropped counts queue-full drops only; frames lost to a down link are counted apart",
-    () =>
-      Effect.gen(function* () {
-        const { node, upstream } = yield* pair({ config: { ...quiet, sendQueueCapacity: 4 } })
-        // The replica stops reading: the socket fills, then the bounded queue, then frames are dropped.
-        yield* upstream.pause
-        const big = Array.from({ length: 4000 }, (_, i) => ({
-          queue: `stalled-${i}`,
-          partition: "p".repeat(200),
-          tenant: TENANT_A
-        }))
-        yield* eventually(
-          Effect.zipRight(
-            node.mesh.messageAvailableBatch(big),
-            Effect.map(activeStats(node), (s) => s.messages_dropped > 0)
-          ),
-          "20 seconds"
-        )
-        const full = yield* activeStats(node)
-        const sum = (key: "dropped_full" | "dropped_down" | "discarded") =>
-          full.peers.reduce((n, p) => n + p[key], 0)
-        assert.strictEqual(full.messages_dropped, sum("dropped_full"))
-        assert.strictEqual(full.messages_dropped_down, 0)
-        assert.isAbove(full.peers[0]!.queued, 0)
-        assert.isAtMost(full.peers[0]!.queued, 4)
+  it.live("messages_dropped counts queue-full drops only; frames lost to a down link are counted apart", () =>
+    Effect.gen(function* () {
+      const { node, upstream } = yield* pair({ config: { ...quiet, sendQueueCapacity: 4 } })
+      // The replica stops reading: the socket fills, then the bounded queue, then frames are dropped.
+      yield* upstream.pause
+      const big = Array.from({ length: 4000 }, (_, i) => ({
+        queue: `stalled-${i}`,
+        partition: "p".repeat(200),
+        tenant: TENANT_A
+      }))
+      yield* eventually(
+        Effect.andThen(
+          node.mesh.messageAvailableBatch(big),
+          Effect.map(activeStats(node), (s) => s.messages_dropped > 0)
+        ),
+        "20 seconds"
+      )
+      const full = yield* activeStats(node)
+      const sum = (key: "dropped_full" | "dropped_down" | "discarded") =>
+        full.peers.reduce((n, p) => n + p[key], 0)
+      assert.strictEqual(full.messages_dropped, sum("dropped_full"))
+      assert.strictEqual(full.messages_dropped_down, 0)
+      assert.isAbove(full.peers[0]!.queued, 0)
+      assert.isAtMost(full.peers[0]!.queued, 4)
 
-        // The replica goes away: what was queued is discarded, what comes later is dropped as down.
-        yield* upstream.close
-        yield* eventually(Effect.map(activeStats(node), (s) => !s.peers[0]!.connected))
-        yield* node.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: TENANT_A })
-        const down = yield* activeStats(node)
-        assert.strictEqual(down.messages_dropped, full.messages_dropped)
-        assert.isAbove(down.messages_dropped_down, 0)
-        assert.strictEqual(down.messages_dropped_down, down.peers[0]!.dropped_down)
-        assert.strictEqual(down.messages_discarded, down.peers[0]!.discarded)
-        assert.isAbove(down.messages_discarded, 0)
-      })
+      // The replica goes away: what was queued is discarded, what comes later is dropped as down.
+      yield* upstream.close
+      yield* eventually(Effect.map(activeStats(node), (s) => !s.peers[0]!.connected))
+      yield* node.mesh.messageAvailable({ queue: "orders", partition: "p0", tenant: TENANT_A })
+      const down = yield* activeStats(node)
+      assert.strictEqual(down.messages_dropped, full.messages_dropped)
+      assert.isAbove(down.messages_dropped_down, 0)
+      assert.strictEqual(down.messages_dropped_down, down.peers[0]!.dropped_down)
+      assert.strictEqual(down.messages_discarded, down.peers[0]!.discarded)
+      assert.isAbove(down.messages_discarded, 0)
+    })
   )
 
-  it.scopedLive("a health probe is not a handshake failure; a wrong secret is, as signature_failures", () =>
+  it.live("a health probe is not a handshake failure; a wrong secret is, as signature_failures", () =>
     Effect.gen(function* () {
       const { node, port } = yield* pair({ config: { ...quiet, authFailureDelay: Duration.millis(0) } })
       const before = yield* activeStats(node)
@@ -1667,7 +1665,7 @@ describe("interop: stats as upstream dashboards read them", () => {
     })
   )
 
-  it.scopedLive("sent and received counts match between the two sides on a quiet link", () =>
+  it.live("sent and received counts match between the two sides on a quiet link", () =>
     Effect.gen(function* () {
       const { node, upstream, link } = yield* pair({ config: quiet })
       const connection = ourConnection(upstream)
@@ -1700,7 +1698,7 @@ describe("interop: stats as upstream dashboards read them", () => {
 })
 
 describe("interop: non-default auth modes", () => {
-  it.scopedLive("permissive: upstream's legacy HELLO is accepted both ways; the challenge it ignores", () =>
+  it.live("permissive: upstream's legacy HELLO is accepted both ways; the challenge it ignores", () =>
     Effect.gen(function* () {
       const { node, upstream, link } = yield* pair({
         config: { ...quiet, auth: "permissive", challengeWait: Duration.millis(50) }
@@ -1725,7 +1723,7 @@ describe("interop: non-default auth modes", () => {
     })
   )
 
-  it.scopedLive("open mode (no secret): HELLOs carry an empty mac and are accepted both ways", () =>
+  it.live("open mode (no secret): HELLOs carry an empty mac and are accepted both ways", () =>
     Effect.gen(function* () {
       const { node, upstream, link } = yield* pair({ secret: "", config: quiet })
       const connection = ourConnection(upstream)

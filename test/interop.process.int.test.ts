@@ -42,7 +42,7 @@ const EMOJI_256 = "🦀".repeat(256)
 /** Start-up and the first dials can take a while on a loaded machine (dial backoff runs to 5 s). */
 const STARTUP = Duration.seconds(60)
 
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.fromJsonString(MeshStats.StatsBody))
 const decodeListening = Schema.decodeUnknownSync(Listening)
 
 /** A field of a parsed line, without a cast. */
@@ -120,7 +120,9 @@ const statsOf = (node: MeshNode) =>
     ),
     (body) => {
       const stats = decodeStats(body)
-      return stats.enabled ? Effect.succeed(stats) : Effect.dieMessage(`${node.id}: the mesh is not active`)
+      return stats.enabled
+        ? Effect.succeed(stats)
+        : Effect.die(new Error(`${node.id}: the mesh is not active`))
     }
   )
 
@@ -208,7 +210,7 @@ const framesFrom = (emulator: UpstreamListener, from: string) =>
     .flatMap((c) => c.frames.filter((f) => f.tag !== T.HEARTBEAT))
 
 describe("interop, real processes: queen-mesh nodes beside the upstream emulator", () => {
-  it.scopedLive("EPH_ADMIN both ways: applied lines, refusals counted and never printed, links kept", () =>
+  it.live("EPH_ADMIN both ways: applied lines, refusals counted and never printed, links kept", () =>
     Effect.gen(function* () {
       const { a, b, emulator, toA } = yield* emulatorCluster
       // Upstream to a node: each op, the tenant lowercased, the queue as given.
@@ -309,7 +311,7 @@ describe("interop, real processes: queen-mesh nodes beside the upstream emulator
     })
   )
 
-  it.scopedLive("eph_members: the stats field and the stdin list agree with upstream's, on both sides", () =>
+  it.live("eph_members: the stats field and the stdin list agree with upstream's, on both sides", () =>
     Effect.gen(function* () {
       const { a, b, emulator } = yield* emulatorCluster
       const advertA = emulator.hellos.get("node-a")
@@ -359,7 +361,7 @@ describe("interop, real processes: queen-mesh nodes beside the upstream emulator
     })
   )
 
-  it.scopedLive(
+  it.live(
     "hot-list groups, 255-character names and UUID tenants both ways; frames_unknown stays 0 on every node",
     () =>
       Effect.gen(function* () {
@@ -618,9 +620,9 @@ const spawnUpstream = (
         err += chunk
       })
       child.stdin?.on("error", () => {})
-      child.on("exit", () => Deferred.unsafeDone(exit, Effect.void))
+      child.on("exit", () => Deferred.doneUnsafe(exit, Effect.void))
       const waitForLine = (predicate: (text: string) => boolean, from = 0) =>
-        Effect.async<string, Error>((resume) => {
+        Effect.callback<string, Error>((resume) => {
           const run = () => {
             const found = lines.slice(from).find(predicate)
             if (found !== undefined) {
@@ -632,11 +634,13 @@ const spawnUpstream = (
           run()
           return Effect.sync(() => watchers.delete(run))
         }).pipe(
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: STARTUP,
-            onTimeout: () =>
-              new Error(
-                `upstream: timed out waiting for a line\n--- stdout\n${lines.join("\n")}\n--- stderr\n${err}`
+            orElse: () =>
+              Effect.fail(
+                new Error(
+                  `upstream: timed out waiting for a line\n--- stdout\n${lines.join("\n")}\n--- stderr\n${err}`
+                )
               )
           })
         )
@@ -651,7 +655,7 @@ const spawnUpstream = (
         command: (text) =>
           Effect.gen(function* () {
             const from = lines.length
-            yield* Effect.async<void>((resume) => {
+            yield* Effect.callback<void>((resume) => {
               child.stdin?.write(`${text}\n`, () => resume(Effect.void))
             })
             const reply = yield* waitForLine((l) => eventOf(l) === "sent" || eventOf(l) === "refused", from)
@@ -716,7 +720,7 @@ const upstreamLine = (upstream: UpstreamProcess, fields: Record<string, unknown>
 describe.skipIf(!runnable)(realBlock, () => {
   const bin = UPSTREAM_BIN ?? ""
 
-  it.scopedLive(
+  it.live(
     "our HELLO with http_addr and eph_epoch is accepted; wakes, groups, 255-character names and UUID tenants cross both ways; frames_unknown 0",
     () =>
       Effect.gen(function* () {
@@ -865,7 +869,7 @@ describe.skipIf(!runnable)(realBlock, () => {
       })
   )
 
-  it.scopedLive.skipIf(revision !== "2719e64")(
+  it.live.skipIf(revision !== "2719e64")(
     `upstream at 2719e64 ignores our tag 20 and keeps the link; it is not ephemeral-capable ${OLD_ONLY}`,
     () =>
       Effect.gen(function* () {
@@ -895,7 +899,7 @@ describe.skipIf(!runnable)(realBlock, () => {
       })
   )
 
-  it.scopedLive.skipIf(revision !== "later")(
+  it.live.skipIf(revision !== "later")(
     `EPH_ADMIN both ways with the real upstream, its refusals and ours ${LATER_ONLY}`,
     () =>
       Effect.gen(function* () {
@@ -956,7 +960,7 @@ describe.skipIf(!runnable)(realBlock, () => {
       })
   )
 
-  it.scopedLive.skipIf(revision !== "later")(
+  it.live.skipIf(revision !== "later")(
     `HELLO v2 and eph_members on both sides with the real upstream ${LATER_ONLY}`,
     () =>
       Effect.gen(function* () {

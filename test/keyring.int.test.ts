@@ -12,13 +12,12 @@ import {
   Exit,
   Fiber,
   Layer,
-  Logger,
-  LogLevel,
   Option,
   Redacted,
-  Scope,
-  TestClock
+  References,
+  Scope
 } from "effect"
+import { TestClock } from "effect/testing"
 import * as Keyring from "../src/internal/keyring.js"
 import * as Mesh from "../src/Mesh.js"
 import * as MeshConfig from "../src/MeshConfig.js"
@@ -46,14 +45,14 @@ const NAMES = ["a", "b", "c"] as const
 
 describe("keyring rotation", () => {
   for (const auth of ["legacy", "permissive", "required"] as const) {
-    it.scoped(`${auth}: three rolling steps, one restart at a time, every wake delivered at every step`, () =>
+    it.effect(`${auth}: three rolling steps, one restart at a time, every wake delivered at every step`, () =>
       Effect.gen(function* () {
         const network = yield* MeshTest.network
-        const running = new Map<string, { scope: Scope.CloseableScope; node: MeshTest.Node }>()
+        const running = new Map<string, { scope: Scope.Closeable; node: MeshTest.Node }>()
         const start = (name: string, keys: ReadonlyArray<string>) =>
           Effect.gen(function* () {
             const scope = yield* Scope.make()
-            const node = yield* Scope.extend(
+            const node = yield* Scope.provide(
               MeshTest.node(network, {
                 serverId: name,
                 peers: NAMES.filter((peer) => peer !== name),
@@ -79,12 +78,12 @@ describe("keyring rotation", () => {
         /** Every node wakes a pop parked on every other node. */
         const everyWakeDelivered = (step: string) =>
           Effect.gen(function* () {
-            const pops: Array<{ readonly what: string; readonly fiber: Fiber.RuntimeFiber<string> }> = []
+            const pops: Array<{ readonly what: string; readonly fiber: Fiber.Fiber<string> }> = []
             for (const from of NAMES) {
               for (const to of NAMES) {
                 if (from === to) continue
                 const target = { queue: `${step}-${from}-${to}`, tenant: Option.none() }
-                const fiber = yield* Effect.fork(
+                const fiber = yield* Effect.forkChild(
                   running.get(to)!.node.waker.awaitWake(target, { maxWait: "1 minute" })
                 )
                 pops.push({ what: `${step}: the wake from ${from} to ${to}`, fiber })
@@ -102,9 +101,9 @@ describe("keyring rotation", () => {
             }
             yield* advance(500)
             for (const { what, fiber } of pops) {
-              const outcome = yield* Fiber.poll(fiber)
+              const outcome = fiber.pollUnsafe()
               assert.isTrue(
-                Option.isSome(outcome) && Exit.isSuccess(outcome.value) && outcome.value.value === "woken",
+                outcome !== undefined && Exit.isSuccess(outcome) && outcome.value === "woken",
                 what
               )
             }
@@ -173,17 +172,17 @@ describe("keyring rotation", () => {
     () =>
       Effect.gen(function* () {
         const read = (env: Record<string, string>) =>
-          Effect.either(
+          Effect.result(
             Effect.provide(
               MeshConfig.MeshConfig,
-              MeshConfig.layerConfig.pipe(Layer.provide(Layer.setConfigProvider(providerOf(env))))
+              MeshConfig.layerConfig.pipe(Layer.provide(ConfigProvider.layer(providerOf(env))))
             )
           )
         const ok = yield* read({ QUEEN_SYNC_SECRETS: `${NEW}, ${OLD}` })
-        assert.isTrue(ok._tag === "Right")
-        if (ok._tag === "Right") {
-          assert.strictEqual(Redacted.value(ok.right.secret), NEW)
-          assert.deepStrictEqual(ok.right.acceptedSecrets.map(Redacted.value), [OLD])
+        assert.isTrue(ok._tag === "Success")
+        if (ok._tag === "Success") {
+          assert.strictEqual(Redacted.value(ok.success.secret), NEW)
+          assert.deepStrictEqual(ok.success.acceptedSecrets.map(Redacted.value), [OLD])
         }
         for (const bad of [
           { QUEEN_SYNC_SECRETS: `${NEW},,${OLD}` },
@@ -192,7 +191,7 @@ describe("keyring rotation", () => {
         ]) {
           const failed = yield* read(bad)
           assert.isTrue(
-            failed._tag === "Left" && String(failed.left).includes("QUEEN_SYNC_SECRETS"),
+            failed._tag === "Failure" && String(failed.failure).includes("QUEEN_SYNC_SECRETS"),
             JSON.stringify(bad)
           )
         }
@@ -201,11 +200,10 @@ describe("keyring rotation", () => {
 })
 
 /** The test's variables only, so the machine's environment cannot leak in. */
-const providerOf = (env: Readonly<Record<string, string>>) =>
-  ConfigProvider.fromMap(new Map(Object.entries(env)))
+const providerOf = (env: Readonly<Record<string, string>>) => ConfigProvider.fromEnv({ env: { ...env } })
 
 describe("keyring over TLS-PSK", () => {
-  it.scopedLive("a node holding the new key as primary links with one still on the old, both ways", () =>
+  it.live("a node holding the new key as primary links with one still on the old, both ways", () =>
     Effect.gen(function* () {
       const [portA, portB] = [yield* freePort, yield* freePort]
       const node = (serverId: string, port: number, peer: number, keys: ReadonlyArray<string>) =>
@@ -226,7 +224,7 @@ describe("keyring over TLS-PSK", () => {
                 })
               )
             )
-          ).pipe(Logger.withMinimumLogLevel(LogLevel.Error)),
+          ).pipe(Effect.provideService(References.MinimumLogLevel, "Error")),
           nodeFromContext
         )
       // Mid-rotation: a made the new key primary, b has both with the old one primary.
@@ -237,7 +235,7 @@ describe("keyring over TLS-PSK", () => {
           all.every((stats) => stats.enabled && stats.peers[0]!.connected && stats.servers_alive === 1)
         )
       )
-      const pop = yield* Effect.fork(
+      const pop = yield* Effect.forkChild(
         b.waker.awaitWake({ queue: "tls", tenant: Option.none() }, { maxWait: "10 seconds" })
       )
       yield* eventually(Effect.map(b.waker.parked, (n) => n === 1))

@@ -4,16 +4,17 @@
  * services.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { layer } from "./fixtures/layer.js"
 
-class Greeting extends Effect.Tag("test/layerFixture/Greeting")<Greeting, { readonly text: string }>() {}
+class Greeting extends Context.Service<Greeting, { readonly text: string }>()("test/layerFixture/Greeting") {}
 
 layer(Layer.succeed(Greeting, { text: "hello" }), { excludeTestServices: true })("inside the layer", (it) => {
   it.effect("a test sees the layer's services", () =>
-    Effect.map(Greeting, (greeting) => assert.strictEqual(greeting.text, "hello"))
+    Greeting.use((greeting) => Effect.sync(() => assert.strictEqual(greeting.text, "hello")))
   )
 })
 

@@ -15,7 +15,7 @@ import { parse } from "./fixtures/prometheus.js"
 /** A tenant is a UUID (the default `tenants: "uuid"`). */
 const ACME = "ac3e0000-0000-4000-8000-00000000ac3e"
 
-const decodeStats = Schema.decodeUnknownSync(Schema.parseJson(MeshStats.StatsBody))
+const decodeStats = Schema.decodeUnknownSync(Schema.fromJsonString(MeshStats.StatsBody))
 
 const get = (url: string) =>
   Effect.promise(async () => {
@@ -54,7 +54,7 @@ const sum = (family: ReturnType<typeof parse> extends Map<string, infer F> ? F |
   (family?.samples ?? []).reduce((total, sample) => total + sample.value, 0)
 
 describe("operator endpoints of queen-mesh node", () => {
-  it.scopedLive("/metrics has every metric with its type, and its counters match the stats body", () =>
+  it.live("/metrics has every metric with its type, and its counters match the stats body", () =>
     Effect.gen(function* () {
       yield* ensureBuilt
       const [portA, portB, httpA, httpB] = [
@@ -143,7 +143,7 @@ describe("operator endpoints of queen-mesh node", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "/healthz answers while the process serves; /readyz follows the links through a peer's loss and return",
     () =>
       Effect.gen(function* () {

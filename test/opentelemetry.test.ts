@@ -5,8 +5,15 @@
  * `forceFlush` collect and export on the spot, inside the program.
  *
  * These packages are devDependencies only; queen-mesh itself depends on none of them.
+ *
+ * `@effect/opentelemetry` 4's `NodeSdk` (and its barrel, through `OtelLogger`) needs
+ * `@opentelemetry/sdk-trace-node` and `@opentelemetry/api-logs`, which are not installed here: the
+ * first test composes what `NodeSdk.layer` builds (`Resource`, `OtelTracer` over a tracer provider,
+ * `OtelMetrics`) from the modules themselves, with sdk-trace-base's provider for Node's.
  */
-import { Metrics, NodeSdk, Resource } from "@effect/opentelemetry"
+import * as Metrics from "@effect/opentelemetry/OtelMetrics"
+import * as OtelTracer from "@effect/opentelemetry/OtelTracer"
+import * as Resource from "@effect/opentelemetry/Resource"
 import { assert, describe, it } from "@effect/vitest"
 import {
   AggregationTemporality,
@@ -15,10 +22,16 @@ import {
   MetricReader,
   PeriodicExportingMetricReader
 } from "@opentelemetry/sdk-metrics"
-import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Effect, Metric, MetricKey } from "effect"
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type SpanProcessor
+} from "@opentelemetry/sdk-trace-base"
+import { Context, Effect, Layer, Metric } from "effect"
 
-const EMPTY: ReadonlyArray<never> = []
+/** The process's metric registry (Effect's default), as the hot paths update it outside any fiber. */
+const registry = Context.empty()
 
 /** A pull reader: nothing is exported until someone calls `collect()`, as a scrape endpoint would. */
 class PullReader extends MetricReader {
@@ -29,6 +42,32 @@ class PullReader extends MetricReader {
     return Promise.resolve()
   }
 }
+
+/**
+ * What `NodeSdk.layer({ resource, metricReader, spanProcessor })` builds: the resource, a tracer over a
+ * provider with the span processor, and the metric producer on the reader.
+ */
+const sdkLayer = (options: {
+  readonly serviceName: string
+  readonly metricReader: MetricReader
+  readonly spanProcessor: SpanProcessor
+}) =>
+  Layer.mergeAll(
+    Layer.provide(
+      OtelTracer.layer,
+      Layer.effect(
+        OtelTracer.OtelTracerProvider,
+        Effect.gen(function* () {
+          const resource = yield* Resource.Resource
+          return yield* Effect.acquireRelease(
+            Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [options.spanProcessor] })),
+            (provider) => Effect.promise(() => provider.forceFlush().finally(() => provider.shutdown()))
+          )
+        })
+      )
+    ),
+    Metrics.layer(() => options.metricReader)
+  ).pipe(Layer.provideMerge(Resource.layer({ serviceName: options.serviceName })))
 
 describe("OpenTelemetry recipe (docs/opentelemetry.md)", () => {
   it.live("exports a tagged Effect counter and a span through NodeSdk.layer", () =>
@@ -46,16 +85,14 @@ describe("OpenTelemetry recipe (docs/opentelemetry.md)", () => {
         description: "Frames sent.",
         incremental: true
       })
-      // The hot-path form: a key tagged once, updated without an effect.
-      const dials = Metric.fromMetricKey(
-        MetricKey.counter("otel_dials_total", { incremental: true }).pipe(MetricKey.tagged("server_id", "a"))
-      )
+      // The hot-path form: a counter made with its attributes once, updated without an effect.
+      const dials = Metric.counter("otel_dials_total", { incremental: true, attributes: { server_id: "a" } })
 
       const program = Effect.gen(function* () {
-        yield* Metric.incrementBy(Metric.tagged(frames, "server_id", "a"), 3)
-        yield* Metric.increment(Metric.tagged(frames, "server_id", "b"))
-        dials.unsafeUpdate(1, EMPTY)
-        dials.unsafeUpdate(1, EMPTY)
+        yield* Metric.update(Metric.withAttributes(frames, { server_id: "a" }), 3)
+        yield* Metric.update(Metric.withAttributes(frames, { server_id: "b" }), 1)
+        dials.updateUnsafe(1, registry)
+        dials.updateUnsafe(1, registry)
         yield* Effect.void.pipe(Effect.withSpan("mesh.dial", { attributes: { peer: "b" } }))
         // Read the exporters before the layer's finalizer shuts them down (which empties them).
         yield* Effect.promise(() => Promise.all([metricReader.forceFlush(), spanProcessor.forceFlush()]))
@@ -63,13 +100,7 @@ describe("OpenTelemetry recipe (docs/opentelemetry.md)", () => {
       })
 
       const { exports, spans } = yield* program.pipe(
-        Effect.provide(
-          NodeSdk.layer(() => ({
-            resource: { serviceName: "queen-mesh-test" },
-            metricReader,
-            spanProcessor
-          }))
-        )
+        Effect.provide(sdkLayer({ serviceName: "queen-mesh-test", metricReader, spanProcessor }))
       )
 
       // Metrics: the last export holds the cumulative state at forceFlush.
@@ -107,7 +138,7 @@ describe("OpenTelemetry recipe (docs/opentelemetry.md)", () => {
       const reader = new PullReader()
       const peers = Metric.gauge("otel_pull_peers")
       const collected = yield* Effect.gen(function* () {
-        yield* Metric.set(Metric.tagged(peers, "server_id", "a"), 2)
+        yield* Metric.update(Metric.withAttributes(peers, { server_id: "a" }), 2)
         return yield* Effect.promise(() => reader.collect())
       }).pipe(
         Effect.provide(Metrics.layer(() => reader)),

@@ -7,7 +7,8 @@
  */
 import { readFileSync } from "node:fs"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream, TestClock } from "effect"
+import { Effect, Layer, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { parse as parseYaml } from "yaml"
 import * as Discovery from "../src/Discovery.js"
 import * as LaneRefusals from "../src/internal/lane/refusals.js"
@@ -224,7 +225,7 @@ const ruleQueries: ReadonlyArray<Query> = rules.map((rule) => ({
 }))
 
 describe("ops/: the dashboard and the alerts", () => {
-  it.scoped("name only metrics, labels and label values a node exports", () =>
+  it.effect("name only metrics, labels and label values a node exports", () =>
     Effect.gen(function* () {
       const families = yield* exposition
       // The exposition has what the tools are about.
@@ -247,7 +248,7 @@ describe("ops/: the dashboard and the alerts", () => {
     })
   )
 
-  it.scoped("the check finds a metric, a label or a value that does not exist", () =>
+  it.effect("the check finds a metric, a label or a value that does not exist", () =>
     Effect.gen(function* () {
       const families = yield* exposition
       const bad = (expr: string, shown: ReadonlyArray<string> = []) =>

@@ -6,18 +6,8 @@
  * in-memory transport under `TestClock`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import {
-  ConfigProvider,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  Fiber,
-  Option,
-  Scope,
-  Stream,
-  TestClock
-} from "effect"
+import { ConfigProvider, Effect, Exit, Fiber, Option, Result, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../src/Frame.js"
 import * as Handshake from "../src/internal/links/handshake.js"
 import * as Codec from "../src/internal/wire/codec.js"
@@ -67,7 +57,7 @@ const advanceUntil = <E, R>(check: Effect.Effect<boolean, E, R>, what: string, w
   })
 
 const until = (node: MeshTest.Node, check: (stats: ActiveStats) => boolean, what: string) =>
-  Effect.orElse(MeshTest.settleUntil(Effect.map(statsOf(node), check)), () =>
+  Effect.catch(MeshTest.settleUntil(Effect.map(statsOf(node), check)), () =>
     Effect.flatMap(statsOf(node), (stats) =>
       Effect.sync(() =>
         assert.fail(`${node.serverId}: ${what}; rejections ${JSON.stringify(stats.rejections)}`)
@@ -82,13 +72,15 @@ const wakeFlows = (from: MeshTest.Node, to: MeshTest.Node, step: string) =>
   Effect.gen(function* () {
     const queue = `q${queues++}`
     const before = yield* to.waker.parked
-    const pop = yield* Effect.fork(
+    const pop = yield* Effect.forkChild(
       to.waker.awaitWake({ queue, tenant: Option.none() }, { maxWait: "1 hour" })
     )
     yield* MeshTest.settleUntil(Effect.map(to.waker.parked, (n) => n === before + 1))
     yield* from.mesh.messageAvailable({ queue, partition: "p" })
-    const woken = yield* Effect.either(MeshTest.settleUntil(Effect.map(Fiber.poll(pop), Option.isSome)))
-    if (woken._tag === "Left") {
+    const woken = yield* Effect.result(
+      MeshTest.settleUntil(Effect.sync(() => pop.pollUnsafe() !== undefined))
+    )
+    if (woken._tag === "Failure") {
       yield* Fiber.interrupt(pop)
       return assert.fail(`${step}: a wake from ${from.serverId} to ${to.serverId} was lost`)
     }
@@ -99,16 +91,13 @@ const wakeFlows = (from: MeshTest.Node, to: MeshTest.Node, step: string) =>
 const wakeBlocked = (from: MeshTest.Node, to: MeshTest.Node) =>
   Effect.gen(function* () {
     const queue = `q${queues++}`
-    const pop = yield* Effect.fork(
+    const pop = yield* Effect.forkChild(
       to.waker.awaitWake({ queue, tenant: Option.none() }, { maxWait: "1 hour" })
     )
     yield* MeshTest.settle
     yield* from.mesh.messageAvailable({ queue, partition: "p" })
-    for (let i = 0; i < 50; i++) yield* Effect.yieldNow()
-    assert.isTrue(
-      Option.isNone(yield* Fiber.poll(pop)),
-      `a wake from ${from.serverId} reached ${to.serverId}`
-    )
+    for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+    assert.isUndefined(pop.pollUnsafe(), `a wake from ${from.serverId} reached ${to.serverId}`)
     yield* Fiber.interrupt(pop)
   })
 
@@ -166,7 +155,7 @@ const v2Of = (hello: RawFrame) => {
 describe("security: replaying captured HELLOs", () => {
   for (const mode of ["permissive", "required"] as const) {
     describe(`listeners and dialer in ${mode} mode`, () => {
-      it.scoped(
+      it.effect(
         "a captured v2 HELLO replayed on a new connection is refused: the challenge differs (bad_challenge_answer)",
         () =>
           Effect.gen(function* () {
@@ -193,7 +182,7 @@ describe("security: replaying captured HELLOs", () => {
           })
       )
 
-      it.scoped(
+      it.effect(
         mode === "required"
           ? "replayed to another node it is refused (wrong_receiver); stripped of its v2 fields, refused (legacy_refused)"
           : "replayed to another node it is refused (wrong_receiver); stripped of its v2 fields it is accepted as legacy (documented)",
@@ -229,7 +218,7 @@ describe("security: replaying captured HELLOs", () => {
           })
       )
 
-      it.scoped(
+      it.effect(
         "a v2 HELLO rewritten in flight to announce another server_id is refused (the v2 MAC binds the sender)",
         () =>
           Effect.gen(function* () {
@@ -252,7 +241,7 @@ describe("security: replaying captured HELLOs", () => {
   }
 
   describe("legacy mode (documented: the spec's HELLO is replayable)", () => {
-    it.scoped(
+    it.effect(
       "a captured legacy HELLO replayed on a new connection, to the same or another node, is accepted and what follows is trusted",
       () =>
         Effect.gen(function* () {
@@ -273,7 +262,7 @@ describe("security: replaying captured HELLOs", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "a legacy HELLO rewritten to announce another server_id is accepted: the MAC covers only the nonce",
       () =>
         Effect.gen(function* () {
@@ -291,7 +280,7 @@ describe("security: replaying captured HELLOs", () => {
 })
 
 describe("security: what the v2 handshake does not stop (documented)", () => {
-  it.scoped(
+  it.effect(
     "a relay the dialer connects to authenticates as it and injects frames: v2 binds no channel",
     () =>
       Effect.gen(function* () {
@@ -307,7 +296,7 @@ describe("security: what the v2 handshake does not stop (documented)", () => {
       })
   )
 
-  it.scoped(
+  it.effect(
     "a relay that swallows the challenge: a required dialer never sends a HELLO; a permissive one falls back to legacy",
     () =>
       Effect.gen(function* () {
@@ -347,7 +336,7 @@ describe("security: what the v2 handshake does not stop (documented)", () => {
 })
 
 describe("security: rolling upgrade legacy → permissive → required (TestClock, in-memory)", () => {
-  it.scoped(
+  it.effect(
     "every pair the rules allow keeps its wakes at every step; a legacy dialer is refused at the end",
     () =>
       Effect.gen(function* () {
@@ -355,17 +344,17 @@ describe("security: rolling upgrade legacy → permissive → required (TestCloc
         const parent = yield* Effect.scope
         const ids = ["a", "b", "c"] as const
         type Id = (typeof ids)[number]
-        const running = new Map<Id, { readonly scope: Scope.CloseableScope; readonly node: MeshTest.Node }>()
+        const running = new Map<Id, { readonly scope: Scope.Closeable; readonly node: MeshTest.Node }>()
         const node = (id: Id) => running.get(id)!.node
 
         const start = (id: Id, mode: Mode) =>
           Effect.gen(function* () {
-            const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
+            const scope = yield* Scope.fork(parent, "sequential")
             const built = yield* MeshTest.node(network, {
               serverId: id,
               peers: ids.filter((other) => other !== id),
               config: { auth: mode }
-            }).pipe(Scope.extend(scope))
+            }).pipe(Scope.provide(scope))
             running.set(id, { scope, node: built })
             assert.strictEqual((yield* statsOf(built)).auth, mode)
           })
@@ -488,7 +477,7 @@ const answer = (
 
 describe("security: the listener's defences", () => {
   for (const mode of ["permissive", "required"] as const) {
-    it.scoped(
+    it.effect(
       `${mode}: a node with another cluster label is refused (wrong_label); one with ours is not`,
       () =>
         Effect.gen(function* () {
@@ -523,7 +512,7 @@ describe("security: the listener's defences", () => {
   }
 
   for (const mode of ["legacy", "permissive", "required"] as const) {
-    it.scoped(`${mode}: a HELLO carrying the node's own server id from anyone but itself is refused`, () =>
+    it.effect(`${mode}: a HELLO carrying the node's own server id from anyone but itself is refused`, () =>
       Effect.gen(function* () {
         const network = yield* MeshTest.network
         // The peer list names the node itself: its own dial is recognised by its nonce, not refused.
@@ -546,7 +535,7 @@ describe("security: the listener's defences", () => {
     )
   }
 
-  it.scoped("too many unauthenticated connections from one address are refused (too_many_connections)", () =>
+  it.effect("too many unauthenticated connections from one address are refused (too_many_connections)", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const b = yield* MeshTest.node(network, {
@@ -576,7 +565,7 @@ describe("security: the listener's defences", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "every refusal counted in handshake_failures is also a HandshakeFailed event, too_many_connections included",
     () =>
       Effect.gen(function* () {
@@ -609,7 +598,7 @@ describe("security: the listener's defences", () => {
       })
   )
 
-  it.scoped("connections past maxInbound are refused (too_many_connections)", () =>
+  it.effect("connections past maxInbound are refused (too_many_connections)", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const b = yield* MeshTest.node(network, {
@@ -640,7 +629,7 @@ describe("security: the listener's defences", () => {
       return frame
     })
 
-  it.scoped(
+  it.effect(
     "a first frame over the HELLO cap is refused as oversized_hello; one at the cap is accepted",
     () =>
       Effect.gen(function* () {
@@ -674,7 +663,7 @@ describe("security: the listener's defences", () => {
 })
 
 describe("security: identities the handshake cannot carry", () => {
-  it.scoped(
+  it.effect(
     "a required dialer given an undecodable challenge says so in last_error, not 'no challenge'",
     () =>
       Effect.gen(function* () {
@@ -686,7 +675,7 @@ describe("security: identities the handshake cannot carry", () => {
           label: "x".repeat(MAX_LABEL_BYTES + 1)
         })
         yield* network.transport.listen({ host: "fake", port: MeshTest.PORT }, (connection) =>
-          Effect.zipRight(
+          Effect.andThen(
             connection.write(bad),
             connection.read(() => undefined)
           ).pipe(Effect.ignore)
@@ -706,8 +695,8 @@ describe("security: identities the handshake cannot carry", () => {
   )
 
   const load = (env: Readonly<Record<string, string>>) =>
-    Effect.either(
-      Effect.withConfigProvider(MeshConfig.config, ConfigProvider.fromMap(new Map(Object.entries(env))))
+    Effect.result(
+      MeshConfig.config.parse(ConfigProvider.fromEnv({ env: { ...env }, preserveEmptyStrings: true }))
     )
   const base = { QUEEN_SYNC_SECRET: SECRET, QUEEN_MESH_PEERS: "b:6633", QUEEN_SERVER_ID: "a" }
 
@@ -719,8 +708,8 @@ describe("security: identities the handshake cannot carry", () => {
       Effect.gen(function* () {
         const label = "é".repeat(MAX_SERVER_ID_BYTES / 2 + 1)
         const result = yield* load({ ...base, QUEEN_MESH_AUTH: auth, QUEEN_MESH_CLUSTER_LABEL: label })
-        assert.isTrue(Either.isLeft(result), "a label the handshake cannot carry was accepted")
-        if (Either.isLeft(result)) assert.include(String(result.left), "QUEEN_MESH_CLUSTER_LABEL")
+        assert.isTrue(Result.isFailure(result), "a label the handshake cannot carry was accepted")
+        if (Result.isFailure(result)) assert.include(String(result.failure), "QUEEN_MESH_CLUSTER_LABEL")
       })
     )
   }
@@ -729,12 +718,12 @@ describe("security: identities the handshake cannot carry", () => {
     Effect.gen(function* () {
       // Every listener refuses such a HELLO as invalid_hello, in every mode.
       const result = yield* load({ ...base, QUEEN_SERVER_ID: "x".repeat(Frame.MAX_SERVER_ID_BYTES + 1) })
-      assert.isTrue(Either.isLeft(result), "a server id the handshake cannot carry was accepted")
-      if (Either.isLeft(result)) assert.include(String(result.left), "QUEEN_SERVER_ID")
+      assert.isTrue(Result.isFailure(result), "a server id the handshake cannot carry was accepted")
+      if (Result.isFailure(result)) assert.include(String(result.failure), "QUEEN_SERVER_ID")
     })
   )
 
-  it.scoped(
+  it.effect(
     `a label and server ids of exactly ${MAX_SERVER_ID_BYTES} bytes link over v2 in required mode`,
     () =>
       Effect.gen(function* () {

@@ -26,7 +26,7 @@ interface Ended {
  * Runs the soak with `args` until it exits by itself; fails (and kills it) when it has not within
  * `within`: a run of a few seconds that outlives it has hung.
  */
-const soak = (args: ReadonlyArray<string>, within: Duration.DurationInput = "120 seconds") =>
+const soak = (args: ReadonlyArray<string>, within: Duration.Input = "120 seconds") =>
   Effect.acquireRelease(
     Effect.sync(() =>
       spawn(process.execPath, ["--import", tsxLoader, soakScript, ...args], {
@@ -48,20 +48,24 @@ const soak = (args: ReadonlyArray<string>, within: Duration.DurationInput = "120
         err += chunk
       })
       // 'close': exited, and everything it wrote has been read.
-      return Effect.async<Ended>((resume) => {
+      return Effect.callback<Ended>((resume) => {
         child.once("close", (code, signal) => resume(Effect.succeed({ code, signal, out, err })))
       }).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: within,
-          onTimeout: () =>
-            new Error(`the soak has not exited within ${Duration.format(within)}:\n${out}\n${err}`)
+          orElse: () =>
+            Effect.fail(
+              new Error(
+                `the soak has not exited within ${Duration.format(Duration.fromInputUnsafe(within))}:\n${out}\n${err}`
+              )
+            )
         })
       )
     })
   )
 
 describe("npm run soak", () => {
-  it.scopedLive("a short run prints PASS, then exits by itself with 0", () =>
+  it.live("a short run prints PASS, then exits by itself with 0", () =>
     Effect.gen(function* () {
       const ended = yield* soak(["--seconds", "6", "--seed", "337"])
       const report = `${ended.out}\n${ended.err}`

@@ -92,14 +92,16 @@ const until = (page: Page, what: string, predicate: (shown: Shown) => boolean) =
     let last: Shown | undefined
     yield* Effect.promise(() => page.evaluate(READ)).pipe(
       Effect.map(decodeShown),
-      Effect.tap((shown) => {
-        last = shown
-      }),
+      Effect.tap((shown) =>
+        Effect.sync(() => {
+          last = shown
+        })
+      ),
       Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: predicate }),
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: Duration.millis(WITHIN),
-        onTimeout: () =>
-          new Error(`the page never showed ${what}; it showed ${JSON.stringify(last, null, 1)}`)
+        orElse: () =>
+          Effect.fail(new Error(`the page never showed ${what}; it showed ${JSON.stringify(last, null, 1)}`))
       })
     )
     return last!
@@ -117,7 +119,7 @@ const hasEvent = (tag: string, about: string) => (shown: Shown) =>
   shown.events.some((event) => event.tag === tag && event.text.includes(about))
 
 describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
-  it.scopedLive(
+  it.live(
     "three nodes: three nodes and six links up; a stopped node down, then back; events; no console error",
     () =>
       Effect.gen(function* () {
@@ -141,7 +143,7 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
         const push = (node: CliProcess, queue: string) =>
           node.send(JSON.stringify({ op: "message_available", queue, partition: "p0" }))
         yield* Effect.forkScoped(
-          Effect.repeat(Effect.zipRight(push(a, "orders"), push(b, "emails")), Schedule.spaced("150 millis"))
+          Effect.repeat(Effect.andThen(push(a, "orders"), push(b, "emails")), Schedule.spaced("150 millis"))
         )
 
         const context = yield* launch()
@@ -225,7 +227,7 @@ describe.skipIf(missing !== undefined)("the cluster page in Chromium", () => {
 })
 
 describe.skipIf(missing !== undefined)("the cluster page in Chromium, first opened after a death", () => {
-  it.scopedLive(
+  it.live(
     "node-b SIGKILLed before anyone opened node-c's page: three nodes, node-b by its name, down",
     () =>
       Effect.gen(function* () {

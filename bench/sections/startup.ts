@@ -179,14 +179,18 @@ const StagesReport = Schema.Struct({
 })
 
 /** A probe's report, read once the probe has written its file (within 10 s). */
-const readProbe = async <A, I>(schema: Schema.Schema<A, I>, file: string, probe: string): Promise<A> => {
+const readProbe = async <S extends Schema.ConstraintDecoder<unknown>>(
+  schema: S,
+  file: string,
+  probe: string
+): Promise<S["Type"]> => {
   const deadline = Date.now() + 10_000
   while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
     if (Date.now() > deadline) throw new Error(`the ${probe} probe wrote nothing`)
     await sleep(20)
   }
   await sleep(50)
-  return Schema.decodeUnknownSync(Schema.parseJson(schema))(Fs.readFileSync(file, "utf8"))
+  return Schema.decodeUnknownSync(Schema.fromJsonString(schema))(Fs.readFileSync(file, "utf8"))
 }
 
 /** The probes a start may preload: each one's module and the variable naming its file. */
@@ -209,7 +213,7 @@ const MemoryReport = Schema.Struct({
     heapUsed: Schema.Number,
     external: Schema.Number
   }),
-  spaces: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  spaces: Schema.Record(Schema.String, Schema.Number),
   code: Schema.Number,
   source: Schema.Number
 })
@@ -428,7 +432,7 @@ process.stdout.write(JSON.stringify({ ms: performance.now(), cpuMs: (cpu.user + 
     })
     child.once("exit", (code) =>
       code === 0
-        ? resolve(Schema.decodeUnknownSync(Schema.parseJson(ImportResult))(out))
+        ? resolve(Schema.decodeUnknownSync(Schema.fromJsonString(ImportResult))(out))
         : reject(new Error(`importing ${specifiers.join(", ")} failed: ${err.slice(-500)}`))
     )
   })
@@ -539,7 +543,7 @@ const hostOnce = async (driver: Driver, kind: "bare" | "mesh" | "mesh-subpath", 
       const timer = setTimeout(() => child.kill("SIGKILL"), 120_000)
       child.once("exit", (code) => {
         clearTimeout(timer)
-        if (code === 0) resolve(Schema.decodeUnknownSync(Schema.parseJson(HostResult))(out.trim()))
+        if (code === 0) resolve(Schema.decodeUnknownSync(Schema.fromJsonString(HostResult))(out.trim()))
         else reject(new Error(`host program ${kind} failed: ${err.slice(-500)}`))
       })
     })

@@ -1,5 +1,5 @@
 /**
- * The broker's HTTP API on `@effect/platform`, with the mesh's own routes (`/readyz`, `/healthz`,
+ * The broker's HTTP API on `effect/http`, with the mesh's own routes (`/readyz`, `/healthz`,
  * `/metrics`, the stats routes) mounted beside it from `HttpRoutes.router`. Every input goes through a
  * Schema; every failure becomes a JSON answer with a status.
  *
@@ -15,55 +15,65 @@
  *
  * Every queue route takes `?tenant=<uuid>` (default: upstream Queen's default tenant).
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Metric, Schema } from "effect"
+import { Duration, Effect, Layer, Metric, Schema } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
-import { metrics, Queues } from "./Queues.js"
+import { metrics, Queues, type QueuesShape } from "./Queues.js"
 import { Stages } from "./Stages.js"
 
 /** Upstream Queen's default tenant, which its peers send for it. */
 export const DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
 
 /** Queue and partition names: what fits a URL and the mesh's 255-character limit. */
-const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,255}$/))
+const Name = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9._-]{1,255}$/))
 
-const Tenant = Schema.optionalWith(Schema.UUID, { default: () => DEFAULT_TENANT })
+/**
+ * Any UUID-shaped string, whatever its version nibble: effect 4's `isUUID` wants a version of 1 to 8,
+ * and upstream Queen's default tenant (version 0) would fail it. This is effect 3's `Schema.UUID`.
+ */
+const Uuid = Schema.String.check(
+  Schema.isPattern(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/i)
+)
+
+const Tenant = Uuid.pipe(Schema.withDecodingDefaultType(Effect.succeed(DEFAULT_TENANT)))
 
 const QueuePath = Schema.Struct({ queue: Name })
 const TenantQuery = Schema.Struct({ tenant: Tenant })
 const PopQuery = Schema.Struct({
   tenant: Tenant,
-  batch: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)), {
-    default: () => 1
-  }),
-  wait: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()), {
-    default: () => 0
-  })
+  batch: Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 1000 })).pipe(
+    Schema.withDecodingDefaultType(Effect.succeed(1))
+  ),
+  wait: Schema.NumberFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)).pipe(
+    Schema.withDecodingDefaultType(Effect.succeed(0))
+  )
 })
 
 export const Message = Schema.Struct({
-  partition: Schema.optionalWith(Name, { default: () => "Default" }),
+  partition: Name.pipe(Schema.withDecodingDefaultType(Effect.succeed("Default"))),
   // Any JSON value, but one: a missing key would decode as `undefined`.
-  payload: Schema.Unknown.pipe(
-    Schema.filter((payload) => payload !== undefined, { message: () => "payload is required" })
+  payload: Schema.Unknown.check(
+    Schema.makeFilter((payload) => payload !== undefined || "payload is required")
   )
 })
-export const PushBody = Schema.Union(
-  Schema.Struct({ messages: Schema.Array(Message).pipe(Schema.minItems(1), Schema.maxItems(1000)) }),
+export const PushBody = Schema.Union([
+  Schema.Struct({ messages: Schema.Array(Message).check(Schema.isMinLength(1), Schema.isMaxLength(1000)) }),
   Message
-)
+])
 export const AckBody = Schema.Struct({
-  lease: Schema.UUID,
-  ids: Schema.Array(Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/))).pipe(Schema.maxItems(1000))
+  lease: Uuid,
+  ids: Schema.Array(Schema.String.check(Schema.isPattern(/^[0-9]{1,19}$/))).check(Schema.isMaxLength(1000))
 })
 export const ConfigBody = Schema.Struct({
-  leaseTimeSeconds: Schema.Number.pipe(Schema.int(), Schema.between(1, 3600)),
-  encrypted: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  leaseTimeSeconds: Schema.Number.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 3600 })),
+  encrypted: Schema.Boolean.pipe(Schema.withDecodingDefaultType(Effect.succeed(false)))
 })
 export const SwitchBody = Schema.Struct({ enabled: Schema.Boolean })
 
-const json = (body: unknown, status = 200) => HttpServerResponse.unsafeJson(body, { status })
+const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body, { status })
 
 /**
  * The inputs of the routes, each decoder built once here rather than per request: a request then runs
@@ -134,7 +144,7 @@ const settings = Effect.gen(function* () {
 
 const maintenance = Effect.flatMap(Queues, (queues) => Effect.map(queues.maintenance, (flags) => json(flags)))
 
-const flip = (set: (queues: typeof Queues.Service, enabled: boolean) => Effect.Effect<void>) =>
+const flip = (set: (queues: QueuesShape, enabled: boolean) => Effect.Effect<void>) =>
   Effect.gen(function* () {
     const queues = yield* Queues
     const { enabled } = yield* switchBody
@@ -159,34 +169,46 @@ const stats = Effect.gen(function* () {
   })
 })
 
-/** The broker's routes and the mesh's, on one router. */
-export const router = HttpRouter.empty.pipe(
-  HttpRouter.post("/queues/:queue/messages", push),
-  HttpRouter.get("/queues/:queue/messages", pop),
-  HttpRouter.post("/queues/:queue/ack", ack),
-  HttpRouter.get("/queues/:queue/config", settings),
-  HttpRouter.put("/queues/:queue/config", configure),
-  HttpRouter.get("/maintenance", maintenance),
-  HttpRouter.put(
+/** The broker's routes, for the router (`HttpRouter.toHttpEffect` below, or a host's own). */
+export const routes = HttpRouter.addAll([
+  HttpRouter.route("POST", "/queues/:queue/messages", push),
+  HttpRouter.route("GET", "/queues/:queue/messages", pop),
+  HttpRouter.route("POST", "/queues/:queue/ack", ack),
+  HttpRouter.route("GET", "/queues/:queue/config", settings),
+  HttpRouter.route("PUT", "/queues/:queue/config", configure),
+  HttpRouter.route("GET", "/maintenance", maintenance),
+  HttpRouter.route(
+    "PUT",
     "/maintenance",
     flip((queues, enabled) => queues.setMaintenance(enabled))
   ),
-  HttpRouter.put(
+  HttpRouter.route(
+    "PUT",
     "/maintenance/pop",
     flip((queues, enabled) => queues.setPopMaintenance(enabled))
   ),
-  HttpRouter.get("/broker/stats", stats),
-  HttpRouter.concat(HttpRoutes.router)
-)
+  HttpRouter.route("GET", "/broker/stats", stats)
+])
 
-/** The router with every failure answered: bad input 400, maintenance and the database 503, else 404. */
-export const app = router.pipe(
-  Effect.catchTags({
-    ParseError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
-    RequestError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
-    MaintenanceError: () => Effect.succeed(json({ error: "maintenance" }, 503)),
-    SqlError: (error) =>
-      Effect.as(Effect.logWarning("database failure", error), json({ error: "database_unavailable" }, 503)),
-    RouteNotFound: () => HttpRoutes.notFound
-  })
+/** The broker's routes and the mesh's, on one router. */
+export const router = Layer.merge(routes, HttpRoutes.router)
+
+/**
+ * The router as the server's app, every failure answered: bad input 400, maintenance and the database
+ * 503, an unknown route the mesh's JSON 404. Built in the current scope (`HttpRouter.toHttpEffect`
+ * builds the router's layer once, there).
+ */
+export const app = Effect.map(HttpRouter.toHttpEffect(router), (handler) =>
+  handler.pipe(
+    Effect.catchTags({
+      SchemaError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
+      HttpServerError: (error) =>
+        error.reason._tag === "RouteNotFound"
+          ? HttpRoutes.notFound
+          : Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
+      MaintenanceError: () => Effect.succeed(json({ error: "maintenance" }, 503)),
+      SqlError: (error) =>
+        Effect.as(Effect.logWarning("database failure", error), json({ error: "database_unavailable" }, 503))
+    })
+  )
 )

@@ -10,13 +10,15 @@
  *    mesh peers.
  * 3. `PgClient.layer`: the queues' connection pool (`@effect/sql-pg`), then `Store` (the tables and
  *    statements) and `Queues` (push, pop, ack, configuration, maintenance; the lease sweep).
- * 4. The HTTP server (`NodeHttpServer`) serving `Api.app`, which mounts `HttpRoutes.router`.
+ * 4. The HTTP server (`NodeHttpServer`) serving `Api.app`, the router of the broker's routes and
+ *    `HttpRoutes.router`.
  * 5. `Drain`, built last so that its finalizer runs first (see {@link Drain}).
  */
-import { HttpMiddleware, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
-import { Console, Effect, Layer, Option } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Cause, Console, Effect, Exit, Layer, Option, References, type Runtime } from "effect"
+import * as HttpMiddleware from "effect/http/HttpMiddleware"
+import * as HttpServer from "effect/http/HttpServer"
 import { ClusterView, HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
 import * as Postgres from "queen-mesh/Postgres"
 import * as Api from "./Api.js"
@@ -30,13 +32,13 @@ import * as Store from "./Store.js"
  * The mesh and the shipped host services. While the mesh is degraded or isolated the waker caps every
  * wait at the short re-poll interval: the pops' own re-poll then finds what the mesh cannot announce.
  */
-const MeshLive = Layer.unwrapEffect(
+const MeshLive = Layer.unwrap(
   Effect.map(BrokerConfig, (config) =>
     Mesh.layerConfig({ waker: { degradedMaxWait: config.repollDegraded } })
   )
 ).pipe(Layer.provide(Postgres.layerConfigIfSet()))
 
-const DatabaseLive = Layer.unwrapEffect(
+const DatabaseLive = Layer.unwrap(
   Effect.map(BrokerConfig, (config) =>
     PgClient.layer({ url: config.databaseUrl, maxConnections: config.maxConnections })
   )
@@ -49,7 +51,7 @@ const ServicesLive = Queues.layer.pipe(
   Layer.provideMerge(BrokerConfigLive)
 )
 
-const ServerLive = Layer.unwrapEffect(
+const ServerLive = Layer.unwrap(
   Effect.map(BrokerConfig, (config) =>
     NodeHttpServer.layer(Server.createServer, { host: config.host, port: config.port })
   )
@@ -64,7 +66,7 @@ const ServerLive = Layer.unwrapEffect(
  *
  * It also prints the ready line, once the server is listening: `{"listening":{"http":…,"mesh":…}}`.
  */
-const Drain = Layer.scopedDiscard(
+const Drain = Layer.effectDiscard(
   Effect.gen(function* () {
     const waker = yield* LocalWaker.LocalWaker
     const mesh = yield* Mesh.Mesh
@@ -74,7 +76,7 @@ const Drain = Layer.scopedDiscard(
         Effect.logInfo(`draining: ${released} parked pops answered`)
       )
     )
-    const http = server.address._tag === "TcpAddress" ? server.address.port : null
+    const http = server.address._tag === "UnixPathAddress" ? null : server.address.port
     yield* Console.log(JSON.stringify({ listening: { http, mesh: Option.getOrNull(mesh.port) } }))
   })
 )
@@ -85,28 +87,41 @@ const Drain = Layer.scopedDiscard(
  * by its name, down, instead of an unknown address. `HttpRoutes.serve` runs this itself; a broker that
  * mounts the router into its own server runs it in the mesh's scope.
  */
-const PageLearner = Layer.scopedDiscard(
+const PageLearner = Layer.effectDiscard(
   ClusterView.learnPeers({ statsPath: HttpRoutes.paths.sharedStateStats })
 )
 
 /**
  * The API, served; with the stage tracer's middleware when it is on (`Stages.ts`). No span per request:
  * the platform's server span (the URL parsed, the headers copied into attributes) is the largest
- * fixed cost of a request, for a tracer that exports nowhere (see {@link layer}).
+ * fixed cost of a request, for a tracer that exports nowhere (see {@link layer}). The router is built
+ * once, in the layer's scope.
  */
-const ServeLive = Layer.unwrapEffect(
-  Effect.map(Stages.Stages, (stages) => HttpServer.serve(Api.app, stages.middleware))
-).pipe(HttpMiddleware.withTracerDisabledWhen(() => true))
+const ServeLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const stages = yield* Stages.Stages
+    const app = yield* Api.app
+    return HttpServer.serve(app, stages.middleware)
+  })
+).pipe(Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)))
 
 /**
  * The broker. Effect's tracer is off: nothing here exports spans, and each request would otherwise
- * build two (the server's and `@effect/sql`'s per statement). A deployment that traces provides its
- * exporter (`@effect/opentelemetry`) and drops `setTracerEnabled(false)` and `withTracerDisabledWhen`.
+ * build two (the server's and `effect/sql`'s per statement). A deployment that traces provides its
+ * exporter (`@effect/opentelemetry`) and drops the `TracerEnabled` and `TracerDisabledWhen` settings.
  */
 export const layer = Drain.pipe(
   Layer.provide(ServeLive),
   Layer.provide(PageLearner),
   Layer.provideMerge(ServerLive),
   Layer.provideMerge(ServicesLive),
-  Layer.provide(Layer.setTracerEnabled(false))
+  Layer.provide(Layer.succeed(References.TracerEnabled, false))
 )
+
+/**
+ * How `main.ts` ends the process: 0 when a signal stopped the broker, 1 on a failure. Effect 4's
+ * default teardown exits 130 for an interruption, where effect 3's, which the broker's callers know,
+ * exited 0.
+ */
+export const teardown: Runtime.Teardown = (exit, onExit) =>
+  onExit(Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause) ? 1 : 0)

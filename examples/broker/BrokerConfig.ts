@@ -4,7 +4,7 @@
  * (`QUEEN_SERVER_ID`, `QUEEN_MESH_PEERS`, `QUEEN_MESH_PORT`, `QUEEN_SYNC_SECRET`, `QUEEN_MESH_PG_URL`,
  * ...); these are the broker's.
  */
-import { Config, type ConfigError, Context, Duration, Layer, type Redacted } from "effect"
+import { Config, Context, Duration, Layer, type Redacted, Schema } from "effect"
 
 export interface BrokerConfigShape {
   /** The HTTP API's address; port 0 asks for an ephemeral port. */
@@ -29,37 +29,44 @@ export interface BrokerConfigShape {
   readonly defaultLeaseSeconds: number
 }
 
-export class BrokerConfig extends Context.Tag("broker/BrokerConfig")<BrokerConfig, BrokerConfigShape>() {}
+export class BrokerConfig extends Context.Service<BrokerConfig, BrokerConfigShape>()("broker/BrokerConfig") {}
+
+/**
+ * An integer variable, checked by `valid` (failing with `message`); its description is the Schema's
+ * annotation (effect 4's `Config` has no `withDescription`).
+ */
+const integer = (name: string, valid: (n: number) => boolean, message: string, description: string) =>
+  Config.schema(
+    Schema.Int.check(Schema.makeFilter((n: number) => valid(n) || message)).annotate({ description }),
+    name
+  )
 
 const millis = (name: string, fallback: number, description: string) =>
-  Config.integer(name).pipe(
-    Config.validate({
-      message: `${name} must be a positive number of milliseconds`,
-      validation: (n) => n > 0
-    }),
+  integer(name, (n) => n > 0, `${name} must be a positive number of milliseconds`, description).pipe(
     Config.withDefault(fallback),
-    Config.map(Duration.millis),
-    Config.withDescription(description)
+    Config.map(Duration.millis)
   )
 
 export const config: Config.Config<BrokerConfigShape> = Config.all({
-  host: Config.string("BROKER_HOST").pipe(
-    Config.withDefault("127.0.0.1"),
-    Config.withDescription("address of the HTTP API")
+  host: Config.schema(Schema.String.annotate({ description: "address of the HTTP API" }), "BROKER_HOST").pipe(
+    Config.withDefault("127.0.0.1")
   ),
-  port: Config.integer("BROKER_PORT").pipe(
-    Config.validate({ message: "BROKER_PORT must be 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
-    Config.withDefault(8080),
-    Config.withDescription("port of the HTTP API; 0 for an ephemeral one")
+  port: integer(
+    "BROKER_PORT",
+    (n) => n >= 0 && n <= 65535,
+    "BROKER_PORT must be 0 to 65535",
+    "port of the HTTP API; 0 for an ephemeral one"
+  ).pipe(Config.withDefault(8080)),
+  databaseUrl: Config.schema(
+    Schema.Redacted(Schema.String).annotate({ description: "connection string of the queues' PostgreSQL" }),
+    "BROKER_DATABASE_URL"
   ),
-  databaseUrl: Config.redacted("BROKER_DATABASE_URL").pipe(
-    Config.withDescription("connection string of the queues' PostgreSQL")
-  ),
-  maxConnections: Config.integer("BROKER_DATABASE_CONNECTIONS").pipe(
-    Config.validate({ message: "BROKER_DATABASE_CONNECTIONS must be 1 or more", validation: (n) => n >= 1 }),
-    Config.withDefault(10),
-    Config.withDescription("connections in the pool")
-  ),
+  maxConnections: integer(
+    "BROKER_DATABASE_CONNECTIONS",
+    (n) => n >= 1,
+    "BROKER_DATABASE_CONNECTIONS must be 1 or more",
+    "connections in the pool"
+  ).pipe(Config.withDefault(10)),
   repoll: millis(
     "BROKER_POP_REPOLL_MS",
     10_000,
@@ -72,14 +79,12 @@ export const config: Config.Config<BrokerConfigShape> = Config.all({
   ),
   maxWait: millis("BROKER_POP_MAX_WAIT_MS", 60_000, "the longest wait a pop may ask for"),
   leaseSweep: millis("BROKER_LEASE_SWEEP_MS", 1_000, "how often expired leases are handed back"),
-  defaultLeaseSeconds: Config.integer("BROKER_LEASE_SECONDS").pipe(
-    Config.validate({
-      message: "BROKER_LEASE_SECONDS must be 1 to 3600",
-      validation: (n) => n >= 1 && n <= 3600
-    }),
-    Config.withDefault(30),
-    Config.withDescription("the lease of a queue with no configuration of its own")
-  )
+  defaultLeaseSeconds: integer(
+    "BROKER_LEASE_SECONDS",
+    (n) => n >= 1 && n <= 3600,
+    "BROKER_LEASE_SECONDS must be 1 to 3600",
+    "the lease of a queue with no configuration of its own"
+  ).pipe(Config.withDefault(30))
 })
 
-export const layer: Layer.Layer<BrokerConfig, ConfigError.ConfigError> = Layer.effect(BrokerConfig, config)
+export const layer: Layer.Layer<BrokerConfig, Config.ConfigError> = Layer.effect(BrokerConfig, config)

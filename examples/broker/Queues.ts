@@ -5,7 +5,6 @@
  * maintenance goes through the mesh's flags, and queue settings through the mesh's queue-config cache.
  * Everything the mesh is told is a hint: when one is lost, the group's re-poll finds the message anyway.
  */
-import type { SqlError } from "@effect/sql"
 import {
   Context,
   Data,
@@ -18,6 +17,7 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
+import type * as SqlError from "effect/sql/SqlError"
 import { type GroupedPops, LocalWaker, MaintenanceFlags, Mesh, QueueConfigCache } from "queen-mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { Stages } from "./Stages.js"
@@ -72,7 +72,7 @@ export interface QueuesShape {
   readonly maintenance: Effect.Effect<{ readonly maintenance: boolean; readonly popMaintenance: boolean }>
 }
 
-export class Queues extends Context.Tag("broker/Queues")<Queues, QueuesShape>() {}
+export class Queues extends Context.Service<Queues, QueuesShape>()("broker/Queues") {}
 
 /** The broker's counters: Effect metrics, so `/metrics` (the mesh's route) serves them too. */
 export const metrics = {
@@ -117,7 +117,7 @@ export const make = Effect.gen(function* () {
       distinct.length === 1
         ? mesh.messageAvailable({ queue, partition: distinct[0]!, tenant })
         : mesh.messageAvailableBatch(distinct.map((partition) => ({ queue, partition, tenant })))
-    return Effect.catchAll(told, (error) => Effect.logDebug("push not announced", error))
+    return Effect.catch(told, (error) => Effect.logDebug("push not announced", error))
   }
 
   const push: QueuesShape["push"] = (tenant, queue, messages) =>
@@ -137,7 +137,7 @@ export const make = Effect.gen(function* () {
         )
       }
       yield* stages.mark("hinted")
-      yield* Metric.incrementBy(metrics.pushed, ids.length)
+      yield* Metric.update(metrics.pushed, ids.length)
       return ids
     })
 
@@ -167,7 +167,7 @@ export const make = Effect.gen(function* () {
       const settings = yield* settingsOf(tenant, queue)
       const started = stages.enabled ? stages.now() : undefined
       const claimed = yield* store.claim(tenant, queue, limit, settings.leaseTimeSeconds)
-      yield* Metric.increment(metrics.claims)
+      yield* Metric.update(metrics.claims, 1)
       const ran = started === undefined ? undefined : ([started, stages.now()] as const)
       return {
         rows: claimed.messages.map((message): Held => ({ lease: claimed.lease, message, ran })),
@@ -189,8 +189,8 @@ export const make = Effect.gen(function* () {
     return Effect.forEach(byLease, ([lease, ids]) => store.release(tenant, queue, lease, ids), {
       discard: true
     }).pipe(
-      Effect.zipRight(Metric.incrementBy(metrics.returned, rows.length)),
-      Effect.zipRight(
+      Effect.andThen(Metric.update(metrics.returned, rows.length)),
+      Effect.andThen(
         announce(
           tenant,
           queue,
@@ -224,12 +224,12 @@ export const make = Effect.gen(function* () {
         yield* stages.markAt("claim", first.ran[0])
         yield* stages.markAt("claimed", first.ran[1])
       }
-      yield* Metric.incrementBy(metrics.popped, result.rows.length)
+      yield* Metric.update(metrics.popped, result.rows.length)
       return { lease: first.lease, messages: result.rows.map((held) => held.message), wake: result.wake }
     })
 
   const ack: QueuesShape["ack"] = (tenant, queue, lease, ids) =>
-    store.ack(tenant, queue, lease, ids).pipe(Effect.tap((n) => Metric.incrementBy(metrics.acked, n)))
+    store.ack(tenant, queue, lease, ids).pipe(Effect.tap((n) => Metric.update(metrics.acked, n)))
 
   /** Committed first; then this replica's cache is set and the peers drop theirs (they re-read it). */
   const configure: QueuesShape["configure"] = (tenant, queue, settings) =>
@@ -238,15 +238,15 @@ export const make = Effect.gen(function* () {
       yield* cache.set({ queue, tenant }, settings)
       yield* mesh
         .queueConfigSet({ queue, tenant })
-        .pipe(Effect.catchAll((error) => Effect.logDebug("configuration not announced", error)))
+        .pipe(Effect.catch((error) => Effect.logDebug("configuration not announced", error)))
     })
 
   const quietly = <E>(set: Effect.Effect<void, E>) =>
-    Effect.catchAll(set, (error) => Effect.logDebug("maintenance not announced", error))
+    Effect.catch(set, (error) => Effect.logDebug("maintenance not announced", error))
 
   // Pop maintenance flipped on, here or on a peer: the parked pops answer now instead of at their
   // timeout. The flags are `SubscriptionRef`s, so their changes are a stream.
-  yield* flags.popMaintenance.changes.pipe(
+  yield* SubscriptionRef.changes(flags.popMaintenance).pipe(
     Stream.filter((on) => on),
     Stream.runForEach(() => waker.releaseAll),
     Effect.forkScoped
@@ -255,7 +255,7 @@ export const make = Effect.gen(function* () {
   // Leases that ran out (a consumer died, or never acked): their messages are claimable again, which is
   // news for every replica's pops, like a push.
   yield* store.releaseExpired(1000).pipe(
-    Effect.tap((released) => Metric.incrementBy(metrics.released, released.length)),
+    Effect.tap((released) => Metric.update(metrics.released, released.length)),
     Effect.flatMap((released) =>
       released.length === 0
         ? Effect.void
@@ -263,7 +263,7 @@ export const make = Effect.gen(function* () {
             released.map(({ tenant, queue, partition }) => ({ queue, partition, tenant }))
           )
     ),
-    Effect.catchAllCause((cause) => Effect.logWarning("lease sweep failed; retrying", cause)),
+    Effect.catchCause((cause) => Effect.logWarning("lease sweep failed; retrying", cause)),
     Effect.repeat(Schedule.spaced(config.leaseSweep)),
     Effect.annotateLogs({ module: "Queues", fiber: "lease-sweep" }),
     Effect.forkScoped
@@ -284,4 +284,4 @@ export const make = Effect.gen(function* () {
   } satisfies QueuesShape
 })
 
-export const layer = Layer.scoped(Queues, make)
+export const layer = Layer.effect(Queues, make)

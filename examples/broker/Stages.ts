@@ -9,8 +9,9 @@
  * (`handler`, `decoded`, `insert`, `committed`, `hinted`; a pop's `woke`, `claim`, `claimed`), and
  * `out` (the answer handed to Node's socket).
  */
-import { type HttpApp, HttpMiddleware } from "@effect/platform"
-import { Config, type ConfigError, Context, Effect, FiberRef, Layer } from "effect"
+import { Config, Context, Effect, Layer } from "effect"
+import * as HttpMiddleware from "effect/http/HttpMiddleware"
+import type * as HttpServerResponse from "effect/http/HttpServerResponse"
 
 /** One request's marks, gathered on its fiber. */
 interface Trail {
@@ -19,7 +20,13 @@ interface Trail {
   readonly at: Array<[string, string]>
 }
 
-const currentTrail = FiberRef.unsafeMake<Trail | undefined>(undefined)
+/** The current request's trail: a fiber-local reference, set by the middleware for its request. */
+const currentTrail = Context.Reference<Trail | undefined>("broker/Stages/currentTrail", {
+  defaultValue: () => undefined
+})
+
+/** An HTTP app: what the server runs for each request. */
+type App<E, R> = Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 
 export interface StagesShape {
   readonly enabled: boolean
@@ -32,10 +39,10 @@ export interface StagesShape {
   /** Names the request's route and the messages it carried, which is how the bench joins the lines. */
   readonly note: (route: string, ids: ReadonlyArray<string>) => Effect.Effect<void>
   /** Wraps the app: starts a trail at `in`, prints it at `out`. */
-  readonly middleware: <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E, R>
+  readonly middleware: <E, R>(app: App<E, R>) => App<E, R>
 }
 
-export class Stages extends Context.Tag("broker/Stages")<Stages, StagesShape>() {}
+export class Stages extends Context.Service<Stages, StagesShape>()("broker/Stages") {}
 
 // The monotonic clock shared by the processes of a machine; Effect's `Clock` is per process.
 const now = () => process.hrtime.bigint().toString()
@@ -52,31 +59,31 @@ const off: StagesShape = {
 const on: StagesShape = {
   enabled: true,
   mark: (stage) =>
-    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+    Effect.flatMap(Effect.service(currentTrail), (trail) =>
       Effect.sync(() => {
         trail?.at.push([stage, now()])
       })
     ),
   markAt: (stage, at) =>
-    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+    Effect.flatMap(Effect.service(currentTrail), (trail) =>
       Effect.sync(() => {
         trail?.at.push([stage, at])
       })
     ),
   now,
   note: (route, ids) =>
-    Effect.flatMap(FiberRef.get(currentTrail), (trail) =>
+    Effect.flatMap(Effect.service(currentTrail), (trail) =>
       Effect.sync(() => {
         if (trail === undefined) return
         trail.route = route
         trail.ids = ids
       })
     ),
-  middleware: HttpMiddleware.make((app) =>
+  middleware: HttpMiddleware.make(<E, R>(app: App<E, R>) =>
     Effect.suspend(() => {
       const trail: Trail = { route: "", ids: [], at: [["in", now()]] }
       return app.pipe(
-        Effect.locally(currentTrail, trail),
+        Effect.provideService(currentTrail, trail),
         Effect.ensuring(
           Effect.sync(() => {
             trail.at.push(["out", now()])
@@ -88,12 +95,10 @@ const on: StagesShape = {
   )
 }
 
-export const config = Config.boolean("BROKER_TRACE_STAGES").pipe(
-  Config.withDefault(false),
-  Config.withDescription("print every request's stage times (for the bench)")
-)
+/** Print every request's stage times (for the bench). */
+export const config = Config.Boolean("BROKER_TRACE_STAGES").pipe(Config.withDefault(false))
 
-export const layer: Layer.Layer<Stages, ConfigError.ConfigError> = Layer.effect(
+export const layer: Layer.Layer<Stages, Config.ConfigError> = Layer.effect(
   Stages,
   Effect.map(config, (enabled) => (enabled ? on : off))
 )

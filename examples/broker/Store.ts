@@ -6,8 +6,9 @@
  * has committed when its effect succeeds: that is the moment the mesh may be told.
  */
 import { randomUUID } from "node:crypto"
-import { SqlClient, type SqlError } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Array as Arr, Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 
 /** A message as pushed. */
 export interface Outgoing {
@@ -89,22 +90,33 @@ export interface StoreShape {
   readonly releaseExpired: (limit: number) => Effect.Effect<ReadonlyArray<Expired>, SqlError.SqlError>
 }
 
-export class Store extends Context.Tag("broker/Store")<Store, StoreShape>() {}
+export class Store extends Context.Service<Store, StoreShape>()("broker/Store") {}
 
 /**
  * The rows a statement returned, checked: what comes back from the database is data from outside.
  * Built once per row type, at module load: `Schema.Array(schema)` is a new AST each time it is called,
  * and a decoder is compiled (and memoized) per AST, so building it per statement compiled one per push.
  */
-const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> => Effect.orDie(decode(rows))
+const decodeRows = <S extends Schema.ConstraintDecoder<unknown>>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> => Effect.orDie(decode(rows))
 }
 
-const IdRow = Schema.Struct({ id: Schema.String })
+/**
+ * A `bigserial` id, as the API gives it: a decimal string. `@effect/sql-pg` 4 reads `int8` columns as
+ * `bigint` (node-postgres, under effect 3's client, read them as strings); the SQL is unchanged.
+ */
+const Id = Schema.BigInt.pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform({ decode: (id) => id.toString(), encode: (id) => BigInt(id) })
+  )
+)
+
+const IdRow = Schema.Struct({ id: Id })
 const decodeIds = decodeRows(IdRow)
 /** A claimed row, with how many rows the claim picked (one more than it leases, when there were). */
-const ClaimedRow = Schema.Struct({ ...Claimed.fields, picked: Schema.Number })
+const ClaimedRow = Schema.Struct({ ...Claimed.fields, id: Id, picked: Schema.Number })
 const decodeClaimed = decodeRows(ClaimedRow)
 const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
 const decodeSettings = decodeRows(SettingsRow)
@@ -148,18 +160,21 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
     const sql = yield* SqlClient.SqlClient
     yield* migrate
 
-    const push: StoreShape["push"] = (tenant, queue, messages) =>
-      sql`INSERT INTO broker_messages ${sql.insert(
-        messages.map((message) => ({
-          tenant,
-          queue,
-          partition: message.partition,
-          payload: JSON.stringify(message.payload)
-        }))
-      )} RETURNING id`.pipe(
-        Effect.flatMap(decodeIds),
-        Effect.map((rows) => rows.map((row) => row.id))
-      )
+    const push: StoreShape["push"] = (tenant, queue, messages) => {
+      const rows: ReadonlyArray<Record<string, unknown>> = messages.map((message) => ({
+        tenant,
+        queue,
+        partition: message.partition,
+        payload: JSON.stringify(message.payload)
+      }))
+      // `sql.insert` takes one row or a non-empty list; the API never pushes none.
+      return Arr.isReadonlyArrayNonEmpty(rows)
+        ? sql`INSERT INTO broker_messages ${sql.insert(rows)} RETURNING id`.pipe(
+            Effect.flatMap(decodeIds),
+            Effect.map((rows) => rows.map((row) => row.id))
+          )
+        : Effect.succeed([])
+    }
 
     const claim: StoreShape["claim"] = (tenant, queue, batch, leaseSeconds) => {
       const lease = randomUUID()
@@ -217,7 +232,7 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
         WHERE tenant = ${tenant} AND queue = ${queue}`.pipe(
         Effect.flatMap(decodeSettings),
         Effect.map((rows) =>
-          Option.map(Option.fromNullable(rows[0]), (row) => ({
+          Option.map(Option.fromUndefinedOr(rows[0]), (row) => ({
             leaseTimeSeconds: row.lease_time_seconds,
             encrypted: row.encrypted
           }))

@@ -3,8 +3,8 @@
  * `QUEEN_*`; see docs/broker.md). SIGINT and SIGTERM interrupt it, and the layers then close in the
  * order `Broker.ts` describes.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Layer } from "effect"
 import * as Broker from "./Broker.js"
 
-Layer.launch(Broker.layer).pipe(NodeRuntime.runMain)
+Layer.launch(Broker.layer).pipe(NodeRuntime.runMain({ teardown: Broker.teardown }))

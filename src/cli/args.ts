@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type { Subcommand } from "./env.js"
 
 /**
@@ -204,7 +204,7 @@ const names = (): string => commands.map((command) => command.name).join(", ")
  * @since 0.1.0
  * @category parsing
  */
-export const parse = (args: ReadonlyArray<string>): Either.Either<Parsed, string> => {
+export const parse = (args: ReadonlyArray<string>): Result.Result<Parsed, string> => {
   let command: CommandSpec | undefined
   let help = false
   let version = false
@@ -225,7 +225,7 @@ export const parse = (args: ReadonlyArray<string>): Either.Either<Parsed, string
         }
         const found = findCommand(arg)
         if (found === undefined) {
-          return Either.left(`unknown command ${JSON.stringify(arg)} (expected ${names()} or help)`)
+          return Result.fail(`unknown command ${JSON.stringify(arg)} (expected ${names()} or help)`)
         }
         command = found
         continue
@@ -244,18 +244,18 @@ export const parse = (args: ReadonlyArray<string>): Either.Either<Parsed, string
     const table = [...(command?.options ?? []), ...globalOptions]
     const spec = table.find((option) => (long ? option.name === name : option.short === name))
     if (spec === undefined) {
-      return Either.left(`unknown option ${long ? `--${name}` : arg}${where()} ${seeHelp()}`)
+      return Result.fail(`unknown option ${long ? `--${name}` : arg}${where()} ${seeHelp()}`)
     }
     let value: string | true = true
     if (spec.value !== undefined) {
       const next = inline ?? args[i + 1]
       if (next === undefined || (inline === undefined && next.startsWith("--"))) {
-        return Either.left(`--${spec.name} needs a value (${spec.value})${where()}`)
+        return Result.fail(`--${spec.name} needs a value (${spec.value})${where()}`)
       }
       if (inline === undefined) i++
       value = next
     } else if (inline !== undefined) {
-      return Either.left(`--${spec.name} takes no value${where()}`)
+      return Result.fail(`--${spec.name} takes no value${where()}`)
     }
     if (spec.name === "help") help = true
     else if (spec.name === "version") version = true
@@ -263,26 +263,26 @@ export const parse = (args: ReadonlyArray<string>): Either.Either<Parsed, string
   }
 
   if (asksHelp) {
-    if (positionals.length > 1) return Either.left(`help takes one command at most (expected ${names()})`)
+    if (positionals.length > 1) return Result.fail(`help takes one command at most (expected ${names()})`)
     const topic = positionals[0]
-    if (topic === undefined) return Either.right({ _tag: "Help", command: command?.name })
+    if (topic === undefined) return Result.succeed({ _tag: "Help", command: command?.name })
     const found = findCommand(topic)
     return found === undefined
-      ? Either.left(`no help for ${JSON.stringify(topic)} (expected ${names()})`)
-      : Either.right({ _tag: "Help", command: found.name })
+      ? Result.fail(`no help for ${JSON.stringify(topic)} (expected ${names()})`)
+      : Result.succeed({ _tag: "Help", command: found.name })
   }
-  if (help) return Either.right({ _tag: "Help", command: command?.name })
-  if (version) return Either.right({ _tag: "Version" })
+  if (help) return Result.succeed({ _tag: "Help", command: command?.name })
+  if (version) return Result.succeed({ _tag: "Version" })
   if (command === undefined)
-    return Either.left(`missing command (expected ${names()} or help; see queen-mesh --help)`)
+    return Result.fail(`missing command (expected ${names()} or help; see queen-mesh --help)`)
   const allowed = command.positionals.length
   if (positionals.length > allowed) {
     const extra = positionals[allowed]!
-    return Either.left(
+    return Result.fail(
       `unexpected argument ${JSON.stringify(extra)}${where()}: it takes ${
         allowed === 0 ? "no arguments" : `at most ${allowed}`
       } ${seeHelp()}`
     )
   }
-  return Either.right({ _tag: "Run", command: command.name, options, positionals })
+  return Result.succeed({ _tag: "Run", command: command.name, options, positionals })
 }

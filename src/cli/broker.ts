@@ -170,7 +170,7 @@ export const producer = (
     yield* mesh.messageAvailable({ queue, partition, tenant })
     yield* mesh.hotlistDirty({ queue, partition, tenant })
   }).pipe(
-    Effect.catchAllCause((cause) => Effect.logError("demo producer failed a push", cause)),
+    Effect.catchCause((cause) => Effect.logError("demo producer failed a push", cause)),
     Effect.forever
   )
 

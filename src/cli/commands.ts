@@ -7,9 +7,9 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as Frame from "../Frame.js"
 import * as Names from "../internal/wire/names.js"
 import * as Membership from "../Membership.js"
@@ -20,43 +20,37 @@ import { printLine, stdout } from "./io.js"
 
 const fits = Names.fitsName
 
-/** A name field: the message says what is wrong with it, without its path (the caller adds that). */
+/**
+ * A name field: the message says what is wrong with it, without its path (the caller adds that). The
+ * message of a value that is not a string is the schema's; a string's is its check's.
+ */
 const name = (options: { readonly nonEmpty: boolean }) =>
-  Schema.String.pipe(Schema.filter((s) => (!options.nonEmpty || s !== "") && fits(s))).annotations({
-    message: (issue) => {
-      const actual: unknown = issue.actual
-      return {
-        message:
-          typeof actual !== "string"
-            ? options.nonEmpty
-              ? "must be a non-empty string"
-              : "must be a string"
-            : actual === ""
-              ? "must be a non-empty string"
-              : `is longer than ${Names.MAX_NAME_CHARS} characters`,
-        override: true
-      }
-    }
-  })
+  Schema.String.annotate({
+    message: options.nonEmpty ? "must be a non-empty string" : "must be a string"
+  }).check(
+    Schema.makeFilter((s: string) =>
+      options.nonEmpty && s === ""
+        ? "must be a non-empty string"
+        : fits(s) || `is longer than ${Names.MAX_NAME_CHARS} characters`
+    )
+  )
 
 const queue = name({ nonEmpty: true })
 const partition = name({ nonEmpty: false })
-/** An optional name where `null` means none: the message says which rule the value broke. */
-const optionalName = Schema.optional(
-  Schema.NullOr(name({ nonEmpty: false })).annotations({
-    message: (issue) => ({
-      message:
-        typeof issue.actual === "string"
-          ? `is longer than ${Names.MAX_NAME_CHARS} characters`
-          : "must be a string or null",
-      override: true
-    })
+/**
+ * An optional name where `null` means none: the message says which rule the value broke. The message
+ * is on the union with `undefined` itself (what `Schema.optional` would add), which is the one a value
+ * of no member's type fails.
+ */
+const optionalName = Schema.optionalKey(
+  Schema.UndefinedOr(Schema.NullOr(name({ nonEmpty: false }))).annotate({
+    message: "must be a string or null"
   })
 )
 
 /** Absent and `null` both mean "no tenant": the receiver fans out to every tenant (spec "The frame set"). */
 const tenant = optionalName
-const enabled = Schema.Boolean.annotations({ message: () => "must be true or false" })
+const enabled = Schema.Boolean.annotate({ message: "must be true or false" })
 
 const item = { queue, partition, tenant }
 
@@ -66,7 +60,7 @@ const item = { queue, partition, tenant }
  * @since 0.1.0
  * @category schemas
  */
-export const Item = Schema.Struct(item).annotations({ message: () => "must be an object" })
+export const Item = Schema.Struct(item).annotate({ message: "must be an object" })
 
 /**
  * @since 0.1.0
@@ -80,7 +74,7 @@ export const MessageAvailable = Schema.Struct({ op: Schema.Literal("message_avai
  */
 export const MessageAvailableBatch = Schema.Struct({
   op: Schema.Literal("message_available_batch"),
-  items: Schema.Array(Item).annotations({ message: () => "must be an array of {queue, partition, tenant}" })
+  items: Schema.Array(Item).annotate({ message: "must be an array of {queue, partition, tenant}" })
 })
 
 /**
@@ -105,12 +99,10 @@ export const HotlistDirty = Schema.Struct({
  */
 export const EphAdmin = Schema.Struct({
   op: Schema.Literal("eph_admin"),
-  action: Frame.EphOp.annotations({
-    message: () => ({ message: `must be ${Names.alternatives(Frame.EphOp.literals)}`, override: true })
-  }),
-  tenant: Schema.String.pipe(Schema.filter((s) => Names.isUuid(s))).annotations({
-    message: () => ({ message: "must be a UUID", override: true })
-  }),
+  action: Frame.EphOp.annotate({ message: `must be ${Names.alternatives(Frame.EphOp.literals)}` }),
+  tenant: Schema.String.annotate({ message: "must be a UUID" }).check(
+    Schema.makeFilter((s: string) => Names.isUuid(s) || "must be a UUID")
+  ),
   queue
 })
 
@@ -128,7 +120,7 @@ export const EphMembers = Schema.Struct({ op: Schema.Literal("eph_members") })
  * @category schemas
  */
 export const QueueConfig = Schema.Struct({
-  op: Schema.Literal("queue_config_set", "queue_config_delete"),
+  op: Schema.Literals(["queue_config_set", "queue_config_delete"]),
   queue,
   tenant
 })
@@ -138,7 +130,7 @@ export const QueueConfig = Schema.Struct({
  * @category schemas
  */
 export const Maintenance = Schema.Struct({
-  op: Schema.Literal("maintenance", "pop_maintenance"),
+  op: Schema.Literals(["maintenance", "pop_maintenance"]),
   enabled
 })
 
@@ -148,7 +140,7 @@ export const Maintenance = Schema.Struct({
  * @since 0.1.0
  * @category schemas
  */
-export const Command = Schema.Union(
+export const Command = Schema.Union([
   MessageAvailable,
   MessageAvailableBatch,
   HotlistDirty,
@@ -156,7 +148,7 @@ export const Command = Schema.Union(
   Maintenance,
   EphAdmin,
   EphMembers
-)
+])
 
 /**
  * @since 0.1.0
@@ -165,19 +157,19 @@ export const Command = Schema.Union(
 export type Command = typeof Command.Type
 
 /** The op of each command, to its Schema: a new command is one row here and one case in `run`. */
-const decoder = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(schema, { errors: "first" })
-const BY_OP: Readonly<Record<Command["op"], (u: unknown) => Either.Either<Command, ParseResult.ParseError>>> =
-  {
-    message_available: decoder(MessageAvailable),
-    message_available_batch: decoder(MessageAvailableBatch),
-    hotlist_dirty: decoder(HotlistDirty),
-    queue_config_set: decoder(QueueConfig),
-    queue_config_delete: decoder(QueueConfig),
-    maintenance: decoder(Maintenance),
-    pop_maintenance: decoder(Maintenance),
-    eph_admin: decoder(EphAdmin),
-    eph_members: decoder(EphMembers)
-  }
+const decoder = <S extends Schema.Decoder<Command>>(schema: S) =>
+  Schema.decodeUnknownResult(schema, { errors: "first" })
+const BY_OP: Readonly<Record<Command["op"], (u: unknown) => Result.Result<Command, Schema.SchemaError>>> = {
+  message_available: decoder(MessageAvailable),
+  message_available_batch: decoder(MessageAvailableBatch),
+  hotlist_dirty: decoder(HotlistDirty),
+  queue_config_set: decoder(QueueConfig),
+  queue_config_delete: decoder(QueueConfig),
+  maintenance: decoder(Maintenance),
+  pop_maintenance: decoder(Maintenance),
+  eph_admin: decoder(EphAdmin),
+  eph_members: decoder(EphMembers)
+}
 
 /**
  * Every op, in the order the docs list them.
@@ -192,11 +184,19 @@ export const ops: ReadonlyArray<Command["op"]> = Object.keys(BY_OP).filter((op):
 const isOp = (op: string): op is Command["op"] => Object.hasOwn(BY_OP, op)
 
 const Envelope = Schema.Struct({ op: Schema.String })
-const decodeEnvelope = Schema.decodeUnknownEither(Envelope)
+const decodeEnvelope = Schema.decodeUnknownResult(Envelope)
 
-const pathText = (path: ReadonlyArray<PropertyKey>): string =>
+/** The issues of a decode as path and message; a missing field "is missing", as the lines always said. */
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1({
+  leafHook: (issue) => (issue._tag === "MissingKey" ? "is missing" : SchemaIssue.defaultLeafHook(issue))
+})
+
+const pathText = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>): string =>
   path
-    .map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
+    .map((segment, i) => {
+      const key = typeof segment === "object" ? segment.key : segment
+      return typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`
+    })
     .join("")
 
 /** Text from the line, cut and escaped, for a message. */
@@ -219,28 +219,28 @@ export interface Refusal {
  * @since 0.1.0
  * @category decoding
  */
-export const decodeLine = (line: string): Either.Either<Command, Refusal> => {
+export const decodeLine = (line: string): Result.Result<Command, Refusal> => {
   let json: unknown
   try {
     json = JSON.parse(line)
   } catch {
-    return Either.left({ op: null, reason: "not JSON: expected one JSON object per line" })
+    return Result.fail({ op: null, reason: "not JSON: expected one JSON object per line" })
   }
   const envelope = decodeEnvelope(json)
-  if (Either.isLeft(envelope)) {
+  if (Result.isFailure(envelope)) {
     const hasOp = typeof json === "object" && json !== null && !Array.isArray(json) && "op" in json
-    return Either.left({
+    return Result.fail({
       op: null,
       reason: hasOp ? "op must be a string" : 'expected a JSON object with an "op" field'
     })
   }
-  const op = envelope.right.op
+  const op = envelope.success.op
   if (!isOp(op)) {
-    return Either.left({ op: null, reason: `unknown op ${quote(op)} (expected one of ${ops.join(", ")})` })
+    return Result.fail({ op: null, reason: `unknown op ${quote(op)} (expected one of ${ops.join(", ")})` })
   }
-  return Either.mapLeft(BY_OP[op](json), (error) => {
-    const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-    const where = issue === undefined ? "" : pathText(issue.path)
+  return Result.mapError(BY_OP[op](json), (error) => {
+    const issue = formatIssues(error.issue).issues[0]
+    const where = issue?.path === undefined ? "" : pathText(issue.path)
     const message = issue?.message ?? "is invalid"
     return { op, reason: `${op}: ${where === "" ? message : `${where} ${message}`}` }
   })
@@ -327,7 +327,7 @@ export const refusedLine = (refusal: Refusal): string =>
  * @category running
  */
 export const refuse = (refusal: Refusal, line: string, options: HandleOptions): Effect.Effect<void> =>
-  Effect.zipRight(
+  Effect.andThen(
     Effect.logError("ignored a bad stdin command").pipe(
       Effect.annotateLogs({
         reason: refusal.reason,
@@ -346,9 +346,9 @@ export const refuse = (refusal: Refusal, line: string, options: HandleOptions): 
 export const handleLine = (mesh: MeshShape, line: string, options: HandleOptions): Effect.Effect<void> => {
   const text = line.trim()
   if (text === "") return Effect.void
-  return Either.match(decodeLine(text), {
-    onLeft: (refusal) => refuse(refusal, text, options),
-    onRight: (command) =>
+  return Result.match(decodeLine(text), {
+    onFailure: (refusal) => refuse(refusal, text, options),
+    onSuccess: (command) =>
       run(mesh, command).pipe(
         Effect.matchEffect({
           onFailure: (error) =>

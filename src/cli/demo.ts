@@ -18,11 +18,11 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -74,12 +74,12 @@ export type DemoLane = "tcp" | "pg"
  * @since 0.1.0
  * @category parsing
  */
-export const parseLane = (raw: string | undefined): Either.Either<DemoLane, string> =>
+export const parseLane = (raw: string | undefined): Result.Result<DemoLane, string> =>
   raw === undefined || raw === "tcp"
-    ? Either.right("tcp")
+    ? Result.succeed("tcp")
     : raw === "pg"
-      ? Either.right("pg")
-      : Either.left(`demo: --lane takes tcp or pg, not ${JSON.stringify(raw)}`)
+      ? Result.succeed("pg")
+      : Result.fail(`demo: --lane takes tcp or pg, not ${JSON.stringify(raw)}`)
 
 const NAMES = ["node-a", "node-b", "node-c"] as const
 /** The node whose mesh link is cut midway. */
@@ -459,7 +459,7 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
     const sql = (text: string) =>
       Effect.tryPromise({ try: () => admin.query(text), catch: failed(text) }).pipe(
         Effect.asVoid,
-        Effect.catchAll((error) => Effect.logWarning(error.message))
+        Effect.catch((error) => Effect.logWarning(error.message))
       )
     const victimPassword = randomBytes(12).toString("hex")
     yield* Effect.tryPromise({
@@ -476,7 +476,7 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
             channel: LANE_CHANNEL,
             checkInterval: Duration.seconds(1),
             probeTimeout: Duration.seconds(1),
-            reconnect: Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
+            reconnect: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("500 millis")])
           })
         ),
         Layer.provide(
@@ -498,7 +498,7 @@ const pgCarrier = (secret: Redacted.Redacted<string>): Effect.Effect<Carrier, Cl
       layerFor,
       // What an operator would do: the role may no longer log in, and its session is ended.
       cut: () =>
-        Effect.zipRight(
+        Effect.andThen(
           sql(`ALTER ROLE ${VICTIM_ROLE} NOLOGIN`),
           sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${VICTIM_ROLE}'`)
         ),
@@ -519,9 +519,9 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
     const totalMs = options.duration * 1000
     const plain = isPlain(options)
     const paint = plain || !useColor(process.stdout) ? noColors : colors
-    const kind = yield* Either.match(parseLane(options.lane), {
-      onLeft: (why) => Effect.fail(usageFailure(why)),
-      onRight: Effect.succeed
+    const kind = yield* Result.match(parseLane(options.lane), {
+      onFailure: (why) => Effect.fail(usageFailure(why)),
+      onSuccess: Effect.succeed
     })
     const switchboard = yield* Switchboard.make()
     const secret = Redacted.make(randomBytes(16).toString("hex"))
@@ -596,7 +596,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
         Effect.forkScoped
       )
       // Let the subscriber subscribe before the next node can dial this one.
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
     }
 
     const refreshStats = Effect.forEach(
@@ -701,10 +701,10 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       }
     })
     const monitorFiber = yield* Effect.forkScoped(
-      Effect.forever(Effect.zipRight(monitor, Effect.sleep(Duration.millis(100))))
+      Effect.forever(Effect.andThen(monitor, Effect.sleep(Duration.millis(100))))
     )
 
-    let view: Fiber.RuntimeFiber<never>
+    let view: Fiber.Fiber<never>
     let finish: Effect.Effect<void>
     if (plain) {
       yield* printLine(
@@ -716,7 +716,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
         Effect.forEach(renderPlain(demo, at), printLine, { discard: true })
       )
       view = yield* Effect.forkScoped(
-        Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(1000)), report))
+        Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(1000)), report))
       )
       finish = report
     } else {
@@ -733,7 +733,7 @@ export const run = (options: DemoOptions): Effect.Effect<void, CliFailure> =>
       })
       yield* Effect.acquireRelease(print("\x1b[?25l"), () => print("\x1b[?25h"))
       view = yield* Effect.forkScoped(
-        Effect.forever(Effect.zipRight(draw, Effect.sleep(Duration.millis(200))))
+        Effect.forever(Effect.andThen(draw, Effect.sleep(Duration.millis(200))))
       )
       finish = draw
     }
@@ -772,7 +772,7 @@ const keepRunning = (demo: Demo, page: string, totalMs: number) =>
         }
       )
     })
-    return yield* Effect.forever(Effect.zipRight(flush, Effect.sleep(Duration.millis(200))))
+    return yield* Effect.forever(Effect.andThen(flush, Effect.sleep(Duration.millis(200))))
   })
 
 const isPlain = (options: { readonly plain: boolean }) => options.plain || process.stdout.isTTY !== true

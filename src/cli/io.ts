@@ -5,10 +5,11 @@
  *
  * @since 0.1.0
  */
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 
 /**
  * A failure the CLI reports as one line on stderr (none when `message` is empty, because it was already
@@ -336,23 +337,17 @@ export const columnsOf = (stream: { readonly columns?: number | undefined }, fal
  * @since 0.1.0
  * @category errors
  */
-export const describeConfigError = (error: ConfigError.ConfigError): string => {
+export const describeConfigError = (error: Config.ConfigError): string => {
+  const cause = error.cause
+  if (cause._tag === "SourceError") return cause.message
   const reasons: Array<string> = []
-  const walk = (e: ConfigError.ConfigError): void => {
-    switch (e._op) {
-      case "And":
-      case "Or":
-        walk(e.left)
-        walk(e.right)
-        return
-      default: {
-        const name = e.path.join(".")
-        // MeshConfig's messages already start with the variable's name; others do not.
-        reasons.push(name === "" || e.message.startsWith(name) ? e.message : `${name}: ${e.message}`)
-      }
-    }
+  // Each issue of the schema's error with the path it was found at (effect 4's Config reads through a
+  // Schema: what effect 3 listed as `And`/`Or` of path errors).
+  for (const issue of SchemaIssue.makeFormatterStandardSchemaV1()(cause.issue).issues) {
+    const name = (issue.path ?? []).map((key) => String(typeof key === "object" ? key.key : key)).join(".")
+    // MeshConfig's messages already start with the variable's name; others do not.
+    reasons.push(name === "" || issue.message.startsWith(name) ? issue.message : `${name}: ${issue.message}`)
   }
-  walk(error)
   return [...new Set(reasons)].join("; ")
 }
 
@@ -362,7 +357,7 @@ export const describeConfigError = (error: ConfigError.ConfigError): string => {
  * @since 0.1.0
  * @category errors
  */
-export const configFailure = (error: ConfigError.ConfigError): CliFailure =>
+export const configFailure = (error: Config.ConfigError): CliFailure =>
   new CliFailure({
     code: EXIT_USAGE,
     message: `queen-mesh: invalid environment: ${describeConfigError(error)}`
@@ -386,5 +381,5 @@ export const usageFailure = (message: string): CliFailure =>
  */
 export const StatsExtras = Schema.Struct({
   stdout_events_dropped: Schema.Number,
-  stdout_events_dropped_by_source: Schema.Record({ key: Schema.String, value: Schema.Number })
+  stdout_events_dropped_by_source: Schema.Record(Schema.String, Schema.Number)
 })

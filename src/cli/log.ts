@@ -7,14 +7,12 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
-import * as Either from "effect/Either"
-import * as FiberId from "effect/FiberId"
-import * as HashMap from "effect/HashMap"
 import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
-import * as List from "effect/List"
 import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import type * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
+import * as Result from "effect/Result"
 import { escapeControl, safeJson } from "./escape.js"
 import { BoundedWriter, DEFAULT_MAX_PENDING, useColor } from "./io.js"
 
@@ -33,11 +31,26 @@ export type LevelName = "debug" | "info" | "warning" | "error" | "none"
 const FORMATS: ReadonlyArray<LogFormat> = ["logfmt", "json", "pretty"]
 
 const LEVELS: Readonly<Record<LevelName, LogLevel.LogLevel>> = {
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  error: LogLevel.Error,
-  none: LogLevel.None
+  debug: "Debug",
+  info: "Info",
+  warning: "Warn",
+  error: "Error",
+  none: "None"
+}
+
+/**
+ * The label a line shows for a level: effect 3's (`WARN`, `OFF`), kept as the lines have always read,
+ * where effect 4 would upper-case its own names.
+ */
+const LABELS: Readonly<Record<LogLevel.LogLevel, string>> = {
+  All: "ALL",
+  Fatal: "FATAL",
+  Error: "ERROR",
+  Warn: "WARN",
+  Info: "INFO",
+  Debug: "DEBUG",
+  Trace: "TRACE",
+  None: "OFF"
 }
 
 /**
@@ -46,7 +59,7 @@ const LEVELS: Readonly<Record<LevelName, LogLevel.LogLevel>> = {
  * @since 0.1.0
  * @category defaults
  */
-export const defaultLevel: LogLevel.LogLevel = LogLevel.Info
+export const defaultLevel: LogLevel.LogLevel = "Info"
 
 const isFormat = (raw: string): raw is LogFormat => FORMATS.some((format) => format === raw)
 const isLevel = (raw: string): raw is LevelName => Object.hasOwn(LEVELS, raw)
@@ -57,19 +70,19 @@ const isLevel = (raw: string): raw is LevelName => Object.hasOwn(LEVELS, raw)
  * @since 0.1.0
  * @category parsing
  */
-export const parseFormat = (source: string, raw: string): Either.Either<LogFormat, string> =>
+export const parseFormat = (source: string, raw: string): Result.Result<LogFormat, string> =>
   isFormat(raw)
-    ? Either.right(raw)
-    : Either.left(`${source}: expected one of ${FORMATS.join(", ")}, got ${JSON.stringify(raw)}`)
+    ? Result.succeed(raw)
+    : Result.fail(`${source}: expected one of ${FORMATS.join(", ")}, got ${JSON.stringify(raw)}`)
 
 /**
  * @since 0.1.0
  * @category parsing
  */
-export const parseLevel = (source: string, raw: string): Either.Either<LogLevel.LogLevel, string> =>
+export const parseLevel = (source: string, raw: string): Result.Result<LogLevel.LogLevel, string> =>
   isLevel(raw)
-    ? Either.right(LEVELS[raw])
-    : Either.left(`${source}: expected one of ${Object.keys(LEVELS).join(", ")}, got ${JSON.stringify(raw)}`)
+    ? Result.succeed(LEVELS[raw])
+    : Result.fail(`${source}: expected one of ${Object.keys(LEVELS).join(", ")}, got ${JSON.stringify(raw)}`)
 
 /**
  * The name operators type for `level` (`warning`, not `WARN`).
@@ -78,8 +91,8 @@ export const parseLevel = (source: string, raw: string): Either.Either<LogLevel.
  * @category parsing
  */
 export const levelName = (level: LogLevel.LogLevel): string => {
-  for (const [name, value] of Object.entries(LEVELS)) if (value._tag === level._tag) return name
-  return level.label.toLowerCase()
+  for (const [name, value] of Object.entries(LEVELS)) if (value === level) return name
+  return LABELS[level].toLowerCase()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -114,22 +127,23 @@ const rank = (key: string) => {
   return i < 0 ? FIRST.length : i
 }
 
-const entryOf = (options: Logger.Logger.Options<unknown>): Entry => {
-  const parts = Array.isArray(options.message) ? options.message : [options.message]
+const entryOf = (options: Logger.Options<unknown>): Entry => {
+  const parts: ReadonlyArray<unknown> = Array.isArray(options.message) ? options.message : [options.message]
   const fields: Array<readonly [string, unknown]> = []
-  // A HashMap has no order: the usual keys first, the rest by name, so lines read alike.
-  const annotations = HashMap.toEntries(options.annotations).sort(
+  // The usual keys first, the rest by name, so lines read alike whatever order they were added in.
+  const annotations = Object.entries(options.fiber.getRef(References.CurrentLogAnnotations)).sort(
     ([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
   )
   for (const [key, value] of annotations) fields.push([key, value])
   const now = options.date.getTime()
-  for (const span of List.toArray(options.spans)) fields.push([span.label, `${now - span.startTime}ms`])
+  for (const [label, start] of options.fiber.getRef(References.CurrentLogSpans))
+    fields.push([label, `${now - start}ms`])
   return {
     date: options.date,
     level: options.logLevel,
-    fiber: FiberId.threadName(options.fiberId),
+    fiber: `#${options.fiber.id}`,
     message: parts.map(textOf).join(" "),
-    cause: Cause.isEmpty(options.cause) ? undefined : Cause.pretty(options.cause, { renderErrorCause: true }),
+    cause: options.cause.reasons.length === 0 ? undefined : Cause.pretty(options.cause),
     fields
   }
 }
@@ -154,7 +168,7 @@ const logfmtKey = (key: string): string => {
 export const renderLogfmt = (entry: Entry): string => {
   const pairs: Array<string> = [
     `timestamp=${entry.date.toISOString()}`,
-    `level=${entry.level.label}`,
+    `level=${LABELS[entry.level]}`,
     `fiber=${logfmtValue(entry.fiber)}`,
     `message=${logfmtValue(entry.message)}`
   ]
@@ -181,7 +195,7 @@ const jsonValue = (value: unknown): unknown =>
 export const renderJson = (entry: Entry): string => {
   const object: Record<string, unknown> = {
     timestamp: entry.date.toISOString(),
-    level: entry.level.label,
+    level: LABELS[entry.level],
     fiber: entry.fiber,
     message: entry.message
   }
@@ -204,14 +218,14 @@ const paint = (code: string, color: boolean) => (s: string) => (color ? `\x1b[${
 export const renderPretty = (entry: Entry, color: boolean): string => {
   const dim = paint("2", color)
   const levelColor =
-    entry.level._tag === "Error" || entry.level._tag === "Fatal"
+    entry.level === "Error" || entry.level === "Fatal"
       ? "31"
-      : entry.level._tag === "Warning"
+      : entry.level === "Warn"
         ? "33"
-        : entry.level._tag === "Info"
+        : entry.level === "Info"
           ? "32"
           : "2"
-  const level = paint(levelColor, color)(entry.level.label.padEnd(5))
+  const level = paint(levelColor, color)(LABELS[entry.level].padEnd(5))
   const fields = entry.fields.map(
     ([key, value]) => `${dim(`${escapeControl(key)}=`)}${logfmtValue(textOf(value))}`
   )
@@ -267,10 +281,10 @@ export const make = (
 }
 
 /**
- * Replaces the default logger with {@link make}`(format)` at `level`.
+ * Replaces the loggers with {@link make}`(format)` at `level`.
  *
  * @since 0.1.0
  * @category logging
  */
 export const layer = (format: LogFormat, level: LogLevel.LogLevel): Layer.Layer<never> =>
-  Layer.merge(Logger.replace(Logger.defaultLogger, make(format)), Logger.minimumLogLevel(level))
+  Layer.merge(Logger.layer([make(format)]), Layer.succeed(References.MinimumLogLevel, level))

@@ -9,10 +9,10 @@
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as LogLevel from "effect/LogLevel"
+import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Args from "./args.js"
 import { escapeControl } from "./escape.js"
 import * as Help from "./help.js"
@@ -29,8 +29,8 @@ const optionValue = (options: Options, name: string): Option.Option<string> => {
   return typeof value === "string" ? Option.some(value) : Option.none()
 }
 
-const fromEither = <A>(either: Either.Either<A, string>): Effect.Effect<A, CliFailure> =>
-  Either.match(either, { onLeft: (why) => Effect.fail(usageFailure(why)), onRight: Effect.succeed })
+const fromResult = <A>(result: Result.Result<A, string>): Effect.Effect<A, CliFailure> =>
+  Result.match(result, { onFailure: (why) => Effect.fail(usageFailure(why)), onSuccess: Effect.succeed })
 
 /** A number option in `(0, max]`; `integer` for counts. */
 const numberOption = (
@@ -38,9 +38,9 @@ const numberOption = (
   name: string,
   fallback: number,
   limits: { readonly max: number; readonly integer?: boolean }
-): Either.Either<number, string> =>
+): Result.Result<number, string> =>
   Option.match(optionValue(options, name), {
-    onNone: () => Either.right(fallback),
+    onNone: () => Result.succeed(fallback),
     onSome: (raw) => {
       const value = Number(raw)
       const ok =
@@ -50,8 +50,8 @@ const numberOption = (
         value <= limits.max &&
         (limits.integer !== true || Number.isInteger(value))
       return ok
-        ? Either.right(value)
-        : Either.left(
+        ? Result.succeed(value)
+        : Result.fail(
             `--${name}: expected ${limits.integer === true ? "a whole number" : "a number"} above 0 and at most ${limits.max}, got ${JSON.stringify(raw)}`
           )
     }
@@ -61,7 +61,7 @@ const numberOption = (
 const logSettings = (
   options: Options,
   defaultLevel: LogLevel.LogLevel
-): Either.Either<{ readonly format: Log.LogFormat; readonly level: LogLevel.LogLevel }, string> => {
+): Result.Result<{ readonly format: Log.LogFormat; readonly level: LogLevel.LogLevel }, string> => {
   const pick = (flag: string, variable: string) =>
     Option.match(optionValue(options, flag), {
       onSome: (raw) => Option.some([`--${flag}`, raw] as const),
@@ -71,14 +71,14 @@ const logSettings = (
       }
     })
   const format = Option.match(pick("log-format", "QUEEN_MESH_LOG_FORMAT"), {
-    onNone: () => Either.right<Log.LogFormat>("logfmt"),
+    onNone: () => Result.succeed<Log.LogFormat>("logfmt"),
     onSome: ([source, raw]) => Log.parseFormat(source, raw)
   })
   const level = Option.match(pick("log-level", "QUEEN_MESH_LOG_LEVEL"), {
-    onNone: () => Either.right(defaultLevel),
+    onNone: () => Result.succeed(defaultLevel),
     onSome: ([source, raw]) => Log.parseLevel(source, raw)
   })
-  return Either.all({ format, level })
+  return Result.all({ format, level })
 }
 
 /**
@@ -105,8 +105,8 @@ const runCommand = (command: Args.Parsed & { readonly _tag: "Run" }): Effect.Eff
         for (const name of ["interval", "count"]) {
           if (!watching && has(options, name)) return yield* usageFailure(`stats: --${name} needs --watch`)
         }
-        const interval = yield* fromEither(numberOption(options, "interval", 2, { max: 86_400 }))
-        const count = yield* fromEither(numberOption(options, "count", 0, { max: 1e9, integer: true }))
+        const interval = yield* fromResult(numberOption(options, "interval", 2, { max: 86_400 }))
+        const count = yield* fromResult(numberOption(options, "count", 0, { max: 1e9, integer: true }))
         return yield* Stats.run({
           url: positionals[0] ?? Stats.defaultUrl,
           json: has(options, "json"),
@@ -120,7 +120,7 @@ const runCommand = (command: Args.Parsed & { readonly _tag: "Run" }): Effect.Eff
         })
       })
     case "demo":
-      return Effect.flatMap(fromEither(numberOption(options, "duration", 10, { max: 3600 })), (duration) =>
+      return Effect.flatMap(fromResult(numberOption(options, "duration", 10, { max: 3600 })), (duration) =>
         Effect.flatMap(load.demo(), (Demo) => {
           const lane = options.get("lane")
           return Demo.run({
@@ -142,8 +142,8 @@ const defaultLevel = (command: Args.Parsed & { readonly _tag: "Run" }): LogLevel
   command.command !== "demo"
     ? Log.defaultLevel
     : command.options.has("plain") || process.stdout.isTTY !== true
-      ? LogLevel.Warning
-      : LogLevel.Error
+      ? "Warn"
+      : "Error"
 
 const help = (command: Args.Parsed & { readonly _tag: "Help" }) =>
   print(Help.render(command.command, { color: useColor(process.stdout), width: columnsOf(process.stdout) }))
@@ -158,26 +158,26 @@ const help = (command: Args.Parsed & { readonly _tag: "Help" }) =>
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, CliFailure> =>
   Effect.suspend(() => {
     const parsed = Args.parse(argv.slice(2))
-    if (Either.isLeft(parsed)) return Effect.fail(usageFailure(parsed.left))
-    const command = parsed.right
+    if (Result.isFailure(parsed)) return Effect.fail(usageFailure(parsed.failure))
+    const command = parsed.success
     switch (command._tag) {
       case "Help":
         return help(command)
       case "Version":
         return printLine(version)
       case "Run":
-        return Either.match(logSettings(command.options, defaultLevel(command)), {
-          onLeft: (why) => Effect.fail(usageFailure(why)),
-          onRight: ({ format, level }) => runCommand(command).pipe(Effect.provide(Log.layer(format, level)))
+        return Result.match(logSettings(command.options, defaultLevel(command)), {
+          onFailure: (why) => Effect.fail(usageFailure(why)),
+          onSuccess: ({ format, level }) => runCommand(command).pipe(Effect.provide(Log.layer(format, level)))
         })
     }
   }).pipe(
-    Effect.catchAllCause((cause) => {
-      if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
-      const failure = Cause.failureOption(cause)
+    Effect.catchCause((cause) => {
+      if (Cause.hasInterruptsOnly(cause)) return Effect.interrupt
+      const failure = Cause.findErrorOption(cause)
       if (Option.isSome(failure)) {
         const error = failure.value
-        return Effect.zipRight(
+        return Effect.andThen(
           error.message === "" ? Effect.void : Console.error(escapeControl(error.message)),
           Effect.fail(error)
         )
@@ -186,7 +186,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, CliFailur
         .split("\n")
         .map((line) => escapeControl(line))
         .join("\n")
-      return Effect.zipRight(
+      return Effect.andThen(
         Console.error(`queen-mesh: unexpected failure\n${pretty}`),
         Effect.fail(new CliFailure({ code: EXIT_FAILURE, message: "" }))
       )
@@ -201,7 +201,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, CliFailur
  * @category running
  */
 export const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
-  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
-  const failure = Cause.failureOption(exit.cause)
+  if (Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)) return 0
+  const failure = Cause.findErrorOption(exit.cause)
   return failure._tag === "Some" && failure.value instanceof CliFailure ? failure.value.code : EXIT_FAILURE
 }

@@ -6,15 +6,16 @@
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Runtime from "effect/Runtime"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as HotList from "../HotList.js"
 import * as HttpRoutes from "../HttpRoutes.js"
 import * as NodeServer from "../internal/http/nodeServer.js"
@@ -62,13 +63,19 @@ const hostServices = Layer.mergeAll(
   MaintenanceFlags.layer()
 )
 
-const parsedOr = <A>(name: string, fallback: A, parse: (raw: string) => Either.Either<A, string>) =>
-  Config.option(Config.string(name)).pipe(
-    Config.mapOrFail(
+/**
+ * A `ConfigError` whose one line is `message`: effect 4's `ConfigError` wraps a `SchemaError`, whose
+ * issue carries it (as MeshConfig's own errors do).
+ */
+const invalid = (message: string): Config.ConfigError =>
+  new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.InvalidValue({ message })))
+
+const parsedOr = <A>(name: string, fallback: A, parse: (raw: string) => Result.Result<A, string>) =>
+  Config.option(Config.String(name)).pipe(
+    Config.mapEffect(
       Option.match({
-        onNone: () => Either.right(fallback),
-        onSome: (raw) =>
-          Either.mapLeft(parse(raw), (why) => ConfigError.InvalidData([name], `${name}: ${why}`))
+        onNone: () => Effect.succeed(fallback),
+        onSome: (raw) => Effect.fromResult(Result.mapError(parse(raw), (why) => invalid(`${name}: ${why}`)))
       })
     )
   )
@@ -81,13 +88,10 @@ const parsedOr = <A>(name: string, fallback: A, parse: (raw: string) => Either.E
  * @category config
  */
 export const httpConfig: Config.Config<HttpConfig> = Config.all({
-  host: Config.string("QUEEN_MESH_HTTP_HOST").pipe(
-    Config.withDefault(httpDefaults.host),
-    Config.withDescription("address the HTTP routes bind")
-  ),
-  port: parsedOr("QUEEN_MESH_HTTP_PORT", httpDefaults.port, (raw) => MeshConfig.parsePort(raw)).pipe(
-    Config.withDescription("port of the HTTP routes; 0 = ephemeral")
-  )
+  // address the HTTP routes bind
+  host: Config.String("QUEEN_MESH_HTTP_HOST").pipe(Config.withDefault(httpDefaults.host)),
+  // port of the HTTP routes; 0 = ephemeral
+  port: parsedOr("QUEEN_MESH_HTTP_PORT", httpDefaults.port, (raw) => MeshConfig.parsePort(raw))
 })
 
 /**
@@ -101,10 +105,10 @@ export const stdoutBufferConfig: Config.Config<number> = parsedOr(
   "QUEEN_MESH_STDOUT_BUFFER",
   Io.DEFAULT_MAX_PENDING,
   (raw) =>
-    Either.flatMap(MeshConfig.parseCount(raw), (n) =>
-      n >= 1024 ? Either.right(n) : Either.left(`expected at least 1024 bytes, got ${n}`)
+    Result.flatMap(MeshConfig.parseCount(raw), (n) =>
+      n >= 1024 ? Result.succeed(n) : Result.fail(`expected at least 1024 bytes, got ${n}`)
     )
-).pipe(Config.withDescription("bytes of stdout events pending before new ones are dropped"))
+)
 
 /**
  * Whether `QUEEN_MESH_PG_URL` asks for the PostgreSQL lane: set and not empty. Only then is the lane's
@@ -113,7 +117,7 @@ export const stdoutBufferConfig: Config.Config<number> = parsedOr(
  * @since 0.1.0
  * @category config
  */
-export const laneRequested: Config.Config<boolean> = Config.option(Config.string("QUEEN_MESH_PG_URL")).pipe(
+export const laneRequested: Config.Config<boolean> = Config.option(Config.String("QUEEN_MESH_PG_URL")).pipe(
   Config.map(Option.exists((url) => url.trim() !== ""))
 )
 
@@ -130,8 +134,8 @@ export const config = Config.all({
   stdoutBuffer: stdoutBufferConfig,
   pg: laneRequested,
   explicit: Config.all({
-    port: Config.option(Config.string("PORT")).pipe(Config.map(Option.isSome)),
-    advertiseHost: Config.option(Config.string("QUEEN_MESH_ADVERTISE_HOST")).pipe(Config.map(Option.isSome))
+    port: Config.option(Config.String("PORT")).pipe(Config.map(Option.isSome)),
+    advertiseHost: Config.option(Config.String("QUEEN_MESH_ADVERTISE_HOST")).pipe(Config.map(Option.isSome))
   })
 })
 
@@ -227,15 +231,16 @@ export const readCommands = (
   options: Commands.HandleOptions,
   maxLineBytes: number = MAX_LINE_BYTES
 ): Effect.Effect<void> =>
-  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-    Effect.async<void>((resume) => {
+  Effect.flatMap(Effect.context<never>(), (context) =>
+    Effect.callback<void>((resume) => {
       // Lines are handled straight from stdin's data event: a command runs synchronously where it can
       // (a push is one synchronous call of the mesh), with no stream or fiber between stdin and the mesh.
       const splitter = new LineSplitter(maxLineBytes)
-      const runSync = Runtime.runSyncExit(runtime)
+      const runSync = Effect.runForkWith(context)
       const handle = (piece: Piece) => {
         // The common command, a valid push, runs synchronously with no fiber; any other runs as an
-        // effect, and one that has to wait goes on in its own fiber (runSyncExit hands it back as such).
+        // effect in a fiber of its own, which runs synchronously as far as it can (effect 4's
+        // `runForkWith` starts it at once) and, if it has to wait, goes on from there.
         if (piece._tag === "Line" && Commands.unsafeHandleQuick(mesh, piece.text, options)) return
         runSync(
           piece._tag === "Line"
@@ -283,11 +288,15 @@ const recordSignal = (signal: NodeJS.Signals) => {
   stopSignal = signal
 }
 
-/** Records SIGINT/SIGTERM (the runtime itself turns them into an interruption) for the scope's life. */
+/**
+ * Records SIGINT/SIGTERM (the runtime itself turns them into an interruption) for the scope's life.
+ * Ahead of the runtime's own listener: effect 4's interrupts the main fiber within the listener, so
+ * the shutdown line would otherwise be logged before the signal is known.
+ */
 const watchSignals = Effect.acquireRelease(
   Effect.sync(() => {
-    process.on("SIGINT", recordSignal)
-    process.on("SIGTERM", recordSignal)
+    process.prependListener("SIGINT", recordSignal)
+    process.prependListener("SIGTERM", recordSignal)
   }),
   () =>
     Effect.sync(() => {
@@ -305,7 +314,9 @@ const watchSignals = Effect.acquireRelease(
 export const run = (options: NodeOptions): Effect.Effect<never, CliFailure> =>
   Effect.gen(function* () {
     const env = ConfigProvider.fromEnv()
-    const settings = yield* Effect.withConfigProvider(config, env).pipe(Effect.mapError(configFailure))
+    const settings = yield* Effect.provideService(config, ConfigProvider.ConfigProvider, env).pipe(
+      Effect.mapError(configFailure)
+    )
     const lane = settings.pg ? Option.some(yield* loadLane(env)) : Option.none()
     return yield* serve({ ...settings, lane }, options).pipe(
       Effect.annotateLogs({ server_id: settings.mesh.serverId })
@@ -316,7 +327,7 @@ export const run = (options: NodeOptions): Effect.Effect<never, CliFailure> =>
 const loadLane = (env: ConfigProvider.ConfigProvider) =>
   Effect.gen(function* () {
     const Postgres = yield* Effect.promise(() => import("../Postgres.js"))
-    const settings = yield* Effect.withConfigProvider(Postgres.config, env).pipe(
+    const settings = yield* Effect.provideService(Postgres.config, ConfigProvider.ConfigProvider, env).pipe(
       Effect.mapError(configFailure)
     )
     const channel = Option.getOrUndefined(settings.channel)
@@ -326,7 +337,7 @@ const loadLane = (env: ConfigProvider.ConfigProvider) =>
     }
   })
 
-type LoadedLane = Effect.Effect.Success<ReturnType<typeof loadLane>>
+type LoadedLane = Effect.Success<ReturnType<typeof loadLane>>
 
 const serve = (
   settings: {
@@ -366,17 +377,17 @@ const serve = (
     )
 
     // A slow or gone stdout reader is a warning on stderr, never a crash nor unbounded memory.
-    const runtime = yield* Effect.runtime<never>()
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
     Io.stdout.configure({
       maxPending: settings.stdoutBuffer,
       onDropped: (dropped, total) =>
-        Runtime.runFork(runtime)(
+        runFork(
           Effect.logWarning(`dropped ${dropped} stdout events: the reader is slow`).pipe(
             Effect.annotateLogs({ dropped_total: total })
           )
         ),
       onClosed: (error) =>
-        Runtime.runFork(runtime)(
+        runFork(
           Effect.logWarning("stdout is closed: events are no longer printed").pipe(
             Effect.annotateLogs({ error: error.message })
           )
@@ -398,7 +409,7 @@ const serve = (
           : new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh: mesh ${error.message}` })
       )
     )
-    const mesh = yield* Effect.provide(Mesh.Mesh, context)
+    const mesh = Context.get(context, Mesh.Mesh)
 
     // Observe now, print once `listening` is out: no event is lost and none comes first. The observer
     // runs synchronously on the receive path, so a wake reaches stdout in the same turn it arrived;
@@ -426,7 +437,7 @@ const serve = (
         for (const [line, from] of waiting) Io.stdout.writeLine(line, from)
       })
     }
-    yield* Effect.yieldNow()
+    yield* Effect.yieldNow
 
     yield* NodeServer.serve(
       httpServer,

@@ -21,8 +21,13 @@ const frameOf = (site: NodeJS.CallSite, bin: string, mapOf: (file: string) => Mo
   const line = site.getLineNumber()
   const column = site.getColumnNumber()
   if (typeof file !== "string" || line === null || column === null) return text
-  // A module's file is a `file:` URL; a script's (or a module a loader ran as one) is a path.
-  const url = file.startsWith("file:") ? file : file.startsWith("/") ? Url.pathToFileURL(file).href : file
+  // A module's file is a `file:` URL; a script's (or a module a loader ran as one) is a path, with the
+  // query a loader may have added to it (a test runner's module runner does): the same file.
+  const url = file.startsWith("file:")
+    ? file.replace(/[?#].*$/, "")
+    : file.startsWith("/")
+      ? Url.pathToFileURL(file.replace(/\?.*$/, "")).href
+      : file
   if (!url.startsWith(bin)) return text
   const entry = mapOf(url)?.findEntry(line - 1, column - 1)
   if (entry === undefined || !("originalSource" in entry)) return text

@@ -11,14 +11,14 @@
  *
  * @since 0.1.0
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import * as HttpClient from "@effect/platform/HttpClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
+import * as HttpClient from "effect/http/HttpClient"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import type * as SchemaIssue from "effect/SchemaIssue"
 import * as Stream from "effect/Stream"
 import * as HttpRoutes from "../HttpRoutes.js"
 import type * as Membership from "../Membership.js"
@@ -48,10 +48,10 @@ export const defaultUrl = "http://127.0.0.1:6632"
 // ---------------------------------------------------------------------------------------------
 
 /** Every field of a struct, optional: upstream's bodies carry a subset of ours. */
-const optionalFields = <F extends { readonly [key: string]: Schema.Schema.Any }>(
+const optionalFields = <F extends { readonly [key: string]: Schema.Constraint }>(
   fields: F
 ): { readonly [K in keyof F]: Schema.optional<F[K]> } => {
-  const out: Record<string, Schema.optional<Schema.Schema.Any>> = {}
+  const out: Record<string, Schema.optional<Schema.Constraint>> = {}
   for (const [key, field] of Object.entries(fields)) out[key] = Schema.optional(field)
   return out as { readonly [K in keyof F]: Schema.optional<F[K]> }
 }
@@ -145,7 +145,7 @@ export const StatsBody = Schema.Struct({
   servers: Schema.optional(Schema.Array(ServerBody)),
   health: Schema.optional(HealthBody),
   lane: Schema.optional(Schema.NullOr(LaneBody)),
-  rejections: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  rejections: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
   inbound: Schema.optional(Schema.Struct(optionalFields(MeshStats.InboundStats.fields))),
   ...optionalFields(StatsExtras.fields)
 })
@@ -162,7 +162,31 @@ const MAX_BODY = 8 * 1024 * 1024
 /** The reason of `GET /api/v1/system/shared-state`, which is not a mesh view. */
 const SHARED_STATE_REASON = "single_node_segments_broker"
 
-const decodeBody = Schema.decodeUnknownEither(StatsBody, { errors: "first" })
+const decodeBody = Schema.decodeUnknownResult(StatsBody, { errors: "first" })
+
+/** The first issue of a decode, with its path, and whether it is a missing field. */
+const firstIssue = (
+  issue: SchemaIssue.Issue,
+  path: ReadonlyArray<PropertyKey> = []
+): {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly missing: boolean
+} => {
+  switch (issue._tag) {
+    case "Pointer":
+      return firstIssue(issue.issue, [...path, ...issue.path])
+    case "Filter":
+    case "Encoding":
+      return firstIssue(issue.issue, path)
+    case "Composite":
+    case "AnyOf": {
+      const first = issue.issues[0]
+      return first === undefined ? { path, missing: false } : firstIssue(first, path)
+    }
+    default:
+      return { path, missing: issue._tag === "MissingKey" }
+  }
+}
 
 /**
  * Decodes a response body; the failure is one short line.
@@ -170,26 +194,26 @@ const decodeBody = Schema.decodeUnknownEither(StatsBody, { errors: "first" })
  * @since 0.1.0
  * @category decoding
  */
-export const decode = (body: string): Either.Either<StatsBody, string> => {
+export const decode = (body: string): Result.Result<StatsBody, string> => {
   let json: unknown
   try {
     json = JSON.parse(body)
   } catch {
-    return Either.left("not a stats body: not JSON")
+    return Result.fail("not a stats body: not JSON")
   }
-  return Either.flatMap(
-    Either.mapLeft(decodeBody(json), (error) => {
-      const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-      const where = issue === undefined || issue.path.length === 0 ? "" : `${issue.path.join(".")} `
-      const what = issue?._tag === "Missing" ? "is missing" : "has an unexpected type"
+  return Result.flatMap(
+    Result.mapError(decodeBody(json), (error) => {
+      const issue = firstIssue(error.issue)
+      const where = issue.path.length === 0 ? "" : `${issue.path.map(String).join(".")} `
+      const what = issue.missing ? "is missing" : "has an unexpected type"
       return `not a stats body: ${where}${what}`
     }),
     (stats) =>
       !stats.enabled && stats.reason === SHARED_STATE_REASON
-        ? Either.left(
+        ? Result.fail(
             `this is the shared-state route ("${SHARED_STATE_REASON}"), not the mesh stats; try ${HttpRoutes.paths.sharedStateStats}`
           )
-        : Either.right(stats)
+        : Result.succeed(stats)
   )
 }
 
@@ -208,9 +232,9 @@ const HOSTNAME = new RegExp(`^(?:\\[[0-9a-f:.]+\\]|${LABEL}(?:\\.${LABEL})*\\.?)
  * @since 0.1.0
  * @category parsing
  */
-export const statsUrl = (raw: string): Either.Either<URL, string> => {
+export const statsUrl = (raw: string): Result.Result<URL, string> => {
   const input = raw.trim()
-  const bad = (why: string) => Either.left(`${safeJson(raw)} is not a URL: ${why}`)
+  const bad = (why: string) => Result.fail(`${safeJson(raw)} is not a URL: ${why}`)
   if (input === "") return bad("it is empty")
   // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting them is the point
   if (/[\s\u0000-\u001f\u007f-\u009f]/.test(input)) return bad("it contains spaces or control characters")
@@ -229,7 +253,7 @@ export const statsUrl = (raw: string): Either.Either<URL, string> => {
   if (!HOSTNAME.test(url.hostname)) return bad(`${safeJson(url.hostname)} is not a host name or address`)
   if (url.username !== "" || url.password !== "") return bad("credentials are not supported")
   if (url.pathname === "/" || url.pathname === "") url.pathname = HttpRoutes.paths.sharedStateStats
-  return Either.right(url)
+  return Result.succeed(url)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,10 +559,21 @@ export const fetchSample = (url: URL): Effect.Effect<Sample, CliFailure> => {
     new CliFailure({ code: EXIT_FAILURE, message: `queen-mesh stats: ${url.href}: ${why}` })
   return Effect.gen(function* () {
     const response = yield* HttpClient.get(url).pipe(
-      Effect.catchTag("RequestError", (error) =>
-        Effect.fail(failed(escapeControl(causeMessage(error.cause))))
-      ),
-      Effect.catchTag("ResponseError", (error) => Effect.fail(failed(escapeControl(error.message))))
+      Effect.catchTag("HttpClientError", (error) => {
+        const reason = error.reason
+        // A request that never got an answer says why (the socket's error); an answer, what was wrong.
+        return Effect.fail(
+          failed(
+            escapeControl(
+              reason._tag === "TransportError" ||
+                reason._tag === "EncodeError" ||
+                reason._tag === "InvalidUrlError"
+                ? causeMessage(reason.cause ?? reason.message)
+                : reason.message
+            )
+          )
+        )
+      })
     )
     // Read at most MAX_BODY bytes: whatever answers on that port is not trusted to stop.
     const parts: Array<Uint8Array> = []
@@ -554,15 +589,15 @@ export const fetchSample = (url: URL): Effect.Effect<Sample, CliFailure> => {
     )
     const raw = Buffer.concat(parts).toString("utf8")
     if (response.status !== 200) return yield* failed(`answered ${response.status}: ${snippet(raw)}`)
-    const stats = yield* Either.match(decode(raw), {
-      onLeft: (why) => Effect.fail(failed(why)),
-      onRight: Effect.succeed
+    const stats = yield* Result.match(decode(raw), {
+      onFailure: (why) => Effect.fail(failed(why)),
+      onSuccess: Effect.succeed
     })
     return { raw, stats, at: Date.now() }
   }).pipe(
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: Duration.seconds(5),
-      onTimeout: () => failed("no complete answer in 5 s")
+      orElse: () => Effect.fail(failed("no complete answer in 5 s"))
     }),
     Effect.scoped,
     Effect.provide(FetchHttpClient.layer)
@@ -732,9 +767,11 @@ export const watch = (url: URL, options: WatchOptions, screen: Screen): Effect.E
           else screen.write(`${plainLine(sample, r)}\n`)
         }
       }),
-      Effect.tap(() => {
-        taken++
-      })
+      Effect.tap(() =>
+        Effect.sync(() => {
+          taken++
+        })
+      )
     )
     const more = () => Option.match(options.count, { onNone: () => true, onSome: (n) => taken < n })
     return Effect.gen(function* () {
@@ -769,9 +806,10 @@ export interface StatsOptions {
  */
 export const run = (options: StatsOptions): Effect.Effect<void, CliFailure> =>
   Effect.gen(function* () {
-    const url = yield* Either.match(statsUrl(options.url), {
-      onLeft: (why) => Effect.fail(new CliFailure({ code: EXIT_USAGE, message: `queen-mesh stats: ${why}` })),
-      onRight: Effect.succeed
+    const url = yield* Result.match(statsUrl(options.url), {
+      onFailure: (why) =>
+        Effect.fail(new CliFailure({ code: EXIT_USAGE, message: `queen-mesh stats: ${why}` })),
+      onSuccess: Effect.succeed
     })
     if (Option.isSome(options.watch)) return yield* watch(url, options.watch.value, processScreen())
     const sample = yield* fetchSample(url)

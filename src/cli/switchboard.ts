@@ -13,7 +13,6 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import { TransportError } from "../MeshError.js"
 import * as Resolver from "../Resolver.js"
@@ -42,7 +41,7 @@ export interface SwitchboardOptions {
   /** Where everything listens and dials. Default `127.0.0.1`. */
   readonly host?: string
   /** How long a dial waits for its target to start listening, or for a cut to heal. Default 5 seconds. */
-  readonly awaitListen?: Duration.DurationInput
+  readonly awaitListen?: Duration.Input
 }
 
 interface Tracked {
@@ -57,7 +56,7 @@ interface Tracked {
 export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboard> =>
   Effect.gen(function* () {
     const host = options.host ?? "127.0.0.1"
-    const awaitListen = Duration.decode(options.awaitListen ?? "5 seconds")
+    const awaitListen = Duration.fromInputUnsafe(options.awaitListen ?? "5 seconds")
     const names = yield* Resolver.makeRegistry()
     const tcp = TcpTransport.make({ resolver: names })
     const listening = new Map<string, Deferred.Deferred<number>>()
@@ -69,7 +68,7 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
     const listenerOf = (name: string) => {
       let deferred = listening.get(name)
       if (deferred === undefined) {
-        deferred = Deferred.unsafeMake<number>(FiberId.none)
+        deferred = Deferred.makeUnsafe<number>()
         listening.set(name, deferred)
       }
       return deferred
@@ -82,7 +81,7 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
         live.add(entry)
         // Connected just as its node was cut: it is on the wrong side of the partition already.
         if (nodes.some((node) => cutOff.has(node)))
-          Deferred.unsafeDone(broken, Effect.fail(linkCut(nodes[0]!)))
+          Deferred.doneUnsafe(broken, Effect.fail(linkCut(nodes[0]!)))
         const wrapped: Connection = {
           remoteAddress: connection.remoteAddress,
           read: (onChunk) => Effect.raceFirst(connection.read(onChunk), Deferred.await(broken)),
@@ -105,7 +104,7 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
     const healed = (a: string, b: string): Effect.Effect<void> =>
       Effect.suspend(() => {
         const blocking = cutOff.get(a) ?? cutOff.get(b)
-        return blocking === undefined ? Effect.void : Effect.zipRight(Deferred.await(blocking), healed(a, b))
+        return blocking === undefined ? Effect.void : Effect.andThen(Deferred.await(blocking), healed(a, b))
       })
 
     const transportFor = (name: string): TransportShape => ({
@@ -126,10 +125,16 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
       dial: (target, targetPort) =>
         Effect.gen(function* () {
           yield* healed(name, target).pipe(
-            Effect.timeoutFail({ duration: awaitListen, onTimeout: () => refused(target, "link cut") })
+            Effect.timeoutOrElse({
+              duration: awaitListen,
+              orElse: () => Effect.fail(refused(target, "link cut"))
+            })
           )
           yield* Deferred.await(listenerOf(target)).pipe(
-            Effect.timeoutFail({ duration: awaitListen, onTimeout: () => refused(target, "not listening") })
+            Effect.timeoutOrElse({
+              duration: awaitListen,
+              orElse: () => Effect.fail(refused(target, "not listening"))
+            })
           )
           // By name: the registry resolves it to the port the target bound.
           const connection = yield* tcp.dial(target, targetPort)
@@ -141,7 +146,7 @@ export const make = (options: SwitchboardOptions = {}): Effect.Effect<Switchboar
 
     const cut = (name: string) =>
       Effect.suspend(() => {
-        if (!cutOff.has(name)) cutOff.set(name, Deferred.unsafeMake<void>(FiberId.none))
+        if (!cutOff.has(name)) cutOff.set(name, Deferred.makeUnsafe<void>())
         const reason = linkCut(name)
         return Effect.forEach(
           [...live].filter((entry) => entry.nodes.includes(name)),

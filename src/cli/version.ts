@@ -6,10 +6,10 @@
  * @since 0.1.0
  */
 import { readFileSync } from "node:fs"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 
-const PackageJson = Schema.parseJson(Schema.Struct({ name: Schema.String, version: Schema.String }))
+const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))
 
 /** The package's root is at most this many directories above this module. */
 const LEVELS = 4
@@ -24,9 +24,9 @@ const read = (): string => {
       text = undefined
     }
     if (text !== undefined) {
-      const found = Either.match(Schema.decodeUnknownEither(PackageJson)(text), {
-        onLeft: () => undefined,
-        onRight: (pkg) => (pkg.name === "queen-mesh" ? pkg.version : undefined)
+      const found = Result.match(Schema.decodeUnknownResult(PackageJson)(text), {
+        onFailure: () => undefined,
+        onSuccess: (pkg) => (pkg.name === "queen-mesh" ? pkg.version : undefined)
       })
       if (found !== undefined) return found
     }

@@ -67,7 +67,7 @@ export interface Options<A> {
 
 /** The stream's bytes: `data: {"events":[...],"dropped":n}` messages. */
 export const eventStream = <A>(mesh: MeshShape, options: Options<A>): Stream.Stream<Uint8Array> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.gen(function* () {
       const { places } = options
       const open = yield* Effect.acquireRelease(
@@ -97,7 +97,7 @@ export const eventStream = <A>(mesh: MeshShape, options: Options<A>): Stream.Str
       )
       // The first bytes send the headers, so the page knows at once that the stream is open.
       return Stream.concat(Stream.make(encoder.encode("retry: 1000\n\n")), ticks).pipe(
-        Stream.interruptAfter(options.lifetime)
+        Stream.interruptWhen(Effect.sleep(options.lifetime))
       )
     })
   )

@@ -1,19 +1,19 @@
 /**
  * The one shape of every background loop of the mesh (liveness monitor, hot-list flush, heartbeats,
- * the waker's reaper, the metrics sync): the work, `catchAllCause` to a logged error so a defect never
+ * the waker's reaper, the metrics sync): the work, `catchCause` to a logged error so a defect never
  * stops the loop for the life of the process, then the loop's pause, annotated with its module, forked
  * into the owning scope and interruptible.
  *
- * `LoopFaults` is the seam the tests use to prove that: set in the `loopFaults` FiberRef while a node
- * is built, it makes the next iterations of a named loop die with a defect before their work, and
- * counts the defects each loop caught. A loop reads the FiberRef once, when it is forked.
+ * `LoopFaults` is the seam the tests use to prove that: provided as the `loopFaults` reference while a
+ * node is built, it makes the next iterations of a named loop die with a defect before their work, and
+ * counts the defects each loop caught. A loop reads the reference once, when it is forked.
  *
  * @internal
  */
-import * as Duration from "effect/Duration"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import type * as Scope from "effect/Scope"
 
 /** Defects to inject into named loops, and the defects they caught (tests only). */
@@ -47,13 +47,13 @@ export class LoopFaults {
 }
 
 /** The faults loops forked under it inject and count; none in production. */
-export const loopFaults: FiberRef.FiberRef<LoopFaults | undefined> = FiberRef.unsafeMake<
+export const loopFaults: Context.Reference<LoopFaults | undefined> = Context.Reference<
   LoopFaults | undefined
->(undefined)
+>("queen-mesh/internal/loopFaults", { defaultValue: () => undefined })
 
 export interface LoopOptions {
   /** The pause after each iteration: fixed, or computed after the work. Default: none. */
-  readonly sleep?: Duration.DurationInput | (() => Duration.DurationInput)
+  readonly sleep?: Duration.Input | (() => Duration.Input)
   /** Waits before each iteration (e.g. until there is work), instead of or beside `sleep`. */
   readonly before?: Effect.Effect<void>
   readonly annotations?: Readonly<Record<string, unknown>>
@@ -64,35 +64,34 @@ export const loop = <R>(
   name: string,
   work: Effect.Effect<void, never, R>,
   options: LoopOptions = {}
-): Effect.Effect<Fiber.RuntimeFiber<never>, never, Scope.Scope | R> => {
+): Effect.Effect<Fiber.Fiber<never>, never, Scope.Scope | R> => {
+  const sleep = options.sleep
   const pause =
-    options.sleep === undefined
+    sleep === undefined
       ? Effect.void
-      : typeof options.sleep === "function"
-        ? Effect.suspend(() =>
-            Effect.sleep(Duration.decode((options.sleep as () => Duration.DurationInput)()))
-          )
-        : Effect.sleep(options.sleep)
-  return Effect.flatMap(FiberRef.get(loopFaults), (faults) => {
+      : typeof sleep === "function"
+        ? Effect.suspend(() => Effect.sleep(sleep()))
+        : Effect.sleep(sleep)
+  return Effect.flatMap(Effect.service(loopFaults), (faults) => {
     const iteration = (
       faults === undefined
         ? work
-        : Effect.zipRight(
+        : Effect.andThen(
             Effect.suspend(() =>
-              faults.next(name) ? Effect.dieMessage(`injected defect in loop ${name}`) : Effect.void
+              faults.next(name) ? Effect.die(new Error(`injected defect in loop ${name}`)) : Effect.void
             ),
             work
           )
     ).pipe(
-      Effect.catchAllCause((cause) =>
-        Effect.zipRight(
+      Effect.catchCause((cause) =>
+        Effect.andThen(
           Effect.sync(() => faults?.record(name)),
           Effect.logError(`background loop ${name} failed; it carries on`, cause)
         )
       )
     )
-    const body = options.before === undefined ? iteration : Effect.zipRight(options.before, iteration)
-    return Effect.forever(Effect.zipRight(body, pause))
+    const body = options.before === undefined ? iteration : Effect.andThen(options.before, iteration)
+    return Effect.forever(Effect.andThen(body, pause))
   }).pipe(
     Effect.annotateLogs({ module: name, ...options.annotations }),
     Effect.interruptible,

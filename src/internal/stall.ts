@@ -15,7 +15,6 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { yieldToEventLoop } from "./wire/batchScan.js"
@@ -28,22 +27,22 @@ export const caughtUp = (due: number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (now - due > LATE_MILLIS ? yieldToEventLoop : Effect.void))
 
 /** `Effect.sleep` for a check that judges silence: a wake-up late past `LATE_MILLIS` reads pending I/O first. */
-export const sleep = (duration: Duration.DurationInput): Effect.Effect<void> =>
+export const sleep = (duration: Duration.Input): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (start) =>
-    Effect.zipRight(Effect.sleep(duration), caughtUp(start + Duration.toMillis(Duration.decode(duration))))
+    Effect.andThen(Effect.sleep(duration), caughtUp(start + Duration.toMillis(duration)))
   )
 
 /**
- * `Effect.timeoutFail` for an answer awaited from elsewhere (the lane's checks): the deadline is judged
- * only once what arrived while this process was held up has been read, and, given `busy`, only after a
- * whole window in which the other side delivered nothing.
+ * `Effect.timeoutOrElse` failing with `onTimeout()`, for an answer awaited from elsewhere (the lane's
+ * checks): the deadline is judged only once what arrived while this process was held up has been read,
+ * and, given `busy`, only after a whole window in which the other side delivered nothing.
  */
 export const within =
-  <E2>(duration: Duration.DurationInput, onTimeout: () => E2, busy?: Busy) =>
+  <E2>(duration: Duration.Input, onTimeout: () => E2, busy?: Busy) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | E2, R> =>
     Effect.raceFirst(
       effect,
-      Effect.zipRight(
+      Effect.andThen(
         quiet(duration, busy),
         Effect.suspend(() => Effect.fail(onTimeout()))
       )
@@ -60,7 +59,7 @@ export interface Busy {
 }
 
 /** Sleeps `duration`, and again while `busy` says the awaited side is still delivering. */
-const quiet = (duration: Duration.DurationInput, busy: Busy | undefined): Effect.Effect<void> =>
+const quiet = (duration: Duration.Input, busy: Busy | undefined): Effect.Effect<void> =>
   busy === undefined
     ? sleep(duration)
     : Effect.suspend(() => {
@@ -76,7 +75,8 @@ const quiet = (duration: Duration.DurationInput, busy: Busy | undefined): Effect
         return again
       })
 
-const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+/** The runtime's own clock: the `Clock` reference's default, which every fiber reads unless given another. */
+const liveClock = Context.get(Context.empty(), Clock.Clock)
 
 /**
  * Whether `clock` is the runtime's own: its sleeps are Node's timers, so a check can arm one directly
@@ -90,10 +90,10 @@ export const isLive = (clock: Clock.Clock): boolean => clock === liveClock
  * after one turn of the event loop. Returns the function that cancels it (harmless once it has run).
  */
 export const after = (clock: Clock.Clock, millis: number, run: () => void): (() => void) => {
-  const due = clock.unsafeCurrentTimeMillis() + millis
+  const due = clock.currentTimeMillisUnsafe() + millis
   let immediate: ReturnType<typeof setImmediate> | undefined
   const timer = setTimeout(() => {
-    if (clock.unsafeCurrentTimeMillis() - due > LATE_MILLIS) immediate = setImmediate(run)
+    if (clock.currentTimeMillisUnsafe() - due > LATE_MILLIS) immediate = setImmediate(run)
     else run()
   }, millis)
   return () => {
@@ -109,15 +109,15 @@ export const after = (clock: Clock.Clock, millis: number, run: () => void): (() 
  * one timer (`Silences`), with no fiber woken until it completes.
  */
 export const until = (remaining: (now: number) => number): Effect.Effect<void> =>
-  Effect.flatMap(Effect.clock, (clock) => {
+  Clock.clockWith((clock) => {
     if (!isLive(clock)) {
       const check: Effect.Effect<void> = Effect.suspend(() => {
-        const left = remaining(clock.unsafeCurrentTimeMillis())
-        return left <= 0 ? Effect.void : Effect.zipRight(sleep(Duration.millis(left)), check)
+        const left = remaining(clock.currentTimeMillisUnsafe())
+        return left <= 0 ? Effect.void : Effect.andThen(sleep(Duration.millis(left)), check)
       })
       return check
     }
-    return Effect.async<void>((resume) => silences.wait(remaining, resume))
+    return Effect.callback<void>((resume) => silences.wait(remaining, resume))
   })
 
 /** A wait of `until` on the live clock: when it was last asked to be judged again. */
@@ -143,12 +143,12 @@ class Silences {
     remaining: (now: number) => number,
     resume: (effect: Effect.Effect<void>) => void
   ): Effect.Effect<void> {
-    const left = remaining(liveClock.unsafeCurrentTimeMillis())
+    const left = remaining(liveClock.currentTimeMillisUnsafe())
     if (left <= 0) {
       resume(Effect.void)
       return Effect.void
     }
-    const silence: Silence = { remaining, resume, due: liveClock.unsafeCurrentTimeMillis() + left }
+    const silence: Silence = { remaining, resume, due: liveClock.currentTimeMillisUnsafe() + left }
     this.waiting.add(silence)
     if (silence.due < this.armedFor) this.arm(silence.due)
     return Effect.sync(() => {
@@ -163,14 +163,14 @@ class Silences {
     this.cancel = undefined
     this.armedFor = due
     if (due === Number.POSITIVE_INFINITY) return
-    this.cancel = after(liveClock, Math.max(0, due - liveClock.unsafeCurrentTimeMillis()), this.judge)
+    this.cancel = after(liveClock, Math.max(0, due - liveClock.currentTimeMillisUnsafe()), this.judge)
   }
 
   /** Every wait asked again: the silent ones complete, the others are due later; then the next timer. */
   private readonly judge = (): void => {
     this.cancel = undefined
     this.armedFor = Number.POSITIVE_INFINITY
-    const now = liveClock.unsafeCurrentTimeMillis()
+    const now = liveClock.currentTimeMillisUnsafe()
     let next = Number.POSITIVE_INFINITY
     for (const silence of [...this.waiting]) {
       let left: number

@@ -3,7 +3,8 @@
  * carries on doing its work.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Option, TestClock } from "effect"
+import { Duration, Effect, Option } from "effect"
+import { TestClock } from "effect/testing"
 import { LoopFaults, loop, loopFaults } from "../../src/internal/loop.js"
 import * as MeshTest from "../../src/MeshTest.js"
 import { active } from "../fixtures/memory.js"
@@ -11,7 +12,7 @@ import { active } from "../fixtures/memory.js"
 const config = { heartbeatInterval: Duration.millis(500), deadThreshold: Duration.seconds(2) }
 
 describe("background loops", () => {
-  it.scoped("a loop survives a defect and keeps its schedule", () =>
+  it.effect("a loop survives a defect and keeps its schedule", () =>
     Effect.gen(function* () {
       let runs = 0
       const faults = new LoopFaults()
@@ -22,7 +23,7 @@ describe("background loops", () => {
           runs++
         }),
         { sleep: "1 second" }
-      ).pipe(Effect.locally(loopFaults, faults))
+      ).pipe(Effect.provideService(loopFaults, faults))
       yield* MeshTest.settle
       for (let i = 0; i < 4; i++) {
         yield* TestClock.adjust("1 second")
@@ -33,12 +34,12 @@ describe("background loops", () => {
     })
   )
 
-  it.scoped("liveness: a defect in the monitor does not stop peers turning dead", () =>
+  it.effect("liveness: a defect in the monitor does not stop peers turning dead", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const faults = new LoopFaults()
       const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config }).pipe(
-        Effect.locally(loopFaults, faults)
+        Effect.provideService(loopFaults, faults)
       )
       const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config })
       yield* MeshTest.settleUntil(MeshTest.hears(b, 1))
@@ -54,13 +55,13 @@ describe("background loops", () => {
     })
   )
 
-  it.scoped("hot-list flush: a defect in one flush does not stop the next", () =>
+  it.effect("hot-list flush: a defect in one flush does not stop the next", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const faults = new LoopFaults()
       const b = yield* MeshTest.node(network, { serverId: "b", peers: ["a"], config })
       const a = yield* MeshTest.node(network, { serverId: "a", peers: ["b"], config }).pipe(
-        Effect.locally(loopFaults, faults)
+        Effect.provideService(loopFaults, faults)
       )
       yield* MeshTest.settleUntil(MeshTest.linked(a))
       faults.inject("HotListFlush", 1)
@@ -76,12 +77,12 @@ describe("background loops", () => {
     })
   )
 
-  it.scoped("metrics sync: a defect in one sync does not stop the next", () =>
+  it.effect("metrics sync: a defect in one sync does not stop the next", () =>
     Effect.gen(function* () {
       const network = yield* MeshTest.network
       const faults = new LoopFaults()
       const a = yield* MeshTest.node(network, { serverId: "metrics-a", peers: ["nobody"], config }).pipe(
-        Effect.locally(loopFaults, faults)
+        Effect.provideService(loopFaults, faults)
       )
       faults.inject("MeshMetrics", 1)
       yield* TestClock.adjust("2 seconds")

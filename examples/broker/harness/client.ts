@@ -15,7 +15,7 @@ export const PopAnswer = Schema.Struct({
       deliveries: Schema.Number
     })
   ),
-  wake: Schema.Literal("none", "woken", "timeout", "shutdown")
+  wake: Schema.Literals(["none", "woken", "timeout", "shutdown"])
 })
 export type PopAnswer = typeof PopAnswer.Type
 
@@ -27,7 +27,7 @@ export const BrokerStats = Schema.Struct({
   released: Schema.Number,
   claims: Schema.Number,
   parked: Schema.Number,
-  waits: Schema.Record({ key: Schema.String, value: Schema.Number })
+  waits: Schema.Record(Schema.String, Schema.Number)
 })
 export type BrokerStats = typeof BrokerStats.Type
 
@@ -118,13 +118,13 @@ export class BrokerClient {
     })
   }
 
-  private async expect<A, I>(
-    schema: Schema.Schema<A, I>,
+  private async expect<S extends Schema.ConstraintDecoder<unknown>>(
+    schema: S,
     method: string,
     path: string,
     body?: unknown,
     timeoutMs?: number
-  ): Promise<A> {
+  ): Promise<S["Type"]> {
     const answer = await this.request(method, path, body, timeoutMs)
     if (answer.status < 200 || answer.status >= 300)
       throw new HttpStatusError(answer.status, JSON.stringify(answer.body), path)

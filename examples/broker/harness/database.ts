@@ -42,7 +42,7 @@ export const startServer = async (options: {
       ...(options.settings === undefined ? {} : { settings: options.settings })
     }).pipe(
       Effect.tap((server) => server.start),
-      Scope.extend(scope)
+      Scope.provide(scope)
     )
   )
   if (Exit.isFailure(started)) {

@@ -16,7 +16,7 @@ export const defaultEntry = fileURLToPath(new URL("../main.js", import.meta.url)
 /** Ports named before their servers bind them, below the ephemeral range (`src/internal/ports.ts`). */
 export { freePort }
 
-const Listening = Schema.parseJson(
+const Listening = Schema.fromJsonString(
   Schema.Struct({ listening: Schema.Struct({ http: Schema.Number, mesh: Schema.NullOr(Schema.Number) }) })
 )
 
@@ -109,12 +109,12 @@ export class Replica {
           }
           keep(line)
           if (!line.startsWith('{"listening"')) continue
-          const ready = Schema.decodeUnknownEither(Listening)(line)
-          if (ready._tag === "Left") continue
+          const ready = Schema.decodeUnknownResult(Listening)(line)
+          if (ready._tag === "Failure") continue
           clearTimeout(timer)
-          const client = new BrokerClient("127.0.0.1", ready.right.listening.http)
+          const client = new BrokerClient("127.0.0.1", ready.success.listening.http)
           resolve(
-            new Replica(options.name, child, client, ready.right.listening.mesh, exited, output, listeners)
+            new Replica(options.name, child, client, ready.success.listening.mesh, exited, output, listeners)
           )
         }
       })

@@ -1,5 +1,5 @@
 /**
- * Serves an `HttpApp` on a `node:http` server: each request is handed to the app as the platform's
+ * Serves an HTTP effect (an app: a response for the `HttpServerRequest` in context) on a `node:http` server: each request is handed to the app as the platform's
  * request made from a web `Request` (`HttpServerRequest.fromWeb`), and the response is written back
  * directly when its body is in memory (one `end`, no web `Response` or stream between: a stats poll
  * is then a fraction of what it was), or streamed with the socket's back-pressure when it is a stream.
@@ -16,15 +16,14 @@
  */
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
-import * as Cookies from "@effect/platform/Cookies"
-import * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpBody from "@effect/platform/HttpBody"
-import { clientAbortFiberId, ServeError } from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Runtime from "effect/Runtime"
+import * as Cookies from "effect/http/Cookies"
+import type * as HttpBody from "effect/http/HttpBody"
+import * as HttpEffect from "effect/http/HttpEffect"
+import { ClientAbort, ServeError } from "effect/http/HttpServerError"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import type * as Scope from "effect/Scope"
 
 /** Where the server listens; port 0 asks for an ephemeral one. */
@@ -38,9 +37,9 @@ export interface ListenAt {
  * open connections are closed with it (an open event stream would otherwise hold the server).
  */
 export const listen = (server: Http.Server, at: ListenAt): Effect.Effect<number, ServeError, Scope.Scope> =>
-  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+  Effect.flatMap(Effect.context<never>(), (context) =>
     Effect.acquireRelease(
-      Effect.async<number, ServeError>((resume) => {
+      Effect.callback<number, ServeError>((resume) => {
         const onError = (cause: Error) => {
           server.close()
           resume(Effect.fail(new ServeError({ cause })))
@@ -51,7 +50,7 @@ export const listen = (server: Http.Server, at: ListenAt): Effect.Effect<number,
           // A later server error (an accept failure) is logged and must not crash the process; a
           // connection's own errors are the server's `clientError`.
           server.on("error", (cause) => {
-            Runtime.runFork(runtime)(
+            Effect.runForkWith(context)(
               Effect.logWarning("HTTP server error").pipe(
                 Effect.annotateLogs({
                   module: "HttpRoutes",
@@ -67,7 +66,7 @@ export const listen = (server: Http.Server, at: ListenAt): Effect.Effect<number,
         return Effect.sync(() => server.close())
       }),
       () =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           server.close(() => resume(Effect.void))
           server.closeAllConnections()
         })
@@ -75,21 +74,27 @@ export const listen = (server: Http.Server, at: ListenAt): Effect.Effect<number,
   )
 
 /**
- * Answers every request of `server` with `app`, run in the current runtime, until the scope closes.
+ * Answers every request of `server` with `app`, run with the current services, until the scope closes.
+ * `app` runs interruptibly, so a client that goes away stops it (effect 4 runs a handled app
+ * uninterruptibly unless told).
  */
 export const serve = <E, R>(
   server: Http.Server,
-  app: HttpApp.Default<E, R | Scope.Scope>
+  app: Effect.Effect<
+    HttpServerResponse.HttpServerResponse,
+    E,
+    R | HttpServerRequest.HttpServerRequest | Scope.Scope
+  >
 ): Effect.Effect<void, never, R | Scope.Scope> =>
-  Effect.flatMap(Effect.runtime<R>(), (runtime) => {
+  Effect.flatMap(Effect.context<R>(), (services) => {
     // Each request's Node response, found again from the platform's request once the app answered.
     const pending = new WeakMap<HttpServerRequest.HttpServerRequest, Pending>()
-    const handled = HttpApp.toHandled(app, (request, answered) =>
+    const handled = HttpEffect.toHandled(Effect.interruptible(app), (request, answered) =>
       Effect.sync(() => {
         const to = pending.get(request)
         if (to === undefined) return
         pending.delete(request)
-        respond(runtime, to.withoutBody, answered, to.response)
+        respond(services, to.withoutBody, answered, to.response)
       })
     )
     const onRequest = (request: Http.IncomingMessage, response: Http.ServerResponse) => {
@@ -100,11 +105,11 @@ export const serve = <E, R>(
       }
       const serverRequest = HttpServerRequest.fromWeb(web)
       pending.set(serverRequest, { response, withoutBody: request.method === "HEAD" })
-      const context = Context.add(runtime.context, HttpServerRequest.HttpServerRequest, serverRequest)
-      const fiber = Runtime.runFork(Runtime.make({ ...runtime, context }))(handled)
+      const context = Context.add(services, HttpServerRequest.HttpServerRequest, serverRequest)
+      const fiber = Effect.runForkWith(context)(handled)
       // A client that goes away before its response is finished interrupts the request's fiber.
       response.once("close", () => {
-        if (!response.writableFinished) fiber.unsafeInterruptAsFork(clientAbortFiberId)
+        if (!response.writableFinished) fiber.interruptUnsafe(undefined, ClientAbort.annotation)
       })
       fiber.addObserver(() => {
         // Still pending: only a defect past the platform's own error handling leaves a request unanswered.
@@ -149,14 +154,17 @@ const toWeb = (request: Http.IncomingMessage): Request | undefined => {
  * of it, streamed with the socket's back-pressure.
  */
 const respond = <R>(
-  runtime: Runtime.Runtime<R>,
+  services: Context.Context<R>,
   withoutBody: boolean,
   answered: HttpServerResponse.HttpServerResponse,
   response: Http.ServerResponse
 ): void => {
   const inMemory = buffered(answered.body)
   if (inMemory === undefined) {
-    const web = HttpServerResponse.toWeb(HttpApp.unsafeEjectStreamScope(answered), { withoutBody, runtime })
+    const web = HttpServerResponse.toWeb(HttpEffect.scopeTransferToStream(answered), {
+      withoutBody,
+      context: services
+    })
     if (response.destroyed) {
       web.body?.cancel().catch(() => {})
       return

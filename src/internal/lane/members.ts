@@ -43,7 +43,7 @@ export class LaneMembers {
   ) {}
 
   heard(serverId: string, epoch: string): void {
-    const now = this.clock.unsafeCurrentTimeMillis()
+    const now = this.clock.currentTimeMillisUnsafe()
     const known = this.table.get(serverId)
     if (known !== undefined) {
       this.table.delete(serverId)
@@ -89,7 +89,7 @@ export class LaneMembers {
 
   /** Members silent past the dead threshold turn dead; past `forgetAfter`, they are forgotten. */
   readonly sweep: Effect.Effect<void> = Effect.sync(() => {
-    const now = this.clock.unsafeCurrentTimeMillis()
+    const now = this.clock.currentTimeMillisUnsafe()
     for (const [serverId, member] of this.table) {
       const silent = now - member.lastSeen
       if (member.alive && silent > this.deadMillis) {
@@ -109,7 +109,7 @@ export class LaneMembers {
   })
 
   readonly list: Effect.Effect<ReadonlyArray<LaneMember>> = Effect.sync(() => {
-    const now = this.clock.unsafeCurrentTimeMillis()
+    const now = this.clock.currentTimeMillisUnsafe()
     const out: Array<LaneMember> = []
     for (const [serverId, member] of this.table) {
       out.push({

@@ -33,15 +33,15 @@
 import { randomBytes } from "node:crypto"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
-import * as Runtime from "effect/Runtime"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -94,15 +94,15 @@ export interface PgLaneOptions {
   readonly serverId: string
   /** Keys, or `"open"`: no MAC (the host warns at start). */
   readonly keyring: Envelope.Auth
-  readonly checkInterval?: Duration.DurationInput
-  readonly probeTimeout?: Duration.DurationInput
-  readonly connectTimeout?: Duration.DurationInput
+  readonly checkInterval?: Duration.Input
+  readonly probeTimeout?: Duration.Input
+  readonly connectTimeout?: Duration.Input
   /** The pause between connection attempts; reset once a connection came up. Ending it stops retrying. */
   readonly reconnect?: Schedule.Schedule<unknown, PgLaneError>
   readonly maxBufferedFrames?: number
   readonly maxBufferedBytes?: number
   /** Frames that waited longer than this for a connection are discarded at the reconnect. */
-  readonly maxBufferedAge?: Duration.DurationInput
+  readonly maxBufferedAge?: Duration.Input
   /** The most one notification carries, in bytes: PostgreSQL refuses 8000 or more. */
   readonly payloadLimit?: number
 }
@@ -118,7 +118,7 @@ export const defaults = {
   checkInterval: Duration.seconds(5),
   probeTimeout: Duration.seconds(3),
   connectTimeout: Duration.seconds(10),
-  reconnect: Schedule.exponential("250 millis").pipe(Schedule.union(Schedule.spaced("5 seconds"))),
+  reconnect: Schedule.min([Schedule.exponential("250 millis"), Schedule.spaced("5 seconds")]),
   maxBufferedFrames: 1024,
   maxBufferedBytes: 4 * 1024 * 1024,
   maxBufferedAge: Duration.seconds(30),
@@ -257,8 +257,8 @@ class Connection {
   }
 
   /** Ends the session with `error`, from outside any fiber. */
-  unsafeFail(error: PgLaneError): void {
-    Deferred.unsafeDone(this.lost, Exit.fail(error))
+  failUnsafe(error: PgLaneError): void {
+    Deferred.doneUnsafe(this.lost, Exit.fail(error))
   }
 }
 
@@ -326,47 +326,47 @@ const applicationNameOf = (serverId: string): string =>
 
 const invalid = (detail: string) => new PgLaneError({ reason: "InvalidOptions", detail })
 
-const resolve = (options: PgLaneOptions): Either.Either<Resolved, PgLaneError> => {
-  if (typeof options.url !== "string" || options.url === "") return Either.left(invalid("url is empty"))
+const resolve = (options: PgLaneOptions): Result.Result<Resolved, PgLaneError> => {
+  if (typeof options.url !== "string" || options.url === "") return Result.fail(invalid("url is empty"))
   if (Names.serverId(options.serverId) === undefined) {
-    return Either.left(invalid(Names.describeName("server_id", options.serverId)))
+    return Result.fail(invalid(Names.describeName("server_id", options.serverId)))
   }
   const channel = options.channel
   if (channel === "" || !Names.fitsBytes(channel, 63) || channel.includes("\u0000")) {
-    return Either.left(invalid("channel must be 1 to 63 bytes, without NUL"))
+    return Result.fail(invalid("channel must be 1 to 63 bytes, without NUL"))
   }
   const authProblem = Envelope.checkAuth(options.keyring)
-  if (authProblem !== undefined) return Either.left(invalid(authProblem))
+  if (authProblem !== undefined) return Result.fail(invalid(authProblem))
   const maxFrames = options.maxBufferedFrames ?? defaults.maxBufferedFrames
   const maxBytes = options.maxBufferedBytes ?? defaults.maxBufferedBytes
   if (!Number.isSafeInteger(maxFrames) || maxFrames < 1 || !Number.isSafeInteger(maxBytes) || maxBytes < 1) {
-    return Either.left(invalid("maxBufferedFrames and maxBufferedBytes must be positive integers"))
+    return Result.fail(invalid("maxBufferedFrames and maxBufferedBytes must be positive integers"))
   }
   const payloadLimit = options.payloadLimit ?? defaults.payloadLimit
   // The epoch is only needed for the overhead here; the real sender is made with the real epoch.
   const overhead = new Envelope.Sender(options.serverId, "0".repeat(16), channel, options.keyring).overhead
   if (!Number.isSafeInteger(payloadLimit) || payloadLimit > Envelope.DEFAULT_PAYLOAD_LIMIT) {
-    return Either.left(
+    return Result.fail(
       invalid(`payloadLimit must be an integer of at most ${Envelope.DEFAULT_PAYLOAD_LIMIT}`)
     )
   }
   if (payloadLimit - overhead < 512) {
-    return Either.left(
+    return Result.fail(
       invalid(`payloadLimit ${payloadLimit} leaves no room after the ${overhead}-byte envelope`)
     )
   }
-  return Either.right({
+  return Result.succeed({
     url: options.url,
     channel,
     serverId: options.serverId,
     auth: options.keyring,
-    checkInterval: Duration.decode(options.checkInterval ?? defaults.checkInterval),
-    probeTimeout: Duration.decode(options.probeTimeout ?? defaults.probeTimeout),
-    connectTimeout: Duration.decode(options.connectTimeout ?? defaults.connectTimeout),
+    checkInterval: Duration.fromInputUnsafe(options.checkInterval ?? defaults.checkInterval),
+    probeTimeout: Duration.fromInputUnsafe(options.probeTimeout ?? defaults.probeTimeout),
+    connectTimeout: Duration.fromInputUnsafe(options.connectTimeout ?? defaults.connectTimeout),
     reconnect: options.reconnect ?? defaults.reconnect,
     maxBufferedFrames: maxFrames,
     maxBufferedBytes: maxBytes,
-    maxBufferedAge: Duration.decode(options.maxBufferedAge ?? defaults.maxBufferedAge),
+    maxBufferedAge: Duration.fromInputUnsafe(options.maxBufferedAge ?? defaults.maxBufferedAge),
     payloadLimit,
     applicationName: applicationNameOf(options.serverId)
   })
@@ -443,7 +443,7 @@ class Lane {
     readonly epoch: string,
     readonly state: SubscriptionRef.SubscriptionRef<PgLaneState>,
     readonly first: Deferred.Deferred<void, PgLaneError>,
-    private readonly runtime: Runtime.Runtime<never>
+    private readonly services: Context.Context<never>
   ) {
     this.buffer = new SendBuffer(options.maxBufferedFrames, options.maxBufferedBytes)
     this.sender = new Envelope.Sender(options.serverId, epoch, options.channel, options.auth)
@@ -511,7 +511,7 @@ class Lane {
       const pending = this.pendingProbe
       if (pending !== undefined && pending.nonce === nonce) {
         this.probesReceived++
-        Deferred.unsafeDone(pending.arrived, Exit.void)
+        Deferred.doneUnsafe(pending.arrived, Exit.void)
       } else this.probesForeign++
       return
     }
@@ -526,8 +526,8 @@ class Lane {
       session,
       this.ownPrefix
     )
-    if (Either.isLeft(opened)) {
-      const reason = opened.left
+    if (Result.isFailure(opened)) {
+      const reason = opened.failure
       if (reason === "own") {
         trace.tracer?.stamp("echoed")
         this.own++
@@ -536,7 +536,7 @@ class Lane {
       this.refuse(reason)
       return
     }
-    const { from, frames, epoch } = opened.right
+    const { from, frames, epoch } = opened.success
     this.framesReceived += frames.length
     if (frames.length > 0) this.call(() => this.handlers.onFrames(from, frames, epoch))
   }
@@ -580,7 +580,7 @@ class Lane {
   }
 
   private log(effect: Effect.Effect<void>): void {
-    Runtime.runFork(this.runtime)(Effect.annotateLogs(effect, this.annotations))
+    Effect.runForkWith(this.services)(Effect.annotateLogs(effect, this.annotations))
   }
 
   // --- sending ------------------------------------------------------------------------------
@@ -611,7 +611,7 @@ class Lane {
         // Total by construction; a defect here must not escape into the tick that called us.
         this.buffer.release(take)
         this.dropped.sendFailed += frames.length
-        conn.unsafeFail(
+        conn.failUnsafe(
           new PgLaneError({ reason: "Send", detail: `sealing failed: ${describe(cause)}`, cause })
         )
         return
@@ -642,7 +642,7 @@ class Lane {
           busy = false
           this.buffer.release(take)
           this.dropped.sendFailed += carried
-          conn.unsafeFail(queryError(cause, "Send", "pg_notify"))
+          conn.failUnsafe(queryError(cause, "Send", "pg_notify"))
         }
       )
     }
@@ -659,7 +659,7 @@ class Lane {
   /** pg_notify a fresh nonce to the channel and wait for it to come back on this connection. */
   probe(conn: Connection): Effect.Effect<void, PgLaneError> {
     const timeout = this.options.probeTimeout
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const nonce = randomBytes(16).toString("hex")
       const arrived = yield* Deferred.make<void>()
       this.pendingProbe = { nonce, arrived }
@@ -707,7 +707,7 @@ class Lane {
   /** The connection still LISTENs on the channel (and the queue usage, while we ask), then a probe. */
   check(conn: Connection): Effect.Effect<void, PgLaneError> {
     const timeout = this.options.probeTimeout
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const sentAt = Date.now()
       const rows = yield* conn
         .query(
@@ -756,7 +756,7 @@ class Lane {
    * database's clock; then the moment it begins to LISTEN, before which nothing it hears was sealed.
    */
   identify(conn: Connection): Effect.Effect<void, PgLaneError> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const sentAt = Date.now()
       const rows = yield* conn.query(
         `SELECT pg_backend_pid() AS pid, ${DATABASE_NOW} AS now`,
@@ -783,7 +783,7 @@ class Lane {
   // --- state --------------------------------------------------------------------------------
 
   private setState(next: PgLaneState): Effect.Effect<void> {
-    return Effect.zipRight(
+    return Effect.andThen(
       SubscriptionRef.set(this.state, next),
       Effect.sync(() => this.call(() => this.handlers.onStateChange?.(next)))
     )
@@ -791,7 +791,7 @@ class Lane {
 
   /** The connection listens and its probe came back: up, then the catch-up if it is a reconnect. */
   up(): Effect.Effect<void> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       this.sessionUp = true
       this.connects++
       const cutoff = performance.now() - Duration.toMillis(this.options.maxBufferedAge)
@@ -809,7 +809,7 @@ class Lane {
   }
 
   down(error: PgLaneError): Effect.Effect<void> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       // Another failed attempt for the reason already reported is no news: it is logged at debug, so a
       // database away for minutes costs one warning, not one per attempt.
       const again = !this.sessionUp && this.lastError === error.message
@@ -937,7 +937,7 @@ const sendSeveral = async (
 const connect = (lane: Lane): Effect.Effect<Connection, PgLaneError, Scope.Scope> =>
   Effect.gen(function* () {
     const lost = yield* Deferred.make<never, PgLaneError>()
-    const acquire = Effect.async<Connection, PgLaneError>((resume) => {
+    const acquire = Effect.callback<Connection, PgLaneError>((resume) => {
       const client = new pg.Client({
         connectionString: lane.options.url,
         keepAlive: true,
@@ -946,7 +946,7 @@ const connect = (lane: Lane): Effect.Effect<Connection, PgLaneError, Scope.Scope
         connectionTimeoutMillis: Duration.toMillis(lane.options.connectTimeout)
       })
       const conn = new Connection(client, lost)
-      const loseWith = (error: PgLaneError) => Deferred.unsafeDone(lost, Exit.fail(error))
+      const loseWith = (error: PgLaneError) => Deferred.doneUnsafe(lost, Exit.fail(error))
       client.on("error", (cause) =>
         loseWith(
           new PgLaneError({ reason: "Lost", detail: `the connection failed: ${describe(cause)}`, cause })
@@ -1008,7 +1008,7 @@ const session = (lane: Lane): Effect.Effect<never, PgLaneError, Scope.Scope> =>
             lane.checksFailed++
           })
         ),
-        Effect.catchAll((error) => conn.fail(error))
+        Effect.catch((error) => conn.fail(error))
       ),
       { before: Effect.sleep(lane.options.checkInterval), annotations: { ...annotations, fiber: "check" } }
     )
@@ -1017,7 +1017,7 @@ const session = (lane: Lane): Effect.Effect<never, PgLaneError, Scope.Scope> =>
 
 const errorOf = (cause: Cause.Cause<PgLaneError>): PgLaneError =>
   Option.getOrElse(
-    Cause.failureOption(cause),
+    Cause.findErrorOption(cause),
     () =>
       new PgLaneError({
         reason: "Lost",
@@ -1029,7 +1029,8 @@ const errorOf = (cause: Cause.Cause<PgLaneError>): PgLaneError =>
 /** Sessions one after another, with the reconnect schedule between them, until the scope closes. */
 const supervise = (lane: Lane): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const driver = yield* Schedule.driver(lane.options.reconnect)
+    // The reconnect schedule's step (it sleeps the pause it computes); made anew to start the schedule over.
+    let next = yield* Schedule.toStepWithSleep(lane.options.reconnect)
     let retrying = true
     while (retrying) {
       const iteration = Effect.gen(function* () {
@@ -1039,15 +1040,15 @@ const supervise = (lane: Lane): Effect.Effect<void> =>
           ? errorOf(exit.cause)
           : new PgLaneError({ reason: "Lost", detail: "the connection ended" })
         yield* lane.down(error)
-        if (lane.sessionUp) yield* driver.reset
-        const next = yield* Effect.either(driver.next(error))
-        if (Either.isLeft(next)) {
+        if (lane.sessionUp) next = yield* Schedule.toStepWithSleep(lane.options.reconnect)
+        const paused = yield* Effect.result(next(error))
+        if (Result.isFailure(paused)) {
           retrying = false
           yield* Effect.logError("PostgreSQL lane: the reconnect schedule ended; the lane stays down")
         }
       })
       yield* iteration.pipe(
-        Effect.catchAllCause((cause) =>
+        Effect.catchCause((cause) =>
           Effect.logError("PostgreSQL lane supervisor failed; it carries on", cause)
         )
       )
@@ -1067,14 +1068,14 @@ export const make = (
   handlers: PgLaneHandlers
 ): Effect.Effect<PgLaneShape, PgLaneError, Scope.Scope> =>
   Effect.gen(function* () {
-    const resolved = yield* resolve(options)
+    const resolved = yield* Effect.fromResult(resolve(options))
     const boot = yield* Clock.currentTimeMillis
     const random = yield* Random.nextIntBetween(0, 0x10000)
     const epoch = Envelope.makeEpoch(boot, random)
     const state = yield* SubscriptionRef.make<PgLaneState>({ status: "starting", error: undefined })
     const first = yield* Deferred.make<void, PgLaneError>()
-    const runtime = yield* Effect.runtime<never>()
-    const lane = new Lane(resolved, handlers, epoch, state, first, runtime)
+    const services = yield* Effect.context<never>()
+    const lane = new Lane(resolved, handlers, epoch, state, first, services)
     yield* supervise(lane).pipe(
       Effect.annotateLogs(lane.annotations),
       Effect.interruptible,
@@ -1083,7 +1084,7 @@ export const make = (
     // Runs before the supervisor is interrupted (finalizers run in reverse): no frame is taken after, and
     // a caller still waiting for the first attempt hears that there will be none.
     yield* Effect.addFinalizer(() =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => {
           lane.closed = true
         }),
@@ -1101,8 +1102,8 @@ export const make = (
       offer: (frame) => lane.offer(frame),
       pending: () => lane.buffer.length,
       state: current,
-      changes: state.changes,
-      awaitUp: state.changes.pipe(
+      changes: SubscriptionRef.changes(state),
+      awaitUp: SubscriptionRef.changes(state).pipe(
         Stream.filter((s) => s.status === "up"),
         Stream.take(1),
         Stream.runDrain

@@ -41,7 +41,7 @@
  */
 
 import { createHash, type Hash, hkdfSync, timingSafeEqual } from "node:crypto"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type { Auth, Keyring } from "../keyring.js"
 import { readLength } from "../wire/codec.js"
 import { Tag } from "../wire/frames.js"
@@ -662,45 +662,45 @@ export const open = (
   state: ReplayState,
   receipt: Receipt,
   own: string = ownPrefix(self)
-): Either.Either<Opened, RefusalReason> => {
+): Result.Result<Opened, RefusalReason> => {
   try {
-    if (typeof payload !== "string" || payload.length > MAX_OPEN_LENGTH) return Either.left("malformed")
-    if (!payload.startsWith(`${VERSION}.`)) return Either.left("malformed")
+    if (typeof payload !== "string" || payload.length > MAX_OPEN_LENGTH) return Result.fail("malformed")
+    if (!payload.startsWith(`${VERSION}.`)) return Result.fail("malformed")
     const keyEnd = payload.indexOf(".", VERSION.length + 1)
     const macEnd = keyEnd < 0 ? -1 : payload.indexOf(".", keyEnd + 1)
-    if (macEnd < 0) return Either.left("malformed")
+    if (macEnd < 0) return Result.fail("malformed")
     const keyId = payload.slice(VERSION.length + 1, keyEnd)
     const mac = payload.slice(keyEnd + 1, macEnd)
     const body = payload.slice(macEnd + 1)
-    if (receipt.processId === receipt.ownPid && body.startsWith(own)) return Either.left("own")
+    if (receipt.processId === receipt.ownPid && body.startsWith(own)) return Result.fail("own")
     const unsigned = keyId === NO_FIELD && mac === NO_FIELD
     if (!unsigned && (!KEY_ID.test(keyId) || keyId === NO_FIELD || !MAC_HEX.test(mac))) {
-      return Either.left("malformed")
+      return Result.fail("malformed")
     }
     let verifiedBy: string | undefined
     if (auth !== "open") {
-      if (unsigned) return Either.left("unauthenticated")
+      if (unsigned) return Result.fail("unauthenticated")
       const laneMac = prepare(auth, channel).byId.get(keyId)
-      if (laneMac === undefined) return Either.left("unknown_key")
+      if (laneMac === undefined) return Result.fail("unknown_key")
       if (!timingSafeEqual(laneMac.of(body), Buffer.from(mac, "hex"))) {
-        return Either.left("bad_mac")
+        return Result.fail("bad_mac")
       }
       verifiedBy = keyId
     }
     trace.tracer?.stamp("verified")
     const parsed = parseBody(body)
-    if (parsed === undefined) return Either.left("malformed")
+    if (parsed === undefined) return Result.fail("malformed")
     // Ours, yet not from our backend: a recording of this boot, or another boot (or process) of our id.
     if (parsed.from === self.serverId) {
-      return Either.left(parsed.epoch === self.epoch ? "replayed" : "own_server_id")
+      return Result.fail(parsed.epoch === self.epoch ? "replayed" : "own_server_id")
     }
     const replay = state.check(parsed.from, parsed.epoch, parsed.seq)
-    if (replay !== undefined) return Either.left(replay)
-    if (parsed.pid !== receipt.processId) return Either.left("wrong_backend")
-    if (parsed.time < receipt.listenedAt - SEAL_TOLERANCE_MS) return Either.left("stale")
+    if (replay !== undefined) return Result.fail(replay)
+    if (parsed.pid !== receipt.processId) return Result.fail("wrong_backend")
+    if (parsed.time < receipt.listenedAt - SEAL_TOLERANCE_MS) return Result.fail("stale")
     state.accept(parsed.from, parsed.epoch, parsed.seq)
     trace.tracer?.stamp("checked")
-    return Either.right({
+    return Result.succeed({
       from: parsed.from,
       epoch: parsed.epoch,
       seq: parsed.seq,
@@ -709,7 +709,7 @@ export const open = (
     })
   } catch {
     // Total by construction; this is the belt to those braces (a hostile input must never escape).
-    return Either.left("malformed")
+    return Result.fail("malformed")
   }
 }
 

@@ -6,11 +6,11 @@
  *
  * @internal
  */
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Runtime from "effect/Runtime"
+import * as Latch from "effect/Latch"
+import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -157,7 +157,7 @@ class StatusWatch {
 
   changed(state: PgConnection.PgLaneState): void {
     if (state.status === this.status) return
-    if (state.status === "down" && this.status === "up") this.downSince = this.clock.unsafeCurrentTimeMillis()
+    if (state.status === "down" && this.status === "up") this.downSince = this.clock.currentTimeMillisUnsafe()
     this.status = state.status
     this.context.events.emit({
       _tag: "LaneStatus",
@@ -220,7 +220,7 @@ const logStart = (
   heartbeat: Duration.Duration,
   dead: Duration.Duration
 ) =>
-  Effect.zipRight(
+  Effect.andThen(
     Effect.logInfo("PostgreSQL lane starting").pipe(
       Effect.annotateLogs({
         channel: settings.channel,
@@ -253,8 +253,8 @@ export const make = (
     const keyring = Keyring.fromSecrets(config.secret, config.acceptedSecrets)
     const heartbeatInterval = settings.heartbeatInterval ?? config.heartbeatInterval
     const deadThreshold = settings.deadThreshold ?? config.deadThreshold
-    const clock = yield* Effect.clock
-    const runtime = yield* Effect.runtime<never>()
+    const clock = yield* Clock.Clock
+    const services = yield* Effect.context<never>()
     const members = new LaneMembers(
       context,
       clock,
@@ -262,13 +262,13 @@ export const make = (
       Duration.toMillis(settings.forgetAfter),
       settings.maxMembers
     )
-    const receiver = new LaneReceiver(context, members, yield* Effect.makeLatch(false))
+    const receiver = new LaneReceiver(context, members, yield* Latch.make(false))
     let connection: PgConnection.PgLaneShape | undefined
     const heartbeat = new Heartbeat(config.serverId, () => connection)
     const watch = new StatusWatch(context, members, heartbeat, clock)
     yield* logStart(settings, keyring, heartbeatInterval, deadThreshold)
 
-    const made = yield* Effect.either(
+    const made = yield* Effect.result(
       driver.make(
         {
           url: settings.url,
@@ -291,7 +291,7 @@ export const make = (
           onStateChange: (state) => watch.changed(state),
           onCatchUp: () => {
             const downSince = watch.downSince
-            Runtime.runFork(runtime)(
+            Effect.runForkWith(services)(
               Effect.gen(function* () {
                 const reconnects = connection === undefined ? 1 : (yield* connection.stats).reconnects
                 yield* Effect.logInfo("PostgreSQL lane back: the host catches up").pipe(
@@ -304,16 +304,16 @@ export const make = (
         }
       )
     )
-    if (Either.isLeft(made)) {
-      yield* Effect.logError(`PostgreSQL lane cannot start: ${made.left.message}`)
-      return brokenLane(channel, made.left.message)
+    if (Result.isFailure(made)) {
+      yield* Effect.logError(`PostgreSQL lane cannot start: ${made.failure.message}`)
+      return brokenLane(channel, made.failure.message)
     }
-    const pg = made.right
+    const pg = made.success
     connection = pg
 
     // The first attempt's outcome: a lane that does not come up says why, once, as an error.
     yield* pg.started.pipe(
-      Effect.catchAll((error) =>
+      Effect.catch((error) =>
         Effect.logError(`PostgreSQL lane did not come up: ${error.message}`).pipe(
           Effect.annotateLogs({ reason: error.reason, likely_cause: likelyCause(error.reason) })
         )
@@ -328,7 +328,7 @@ export const make = (
       { sleep: heartbeatInterval, annotations }
     )
     // Often enough that a member turns dead close to the threshold, never busier than 50 times a second.
-    const sweepEvery = Duration.clamp(Duration.unsafeDivide(heartbeatInterval, 2), {
+    const sweepEvery = Duration.clamp(Duration.divideUnsafe(heartbeatInterval, 2), {
       minimum: Duration.millis(20),
       maximum: Duration.seconds(1)
     })

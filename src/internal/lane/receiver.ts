@@ -5,7 +5,8 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import type * as Latch from "effect/Latch"
+import * as Result from "effect/Result"
 import type * as Lane from "../../Lane.js"
 import * as Codec from "../wire/codec.js"
 import * as Frames from "../wire/frames.js"
@@ -29,12 +30,12 @@ export class LaneReceiver {
   overloaded = 0
   private readonly waiting: Array<Effect.Effect<void>> = []
   private running = false
-  private readonly work: Effect.Latch
+  private readonly work: Latch.Latch
 
   constructor(
     private readonly context: Lane.BuildContext,
     private readonly members: LaneMembers,
-    latch: Effect.Latch
+    latch: Latch.Latch
   ) {
     this.work = latch
   }
@@ -55,16 +56,16 @@ export class LaneReceiver {
     // An empty payload travels as `null`: only a heartbeat may have one.
     const decoded =
       json === null && tag === Frames.Tag.HEARTBEAT
-        ? Either.right(Frames.heartbeat())
+        ? Result.succeed(Frames.heartbeat())
         : Codec.decodeJson(tag, json)
-    if (Either.isLeft(decoded)) {
+    if (Result.isFailure(decoded)) {
       this.invalidFrames++
       if (this.context.events.listening()) {
-        this.context.events.emit({ _tag: "InvalidFrame", from, tag, detail: decoded.left.detail })
+        this.context.events.emit({ _tag: "InvalidFrame", from, tag, detail: decoded.failure.detail })
       }
       return
     }
-    const frame = decoded.right
+    const frame = decoded.success
     trace.tracer?.stamp("decoded")
     if (frame._tag === "Unknown") {
       this.unknownFrames++
@@ -84,13 +85,13 @@ export class LaneReceiver {
         return
       }
       this.waiting.push(Effect.suspend(() => apply(from, frame) ?? Effect.void))
-      this.work.unsafeOpen()
+      this.work.openUnsafe()
       return
     }
     const applying = apply(from, frame)
     if (applying !== undefined) {
       this.waiting.push(applying)
-      this.work.unsafeOpen()
+      this.work.openUnsafe()
     }
   }
 
@@ -101,7 +102,7 @@ export class LaneReceiver {
 
   /** Runs what waits, in order; frames arriving meanwhile queue behind it. */
   readonly drain: Effect.Effect<void> = Effect.suspend(() => {
-    this.work.unsafeClose()
+    this.work.closeUnsafe()
     const batch = this.waiting.splice(0, this.waiting.length)
     if (batch.length === 0) return Effect.void
     this.running = true
@@ -109,7 +110,7 @@ export class LaneReceiver {
       Effect.ensuring(
         Effect.sync(() => {
           this.running = false
-          if (this.waiting.length > 0) this.work.unsafeOpen()
+          if (this.waiting.length > 0) this.work.openUnsafe()
         })
       )
     )

@@ -11,7 +11,7 @@
 import * as Schema from "effect/Schema"
 
 /** The envelope's refusals; a notification of our own is no refusal (`own`, counted apart). */
-export const EnvelopeRefusal = Schema.Literal(
+export const EnvelopeRefusal = Schema.Literals([
   "malformed",
   "unknown_key",
   "bad_mac",
@@ -21,12 +21,17 @@ export const EnvelopeRefusal = Schema.Literal(
   "replayed",
   "wrong_backend",
   "stale"
-)
+])
 
 export type EnvelopeRefusal = typeof EnvelopeRefusal.Type
 
 /** The refusals of frames inside accepted notifications. */
-export const FrameRefusal = Schema.Literal("invalid_frame", "handshake_frame", "unknown_frame", "overloaded")
+export const FrameRefusal = Schema.Literals([
+  "invalid_frame",
+  "handshake_frame",
+  "unknown_frame",
+  "overloaded"
+])
 
 export type FrameRefusal = typeof FrameRefusal.Type
 

@@ -18,14 +18,13 @@ export type LaneMember = Lane.Member
 export type LaneStatus = Lane.Status
 
 /** The running lane of this mesh, if a factory was provided. */
-export class RunningLane extends Context.Tag("queen-mesh/internal/RunningLane")<
-  RunningLane,
-  Option.Option<Lane.Running>
->() {}
+export class RunningLane extends Context.Service<RunningLane, Option.Option<Lane.Running>>()(
+  "queen-mesh/internal/RunningLane"
+) {}
 
 /** Builds the provided lane, if any, in the runtime's scope. */
 export const layer: Layer.Layer<RunningLane, never, Dispatch | MeshEvents | MeshConfig.MeshConfig> =
-  Layer.scoped(
+  Layer.effect(
     RunningLane,
     Effect.gen(function* () {
       const factory = yield* Effect.serviceOption(Lane.Lane)

@@ -8,8 +8,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type { DiscoveryShape } from "../../Discovery.js"
 import * as MeshConfig from "../../MeshConfig.js"
 import { type PeerBook, peerKey } from "./peerBook.js"
@@ -57,8 +57,8 @@ export class DiscoveryRounds {
   /** One round: ask, add what is new, count what is missing. */
   readonly round: Effect.Effect<void> = Effect.suspend(() => {
     this.rounds++
-    return Effect.flatMap(Effect.either(this.discovery.peers), (found) =>
-      Either.isLeft(found) ? this.failed(found.left.message) : this.apply(found.right)
+    return Effect.flatMap(Effect.result(this.discovery.peers), (found) =>
+      Result.isFailure(found) ? this.failed(found.failure.message) : this.apply(found.success)
     )
   })
 
@@ -80,7 +80,7 @@ export class DiscoveryRounds {
     const valid = peers.filter((peer) => MeshConfig.isPort(peer.port) && MeshConfig.isValidHost(peer.host))
     for (const peer of valid) present.add(peerKey(peer))
     if (valid.length > 0) this.found = true
-    return Effect.zipRight(
+    return Effect.andThen(
       Effect.forEach(valid, (peer) => this.book.add(peer, this.discovery.kind), { discard: true }),
       this.book.missedRound(present, MISSING_ROUNDS)
     )

@@ -20,9 +20,9 @@
 
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import type { AuthMode } from "../../MeshConfig.js"
 import { HandshakeError } from "../../MeshError.js"
 import * as Keyring from "../keyring.js"
@@ -88,8 +88,8 @@ export const makeHello = (
 
 const HEX_MAC = /^[0-9a-f]{64}$/
 
-const refuse = (reason: HandshakeError.Reason, detail?: string): Either.Either<never, HandshakeError> =>
-  Either.left(new HandshakeError(detail === undefined ? { reason } : { reason, detail }))
+const refuse = (reason: HandshakeError.Reason, detail?: string): Result.Result<never, HandshakeError> =>
+  Result.fail(new HandshakeError(detail === undefined ? { reason } : { reason, detail }))
 
 /**
  * The spec's check of a HELLO: a non-empty `server_id` always; with a secret, a MAC that matches,
@@ -99,15 +99,15 @@ const refuse = (reason: HandshakeError.Reason, detail?: string): Either.Either<n
 export const verify = (
   hello: { readonly server_id: string; readonly nonce: string; readonly mac: string },
   secret: Redacted.Redacted<string> | string
-): Either.Either<string, HandshakeError> => {
+): Result.Result<string, HandshakeError> => {
   if (hello.server_id === "") return refuse("MissingServerId")
   const key = secretOf(secret)
-  if (key === "") return Either.right(hello.server_id)
+  if (key === "") return Result.succeed(hello.server_id)
   const given = hello.mac.toLowerCase()
   if (!HEX_MAC.test(given)) return refuse("BadMac", "not 64 hex characters")
   const expected = Buffer.from(mac(key, hello.nonce), "hex")
   return timingSafeEqual(expected, Buffer.from(given, "hex"))
-    ? Either.right(hello.server_id)
+    ? Result.succeed(hello.server_id)
     : refuse("BadMac")
 }
 
@@ -149,16 +149,18 @@ export const makeChallenge = (serverId: string, label: string): Effect.Effect<Pa
 export const readChallenge = (
   tag: number,
   payload: Uint8Array
-): Either.Either<Payloads.Challenge, string> => {
-  if (tag !== Frames.Tag.CHALLENGE) return Either.left("not a challenge")
+): Result.Result<Payloads.Challenge, string> => {
+  if (tag !== Frames.Tag.CHALLENGE) return Result.fail("not a challenge")
   if (payload.length > Payloads.MAX_CHALLENGE_PAYLOAD_BYTES) {
-    return Either.left(
+    return Result.fail(
       `challenge payload of ${payload.length} bytes exceeds ${Payloads.MAX_CHALLENGE_PAYLOAD_BYTES}`
     )
   }
-  return Either.match(Codec.decodePayload(tag, payload), {
-    onLeft: (error) => Either.left(`invalid challenge: ${error.detail}`),
-    onRight: (frame) => (frame._tag === "Challenge" ? Either.right(frame) : Either.left("not a challenge"))
+  return Result.match(Codec.decodePayload(tag, payload), {
+    onFailure: (error): Result.Result<Payloads.Challenge, string> =>
+      Result.fail(`invalid challenge: ${error.detail}`),
+    onSuccess: (frame) =>
+      frame._tag === "Challenge" ? Result.succeed(frame) : Result.fail("not a challenge")
   })
 }
 
@@ -338,9 +340,9 @@ const v2Problem = (
 export const verifyHello = (
   hello: Payloads.Hello,
   options: JudgeOptions
-): Either.Either<VerifiedHello, HandshakeError> => {
+): Result.Result<VerifiedHello, HandshakeError> => {
   const verdict = verifyFields(hello, options)
-  if (Either.isLeft(verdict)) return verdict
+  if (Result.isFailure(verdict)) return verdict
   if (hello.server_id === options.selfId) return refuse("OwnServerId")
   if (options.identity !== undefined && options.identity !== hello.server_id) {
     return refuse("WrongIdentity", "the TLS identity and the HELLO's server_id differ")
@@ -352,7 +354,7 @@ export const verifyHello = (
 const legacyKey = (
   hello: { readonly nonce: string; readonly mac: string },
   keys: ReadonlyArray<Keyring.Key>
-): Either.Either<Keyring.Key, HandshakeError> => {
+): Result.Result<Keyring.Key, HandshakeError> => {
   const given = hello.mac.toLowerCase()
   if (!HEX_MAC.test(given)) return refuse("BadMac", "not 64 hex characters")
   const bytes = Buffer.from(given, "hex")
@@ -361,15 +363,15 @@ const legacyKey = (
     if (timingSafeEqual(Buffer.from(mac(k.secret, hello.nonce), "hex"), bytes) && found === undefined)
       found = k
   }
-  return found === undefined ? refuse("BadMac") : Either.right(found)
+  return found === undefined ? refuse("BadMac") : Result.succeed(found)
 }
 
 const verifyFields = (
   hello: Payloads.Hello,
   options: JudgeOptions
-): Either.Either<VerifiedHello, HandshakeError> => {
+): Result.Result<VerifiedHello, HandshakeError> => {
   const accepted = (version: 1 | 2, key: Keyring.Key | undefined) =>
-    Either.right<VerifiedHello>({
+    Result.succeed<VerifiedHello>({
       serverId: hello.server_id,
       version,
       nonce: hello.nonce,
@@ -379,10 +381,10 @@ const verifyFields = (
   if (hello.server_id === "") return refuse("MissingServerId")
   const ring = Keyring.fromSecrets(options.secret, options.accepted ?? [])
   // The keys a legacy MAC is checked against: all of them, or the one a v2 HELLO names.
-  const candidates = (): Either.Either<ReadonlyArray<Keyring.Key>, HandshakeError> => {
-    if (ring === "open") return Either.right([])
+  const candidates = (): Result.Result<ReadonlyArray<Keyring.Key>, HandshakeError> => {
+    if (ring === "open") return Result.succeed([])
     if (options.mode === "legacy" || Option.isNone(hello.v2) || Option.isNone(hello.key_id)) {
-      return Either.right(Keyring.all(ring))
+      return Result.succeed(Keyring.all(ring))
     }
     const named = Keyring.byId(ring, hello.key_id.value)
     return named === undefined
@@ -390,18 +392,18 @@ const verifyFields = (
           "UnknownKey",
           `qm2_key ${JSON.stringify(Names.excerpt(hello.key_id.value))} names no installed key`
         )
-      : Either.right([named])
+      : Result.succeed([named])
   }
-  const proven = (): Either.Either<Keyring.Key | undefined, HandshakeError> =>
-    Either.flatMap(candidates(), (keys) =>
-      keys.length === 0 ? Either.right(undefined) : legacyKey(hello, keys)
+  const proven = (): Result.Result<Keyring.Key | undefined, HandshakeError> =>
+    Result.flatMap(candidates(), (keys) =>
+      keys.length === 0 ? Result.succeed(undefined) : legacyKey(hello, keys)
     )
-  if (options.mode === "legacy") return Either.flatMap(proven(), (key) => accepted(1, key))
+  if (options.mode === "legacy") return Result.flatMap(proven(), (key) => accepted(1, key))
   // The configuration refuses it; should it slip through, nothing can be proven without a secret.
   if (options.mode === "required" && ring === "open") return refuse("BadMac", "required mode has no secret")
   if (Option.isNone(hello.v2)) {
     if (options.mode === "required") return refuse("LegacyRefused")
-    return Either.flatMap(proven(), (key) => accepted(1, key))
+    return Result.flatMap(proven(), (key) => accepted(1, key))
   }
   const v2 = hello.v2.value
   const problem = v2Problem(hello, v2)
@@ -415,7 +417,7 @@ const verifyFields = (
   if (!textEqual(v2.challenge, challenge.nonce)) {
     return refuse("BadChallengeAnswer", "qm2_challenge is not this connection's nonce")
   }
-  return Either.flatMap(proven(), (key) => {
+  return Result.flatMap(proven(), (key) => {
     if (key === undefined) return accepted(2, undefined)
     const expected = macV2(key.secret, {
       dialerNonce: hello.nonce,
@@ -445,7 +447,7 @@ export const judge = (
   tag: number,
   payload: Uint8Array,
   options: JudgeOptions
-): Either.Either<VerifiedHello, HandshakeError> => {
+): Result.Result<VerifiedHello, HandshakeError> => {
   if (tag !== Frames.Tag.HELLO) return refuse("NotHello")
   let json: unknown
   try {
@@ -460,8 +462,8 @@ export const judge = (
     json = legacy
   }
   const decoded = Codec.decodeJson(tag, json)
-  if (Either.isLeft(decoded)) return refuse("InvalidHello", decoded.left.detail)
-  const hello = decoded.right
+  if (Result.isFailure(decoded)) return refuse("InvalidHello", decoded.failure.detail)
+  const hello = decoded.success
   if (hello._tag !== "Hello") return refuse("InvalidHello")
   if (!Names.fitsBytes(hello.server_id, Names.MAX_SERVER_ID_BYTES)) {
     return refuse("InvalidHello", "server_id too long")

@@ -15,8 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import * as Runtime from "effect/Runtime"
+import * as Latch from "effect/Latch"
 import type * as Scope from "effect/Scope"
 import { loop, loopFaults } from "../loop.js"
 import * as Stall from "../stall.js"
@@ -73,21 +72,21 @@ export class Heartbeats {
  * that clock, so tests move it with the clock.
  */
 export const make = (interval: Duration.Duration): Effect.Effect<Heartbeats, never, Scope.Scope> =>
-  Effect.flatMap(Effect.clock, (clock) =>
+  Clock.clockWith((clock) =>
     Stall.isLive(clock) ? onTimers(Duration.toMillis(interval), clock) : onFiber(interval)
   )
 
 /** Ticks on the clock's fiber: a loop sleeping `interval` while a link is up. */
 const onFiber = (interval: Duration.Duration): Effect.Effect<Heartbeats, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const some = yield* Effect.makeLatch(false)
+    const some = yield* Latch.make(false)
     const heartbeats = new Heartbeats(
-      () => some.unsafeOpen(),
-      () => some.unsafeClose()
+      () => some.openUnsafe(),
+      () => some.closeUnsafe()
     )
     const tick = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => heartbeats.tick(now)))
     // A late tick reads what arrived meanwhile before its liveness checks judge (`Stall`).
-    yield* loop("Heartbeats", Effect.zipRight(Stall.sleep(interval), tick), { before: some.await })
+    yield* loop("Heartbeats", Effect.andThen(Stall.sleep(interval), tick), { before: some.await })
     return heartbeats
   })
 
@@ -110,8 +109,8 @@ export const nextBoundary = (now: number, intervalMs: number, ticked: boolean): 
  */
 const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbeats, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    const faults = yield* FiberRef.get(loopFaults)
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
+    const faults = yield* loopFaults
     let cancel: (() => void) | undefined
     let closed = false
     const heartbeats: Heartbeats = new Heartbeats(
@@ -123,7 +122,7 @@ const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbe
       if (closed || heartbeats.size === 0) return
       try {
         if (faults?.next("Heartbeats")) throw new Error("injected defect in loop Heartbeats")
-        heartbeats.tick(clock.unsafeCurrentTimeMillis())
+        heartbeats.tick(clock.currentTimeMillisUnsafe())
       } catch (defect) {
         faults?.record("Heartbeats")
         runFork(
@@ -136,7 +135,7 @@ const onTimers = (intervalMs: number, clock: Clock.Clock): Effect.Effect<Heartbe
     }
     function arm(ticked = false): void {
       if (closed || cancel !== undefined || heartbeats.size === 0) return
-      const now = clock.unsafeCurrentTimeMillis()
+      const now = clock.currentTimeMillisUnsafe()
       cancel = Stall.after(clock, nextBoundary(now, intervalMs, ticked) - now, tick)
     }
     yield* Effect.addFinalizer(() =>

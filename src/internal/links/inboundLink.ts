@@ -22,9 +22,8 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import {
   FrameDecodeError,
   type FramingError,
@@ -67,7 +66,7 @@ const NOTES_PER_CHUNK = 8
 export class OwnDial extends Data.TaggedError("OwnDial") {}
 
 /** One turn of the event loop: lets other sockets' data in before this one's next chunk. */
-const nextTurn = Effect.async<void>((resume) => {
+const nextTurn = Effect.callback<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(handle))
 })
@@ -118,8 +117,8 @@ export class InboundLink {
     private readonly challenge: Option.Option<Payloads.Challenge>
   ) {
     this.decoder = new FrameDecoder({ maxFrameLength: deps.helloMaxBytes })
-    this.hello = Deferred.unsafeMake<string>(FiberId.none)
-    this.lastChunkAt = deps.clock.unsafeCurrentTimeMillis()
+    this.hello = Deferred.makeUnsafe<string>()
+    this.lastChunkAt = deps.clock.currentTimeMillisUnsafe()
   }
 
   /** The connection's whole life: read until it ends, within the HELLO deadline and the idle timeout. */
@@ -127,15 +126,15 @@ export class InboundLink {
     const deps = this.deps
     // The HELLO's deadline, judged once what arrived while this process was held up has been read.
     const late = Stall.sleep(deps.handshakeTimeout).pipe(
-      Effect.zipRight(Deferred.isDone(this.hello)),
+      Effect.andThen(Deferred.isDone(this.hello)),
       Effect.flatMap((came) => (came ? Effect.never : Effect.fail(refusal("Timeout"))))
     )
-    const deadline = Effect.raceFirst(Deferred.await(this.hello), late).pipe(Effect.zipRight(this.idle))
+    const deadline = Effect.raceFirst(Deferred.await(this.hello), late).pipe(Effect.andThen(this.idle))
     return Effect.raceFirst(this.read, deadline).pipe(
       Effect.catchTags({
         OwnDial: () => deps.state.ownDial(this.remote),
         HandshakeError: (error) =>
-          Effect.zipRight(
+          Effect.andThen(
             deps.state.refused(this.remote, error),
             // Hold the connection a moment before closing, reading nothing and holding no buffer, so a
             // client retrying bad HELLOs gets no faster feedback than this.
@@ -150,7 +149,7 @@ export class InboundLink {
             Effect.annotateLogs({ remote: this.remote, peer: this.peerName(), reason: error.message })
           )
       }),
-      Effect.catchAllCause((cause) => Effect.logError("inbound mesh connection failed", cause))
+      Effect.catchCause((cause) => Effect.logError("inbound mesh connection failed", cause))
     )
   })
 
@@ -166,7 +165,7 @@ export class InboundLink {
   private get read(): Effect.Effect<void, ChunkFailure | TransportError> {
     return this.connection
       .read((chunk) => this.onChunk(chunk))
-      .pipe(Effect.zipRight(Effect.suspend(() => this.ended())))
+      .pipe(Effect.andThen(Effect.suspend(() => this.ended())))
   }
 
   /** The stream ended: silent (a TCP probe), before a HELLO, or inside a frame. */
@@ -188,7 +187,7 @@ export class InboundLink {
    */
   private readonly idle: Effect.Effect<void> = Effect.suspend(() => {
     const idleMillis = Duration.toMillis(this.deps.idleTimeout)
-    return Effect.zipRight(
+    return Effect.andThen(
       Stall.until((now) => idleMillis - (now - this.lastChunkAt)),
       Effect.suspend(() => {
         this.deps.state.closedIdle()
@@ -196,7 +195,7 @@ export class InboundLink {
           Effect.annotateLogs({
             remote: this.remote,
             peer: this.peerName(),
-            silent_ms: this.deps.clock.unsafeCurrentTimeMillis() - this.lastChunkAt
+            silent_ms: this.deps.clock.currentTimeMillisUnsafe() - this.lastChunkAt
           })
         )
       })
@@ -207,7 +206,7 @@ export class InboundLink {
   onChunk(chunk: Uint8Array): Effect.Effect<void, ChunkFailure> | undefined {
     const started = performance.now()
     this.bytesIn += chunk.length
-    this.lastChunkAt = this.deps.clock.unsafeCurrentTimeMillis()
+    this.lastChunkAt = this.deps.clock.currentTimeMillisUnsafe()
     const wasAuthenticated = this.peer !== undefined
     let failure: FramingError | undefined
     try {
@@ -224,7 +223,7 @@ export class InboundLink {
       )
     }
     this.refresh?.()
-    if (from !== undefined && !wasAuthenticated) Deferred.unsafeDone(this.hello, Effect.succeed(from))
+    if (from !== undefined && !wasAuthenticated) Deferred.doneUnsafe(this.hello, Effect.succeed(from))
     if (failure === undefined && this.later.length === 0 && this.notes.length === 0 && !this.large) {
       // The common case: every frame was applied inside the decoder.
       this.deps.state.applied(started)
@@ -326,16 +325,16 @@ export class InboundLink {
       challenge: this.challenge,
       identity: this.connection.identity
     })
-    if (Either.isLeft(verdict)) {
-      const error = verdict.left
+    if (Result.isFailure(verdict)) {
+      const error = verdict.failure
       // Our own id on a verified HELLO: one of our own dialers (its nonce says so), or a node sharing
       // our id, which stays refused.
-      this.refusal = error.reason === "OwnServerId" && this.ownNonce(payload) ? new OwnDial() : verdict.left
+      this.refusal = error.reason === "OwnServerId" && this.ownNonce(payload) ? new OwnDial() : error
       return
     }
-    const peer = verdict.right.serverId
+    const peer = verdict.success.serverId
     this.peer = peer
-    this.deps.state.authenticated(this.remote, verdict.right.version)
+    this.deps.state.authenticated(this.remote, verdict.success.version)
     this.decoder.authenticated({
       maxLengthOf: Frames.maxLengthOf,
       onOversized: (oversizedTag, length) => {
@@ -346,9 +345,9 @@ export class InboundLink {
       }
     })
     this.refresh = this.deps.liveness.register(peer, {
-      authVersion: verdict.right.version,
-      advert: verdict.right.advert,
-      keyId: verdict.right.keyId,
+      authVersion: verdict.success.version,
+      advert: verdict.success.advert,
+      keyId: verdict.success.keyId,
       remoteHost: hostOf(this.remote)
     })
     this.countRead = this.deps.state.readCounter(peer)
@@ -358,9 +357,9 @@ export class InboundLink {
   private ownNonce(payload: Uint8Array): boolean {
     const decoded = Codec.decodePayload(Frames.Tag.HELLO, payload)
     return (
-      Either.isRight(decoded) &&
-      decoded.right._tag === "Hello" &&
-      this.deps.selfDials.isOwnHello(decoded.right.nonce)
+      Result.isSuccess(decoded) &&
+      decoded.success._tag === "Hello" &&
+      this.deps.selfDials.isOwnHello(decoded.success.nonce)
     )
   }
 

@@ -11,11 +11,12 @@
  * @internal
  */
 
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import type { TransportError } from "../../MeshError.js"
@@ -36,7 +37,7 @@ export interface ListenerShape {
   readonly counts: Effect.Effect<ListenerCounts>
 }
 
-export class Listener extends Context.Tag("queen-mesh/internal/Listener")<Listener, ListenerShape>() {}
+export class Listener extends Context.Service<Listener, ListenerShape>()("queen-mesh/internal/Listener") {}
 
 /** Binds the listener (when the mesh is active) for the life of the scope. */
 export const make: Effect.Effect<
@@ -60,7 +61,7 @@ export const make: Effect.Effect<
     dispatch: yield* Dispatch,
     events,
     selfDials: yield* SelfDialsService,
-    clock: yield* Effect.clock,
+    clock: yield* Clock.Clock,
     judge: {
       secret: config.secret,
       accepted: config.acceptedSecrets,
@@ -90,15 +91,15 @@ export const make: Effect.Effect<
       link = new InboundLink(deps, connection, remote, challenge)
       // The only bytes a listener ever writes on an inbound link.
       if (Option.isSome(challenge)) {
-        const written = yield* Effect.either(connection.write(Codec.encode(challenge.value)))
-        if (Either.isLeft(written)) return
+        const written = yield* Effect.result(connection.write(Codec.encode(challenge.value)))
+        if (Result.isFailure(written)) return
       }
       yield* link.run
     }).pipe(
       Effect.scoped,
       // No stack trace on the span: its failures are the peer's, and reading one costs a formatted trace
       // per refused connection.
-      Effect.withSpan("queen-mesh.inbound", { captureStackTrace: false }),
+      Effect.withSpan("queen-mesh.inbound", undefined, { captureStackTrace: false }),
       Effect.annotateLogs({ module: "Listener" })
     )
 
@@ -113,4 +114,4 @@ export const layer: Layer.Layer<
   Listener,
   TransportError,
   MeshConfig.MeshConfig | Transport | Liveness | Dispatch | MeshEvents | SelfDialsService
-> = Layer.scoped(Listener, make)
+> = Layer.effect(Listener, make)

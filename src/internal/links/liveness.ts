@@ -13,12 +13,12 @@
  *
  * @internal
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import * as MeshConfig from "../../MeshConfig.js"
 import { MeshEvents } from "../../MeshEvent.js"
@@ -86,17 +86,17 @@ export interface LivenessShape {
 /**
  * Inbound liveness, as the listener and the stats see it.
  */
-export class Liveness extends Context.Tag("queen-mesh/internal/Liveness")<Liveness, LivenessShape>() {}
+export class Liveness extends Context.Service<Liveness, LivenessShape>()("queen-mesh/internal/Liveness") {}
 
 /**
  * The silence after which a peer is dead, and the bounds of the map.
  */
 export interface LivenessOptions {
-  readonly deadThreshold: Duration.DurationInput
+  readonly deadThreshold: Duration.Input
   /** Servers kept at most; the longest silent is evicted first. Default 256. */
   readonly maxEntries?: number
   /** A server silent this long is forgotten. Default 10 minutes (at least 10 dead thresholds). */
-  readonly pruneAfter?: Duration.DurationInput
+  readonly pruneAfter?: Duration.Input
 }
 
 interface Entry {
@@ -117,15 +117,11 @@ export const make = (
 ): Effect.Effect<LivenessShape, never, Scope.Scope | MeshEvents> =>
   Effect.gen(function* () {
     const events = yield* MeshEvents
-    const threshold = Duration.toMillis(Duration.decode(options.deadThreshold))
+    const threshold = Duration.toMillis(options.deadThreshold)
     const maxEntries = options.maxEntries ?? 256
-    const pruneAfter = Math.max(
-      Duration.toMillis(Duration.decode(options.pruneAfter ?? Duration.minutes(10))),
-      10 * threshold
-    )
-    const clock = yield* Effect.clock
-    const runtime = yield* Effect.runtime<never>()
-    const runFork = Runtime.runFork(runtime)
+    const pruneAfter = Math.max(Duration.toMillis(options.pruneAfter ?? Duration.minutes(10)), 10 * threshold)
+    const clock = yield* Clock.Clock
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
     const entries = new Map<string, Entry>()
 
     const announce = (entry: Entry, alive: boolean) => {
@@ -162,7 +158,7 @@ export const make = (
       if (entry === undefined) {
         entry = {
           serverId,
-          lastSeen: clock.unsafeCurrentTimeMillis(),
+          lastSeen: clock.currentTimeMillisUnsafe(),
           alive: false,
           present: false,
           hello,
@@ -175,7 +171,7 @@ export const make = (
       }
       const own = entry
       const refresh = () => {
-        own.lastSeen = clock.unsafeCurrentTimeMillis()
+        own.lastSeen = clock.currentTimeMillisUnsafe()
         // Evicted while its connection lives on: it is back (the connection proves it talks to us).
         if (!own.present) {
           const other = entries.get(serverId)
@@ -211,7 +207,7 @@ export const make = (
       return due - now
     }
     const judge = Effect.sync(() => {
-      const now = clock.unsafeCurrentTimeMillis()
+      const now = clock.currentTimeMillisUnsafe()
       for (const entry of [...entries.values()]) {
         if (now - entry.lastSeen >= pruneAfter) {
           entries.delete(entry.serverId)
@@ -224,10 +220,10 @@ export const make = (
         }
       }
     })
-    yield* loop("Liveness", Effect.zipRight(Stall.until(untilDue), judge))
+    yield* loop("Liveness", Effect.andThen(Stall.until(untilDue), judge))
 
     const snapshot = Effect.sync(() => {
-      const now = clock.unsafeCurrentTimeMillis()
+      const now = clock.currentTimeMillisUnsafe()
       return [...entries.values()]
         .map((entry) => ({
           serverId: entry.serverId,
@@ -243,7 +239,7 @@ export const make = (
 
     const silentFor = (serverId: string): number | undefined => {
       const entry = entries.get(serverId)
-      return entry === undefined ? undefined : clock.unsafeCurrentTimeMillis() - entry.lastSeen
+      return entry === undefined ? undefined : clock.currentTimeMillisUnsafe() - entry.lastSeen
     }
     const silentForHost = (host: string): number | undefined => {
       let found: Entry | undefined
@@ -252,7 +248,7 @@ export const make = (
         if (found !== undefined) return undefined
         found = entry
       }
-      return found === undefined ? undefined : clock.unsafeCurrentTimeMillis() - found.lastSeen
+      return found === undefined ? undefined : clock.currentTimeMillisUnsafe() - found.lastSeen
     }
 
     return {
@@ -273,9 +269,9 @@ export const make = (
 export const layer = (
   options: Omit<LivenessOptions, "deadThreshold"> = {}
 ): Layer.Layer<Liveness, never, MeshConfig.MeshConfig | MeshEvents> =>
-  Layer.scoped(
+  Layer.effect(
     Liveness,
-    Effect.flatMap(MeshConfig.MeshConfig, (config) =>
+    Effect.flatMap(Effect.service(MeshConfig.MeshConfig), (config) =>
       make({ ...options, deadThreshold: config.deadThreshold })
     )
   )

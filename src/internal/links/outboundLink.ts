@@ -24,10 +24,11 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Pull from "effect/Pull"
 import type * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import { LinkDown, TransportError } from "../../MeshError.js"
 import type { MeshEventsShape } from "../../MeshEvent.js"
@@ -43,15 +44,38 @@ import type { PeerLink } from "./peerLink.js"
 import type { SelfDials } from "./selfDials.js"
 
 /**
- * The default reconnect delays: 250 ms doubling, capped at 5 s (`union` takes the shorter delay),
+ * `self`, started afresh (its first delay again) on an input for which `reset` holds: effect 4's
+ * `Schedule` has no `resetWhen`, so the step is taken anew from `Schedule.toStep`.
+ */
+const resetWhen =
+  <Input>(reset: (input: Input) => boolean) =>
+  <Output, Error, Env>(
+    self: Schedule.Schedule<Output, Input, Error, Env>
+  ): Schedule.Schedule<Output, Input, Error, Env> =>
+    Schedule.fromStep(
+      Effect.map(Schedule.toStep(self), (first) => {
+        let step = first
+        return (now: number, input: Input) =>
+          reset(input)
+            ? Effect.flatMap(Schedule.toStep(self), (fresh) => {
+                step = fresh
+                return fresh(now, input)
+              })
+            : step(now, input)
+      })
+    )
+
+/**
+ * The default reconnect delays: 250 ms doubling, capped at 5 s (`min` takes the shorter delay),
  * started afresh after a session that was established (spec "Topology").
  */
 export const reconnectSchedule: Schedule.Schedule<LinkDown, LinkDown> = Schedule.passthrough<
-  unknown,
+  Duration.Duration,
   LinkDown,
+  never,
   never
->(Schedule.exponential(Duration.millis(250)).pipe(Schedule.union(Schedule.spaced(Duration.seconds(5))))).pipe(
-  Schedule.resetWhen((down) => down.established)
+>(Schedule.min([Schedule.exponential(Duration.millis(250)), Schedule.spaced(Duration.seconds(5))])).pipe(
+  resetWhen((down: LinkDown) => down.established)
 )
 
 /** While a peer keeps failing with the same reason, a warning at most this often. */
@@ -138,18 +162,19 @@ export class OutboundLink {
   }
 
   /**
-   * The retry loop, driving the schedule by hand: `Effect.retry` would hand each attempt the previous
-   * failure as the schedule's input, and through it (an error's captured stack holds its socket
-   * callback, whose closure holds the attempt before) every failed dial would stay reachable.
+   * The retry loop, driving the schedule by hand (`Schedule.toStepWithSleep`, taken anew to start it
+   * afresh): `Effect.retry` would hand each attempt the previous failure as the schedule's input, and
+   * through it (an error's captured stack holds its socket callback, whose closure holds the attempt
+   * before) every failed dial would stay reachable.
    */
   get run(): Effect.Effect<never, LinkDown> {
     return this.loop.pipe(Effect.annotateLogs({ module: "Peers", peer: this.link.name }))
   }
 
   private get loop(): Effect.Effect<never, LinkDown> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       this.startedAt = yield* Clock.currentTimeMillis
-      const driver = yield* Schedule.driver(this.options.schedule)
+      let step = yield* Schedule.toStepWithSleep(this.options.schedule)
       while (true) {
         const exit = yield* Effect.exit(this.session)
         if (this.link.isSelf) {
@@ -157,16 +182,19 @@ export class OutboundLink {
           return yield* Effect.never
         }
         if (exit._tag === "Success") continue
-        const failure = Cause.failureOption(exit.cause)
+        const failure = Cause.findErrorOption(exit.cause)
         if (Option.isNone(failure)) return yield* Effect.failCause(exit.cause)
         // Closed by the liveness check: the link was up and is known bad, so dial again at once.
         if (failure.value.cause === "peer silent" || failure.value.cause === "write stalled") {
-          yield* driver.reset
+          step = yield* Schedule.toStepWithSleep(this.options.schedule)
           continue
         }
-        const next = yield* Effect.either(driver.next(forget(failure.value)))
+        const next = yield* step(forget(failure.value)).pipe(
+          Effect.as(true),
+          Pull.catchDone(() => Effect.succeed(false))
+        )
         // A schedule that ends leaves the peer alone; the default never ends.
-        if (Either.isLeft(next)) {
+        if (!next) {
           yield* Effect.logWarning("mesh peer given up: the reconnect schedule ended")
           return yield* Effect.never
         }
@@ -176,7 +204,7 @@ export class OutboundLink {
 
   /** One connection's life: dial, HELLO, write until it breaks. */
   private get session(): Effect.Effect<never, LinkDown> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       let upSince: number | undefined
       const down = (cause: LinkDown["cause"]) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -189,7 +217,7 @@ export class OutboundLink {
           )
         )
       const link = this.link
-      const connection: Connection = yield* Effect.catchAll(
+      const connection: Connection = yield* Effect.catch(
         this.transport.dial(link.peer.host, link.peer.port),
         down
       )
@@ -201,7 +229,7 @@ export class OutboundLink {
         this.options.events.emit({ _tag: "SelfRecognized", peer: link.name })
       })
       yield* Effect.addFinalizer(() => Effect.sync(forgetNonce))
-      yield* Effect.catchAll(connection.write(Codec.encode(hello)), down)
+      yield* Effect.catch(connection.write(Codec.encode(hello)), down)
       upSince = yield* Clock.currentTimeMillis
       link.up(Option.getOrUndefined(connection.remoteAddress), connection.unsafeTryWrite)
       this.options.events.emit({
@@ -212,7 +240,7 @@ export class OutboundLink {
       // Said once the link is established (the peer kept it past the moment it would have refused our
       // HELLO), and never for an entry our own listener recognised as this node meanwhile.
       yield* Effect.sleep(Duration.millis(this.establishedMillis)).pipe(
-        Effect.zipRight(
+        Effect.andThen(
           Effect.suspend(() =>
             link.isSelf
               ? Effect.void
@@ -245,7 +273,7 @@ export class OutboundLink {
       // A heartbeat every interval on a quiet link (on a busy one too unless `skipBusyHeartbeats`):
       // on the node's one heartbeat timer, which also runs the check.
       const skipBusy = this.options.skipBusyHeartbeats === true
-      const heartbeats = Effect.async<never, "peer silent" | "write stalled">((resume) => {
+      const heartbeats = Effect.callback<never, "peer silent" | "write stalled">((resume) => {
         const remove = this.options.heartbeats.add((now) => {
           link.heartbeat(this.heartbeat, skipBusy)
           const reason = verdict(now)
@@ -257,13 +285,17 @@ export class OutboundLink {
         })
         return Effect.sync(remove)
       })
-      const closed = Effect.zipRight(Fiber.join(reader), Effect.fail("closed by peer" as const))
-      return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catchAll(down))
+      const closed = Effect.andThen(Fiber.join(reader), Effect.fail("closed by peer" as const))
+      return yield* Effect.raceFirst(writer, Effect.raceFirst(heartbeats, closed)).pipe(Effect.catch(down))
     }).pipe(
       Effect.scoped,
       // No stack trace on the span: a dial to a peer not yet up fails every few hundred milliseconds,
       // and each failure would format one, saying only that it came from here.
-      Effect.withSpan("queen-mesh.dial", { attributes: { peer: this.link.name }, captureStackTrace: false }),
+      Effect.withSpan(
+        "queen-mesh.dial",
+        { attributes: { peer: this.link.name } },
+        { captureStackTrace: false }
+      ),
       Effect.ensuring(
         Effect.sync(() => {
           if (this.link.isConnected) {
@@ -278,7 +310,7 @@ export class OutboundLink {
 
   /** The HELLO to write: legacy, or the answer to the listener's challenge. */
   private hello(
-    challenge: Deferred.Deferred<Either.Either<Payloads.Challenge, string>>,
+    challenge: Deferred.Deferred<Result.Result<Payloads.Challenge, string>>,
     down: (cause: LinkDown["cause"]) => Effect.Effect<never, LinkDown>
   ): Effect.Effect<Payloads.Hello, LinkDown> {
     const options = this.options
@@ -290,21 +322,23 @@ export class OutboundLink {
       // Judged once what arrived while this process was held up has been read (`Stall`).
       const got = yield* Deferred.await(challenge).pipe(
         Stall.within(wait, () => "no challenge"),
-        Effect.catchAll(() => Effect.succeed(Either.left("no challenge")))
+        Effect.catch(() => Effect.succeed(Result.fail("no challenge")))
       )
-      if (Either.isRight(got)) {
-        link.learned(got.right.server_id)
+      if (Result.isSuccess(got)) {
+        link.learned(got.success.server_id)
         return yield* Handshake.helloV2(
           options.serverId,
           options.secret,
-          got.right,
+          got.success,
           options.label,
           options.advert
         )
       }
       // Required: a legacy HELLO is a credential anyone can replay; never fall back to it.
       if (options.auth === "required") {
-        return yield* down(got.left === "no challenge" ? "no challenge" : `invalid challenge (${got.left})`)
+        return yield* down(
+          got.failure === "no challenge" ? "no challenge" : `invalid challenge (${got.failure})`
+        )
       }
       return yield* Handshake.makeHello(options.serverId, options.secret, options.advert)
     })
@@ -312,7 +346,7 @@ export class OutboundLink {
 
   /** A session ended: the link's last error, and a log line at the rate the module comment gives. */
   private failed(down: LinkDown): Effect.Effect<void> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       // Our own listener closed on our own HELLO: no failure, and the loop stops.
       if (this.link.isSelf) return
       const reason = describeFailure(down.cause)
@@ -365,20 +399,21 @@ export class OutboundLink {
  */
 const readChallenge = (connection: Connection) =>
   Effect.gen(function* () {
-    const challenge = yield* Deferred.make<Either.Either<Payloads.Challenge, string>>()
+    const challenge = yield* Deferred.make<Result.Result<Payloads.Challenge, string>>()
     const first = new FrameDecoder({ maxFrameLength: Frames.frames.Challenge.maxLength })
     let waiting = true
-    const settle = (verdict: Either.Either<Payloads.Challenge, string>) => {
+    const settle = (verdict: Result.Result<Payloads.Challenge, string>) => {
       if (!waiting) return
       waiting = false
-      Deferred.unsafeDone(challenge, Effect.succeed(verdict))
+      Deferred.doneUnsafe(challenge, Effect.succeed(verdict))
     }
-    const reader = yield* Effect.fork(
+    // A child of the dialer's fiber; closing the connection (the session's scope) ends its read.
+    const reader = yield* Effect.forkChild(
       connection.read<never>((chunk) => {
         if (!waiting) return undefined
         const failure = first.push(chunk, (tag, payload) => settle(Handshake.readChallenge(tag, payload)))
         // Not even a frame: as good as no challenge.
-        if (failure !== undefined) settle(Either.left("no challenge"))
+        if (failure !== undefined) settle(Result.fail("no challenge"))
         return undefined
       })
     )

@@ -107,7 +107,7 @@ export class PeerBook {
       this.entries.delete(key)
       this.links = this.links.filter((link) => link !== entry.link)
       this.left[entry.foundBy]++
-      return Effect.zipRight(
+      return Effect.andThen(
         this.options.stop(entry.link),
         Effect.sync(() => {
           entry.link.down()
@@ -119,7 +119,7 @@ export class PeerBook {
           })
         })
       ).pipe(
-        Effect.zipRight(
+        Effect.andThen(
           Effect.logInfo("mesh peer left: its link is closed").pipe(
             Effect.annotateLogs({ module: "Peers", peer: entry.link.name, reason })
           )

@@ -123,10 +123,10 @@ export class PeerLink {
       connected: this.isConnected,
       self: this.self,
       foundBy: this.foundBy,
-      learnedId: Option.fromNullable(this.learnedId),
-      resolvedIp: Option.fromNullable(this.resolvedIp),
-      lastResolvedIp: Option.fromNullable(this.lastResolvedIp),
-      lastError: Option.fromNullable(this.lastError),
+      learnedId: Option.fromNullishOr(this.learnedId),
+      resolvedIp: Option.fromNullishOr(this.resolvedIp),
+      lastResolvedIp: Option.fromNullishOr(this.lastResolvedIp),
+      lastError: Option.fromNullishOr(this.lastError),
       counters: { ...this.counts, queued: this.queued, queued_bytes: this.bytes + this.inFlightBytes },
       writtenByTag: this.writtenByTag.entries(),
       droppedByTag: this.droppedByTag.entries()
@@ -291,7 +291,7 @@ export class PeerLink {
   }
 
   /** Completes once at least one frame is waiting. */
-  readonly available: Effect.Effect<void> = Effect.async<void>((resume) => {
+  readonly available: Effect.Effect<void> = Effect.callback<void>((resume) => {
     if (this.items.length > 0) return resume(Effect.void)
     this.waiting = () => resume(Effect.void)
     return Effect.sync(() => {

@@ -53,7 +53,7 @@ export interface PeersShape {
   readonly discovery: Effect.Effect<Option.Option<DiscoveryCounts>>
 }
 
-export class Peers extends Context.Tag("queen-mesh/internal/Peers")<Peers, PeersShape>() {}
+export class Peers extends Context.Service<Peers, PeersShape>()("queen-mesh/internal/Peers") {}
 
 /** Options of the dialers. */
 export interface PeersOptions {
@@ -162,4 +162,4 @@ export const make = (
 export const layer = (
   options: PeersOptions = {}
 ): Layer.Layer<Peers, never, MeshConfig.MeshConfig | Transport | SelfDialsService | MeshEvents | Liveness> =>
-  Layer.scoped(Peers, make(options))
+  Layer.effect(Peers, make(options))

@@ -16,7 +16,7 @@
  *
  * @internal
  */
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -57,12 +57,11 @@ export class SelfDials {
 }
 
 /** The one `SelfDials` of a node, shared by its dialers and its listener. */
-export class SelfDialsService extends Context.Tag("queen-mesh/internal/SelfDials")<
-  SelfDialsService,
-  SelfDials
->() {}
+export class SelfDialsService extends Context.Service<SelfDialsService, SelfDials>()(
+  "queen-mesh/internal/SelfDials"
+) {}
 
 export const layer: Layer.Layer<SelfDialsService> = Layer.effect(
   SelfDialsService,
-  Effect.map(Effect.clock, (clock: Clock.Clock) => new SelfDials(() => clock.unsafeCurrentTimeMillis()))
+  Clock.clockWith((clock) => Effect.succeed(new SelfDials(() => clock.currentTimeMillisUnsafe())))
 )

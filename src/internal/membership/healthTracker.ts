@@ -12,6 +12,7 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -58,7 +59,7 @@ export const track = (options: {
   Effect.gen(function* () {
     const { health, events } = options
     let first = true
-    let starting = Duration.greaterThan(options.startupWindow, Duration.zero)
+    let starting = Duration.isGreaterThan(options.startupWindow, Duration.zero)
     const recompute = Effect.gen(function* () {
       const conditions = { starting, discovery: yield* options.discovery }
       const next = MeshHealth.compute(yield* options.members, yield* options.lane, conditions)
@@ -84,14 +85,14 @@ export const track = (options: {
       )
     })
     yield* recompute
-    const changed = yield* Effect.makeLatch(false)
-    yield* events.observe(() => changed.unsafeOpen(), membershipTags)
+    const changed = yield* Latch.make(false)
+    yield* events.observe(() => changed.openUnsafe(), membershipTags)
     if (starting) {
       yield* Effect.sleep(options.startupWindow).pipe(
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => {
             starting = false
-            changed.unsafeOpen()
+            changed.openUnsafe()
           })
         ),
         Effect.forkScoped
@@ -99,8 +100,8 @@ export const track = (options: {
     }
     yield* loop(
       "MeshHealth",
-      Effect.zipRight(
-        Effect.sync(() => changed.unsafeClose()),
+      Effect.andThen(
+        Effect.sync(() => changed.closeUnsafe()),
         recompute
       ),
       { before: changed.await }
@@ -114,17 +115,16 @@ export interface HealthTrackerShape {
   readonly changes: Stream.Stream<MeshHealth.Health>
 }
 
-export class HealthTracker extends Context.Tag("queen-mesh/internal/HealthTracker")<
-  HealthTracker,
-  HealthTrackerShape
->() {}
+export class HealthTracker extends Context.Service<HealthTracker, HealthTrackerShape>()(
+  "queen-mesh/internal/HealthTracker"
+) {}
 
 /** The tracker of a running mesh, for the life of the layer's scope. */
 export const layer: Layer.Layer<
   HealthTracker,
   never,
   MeshConfig.MeshConfig | Peers | Liveness | RunningLane | Listener | MeshEvents
-> = Layer.scoped(
+> = Layer.effect(
   HealthTracker,
   Effect.gen(function* () {
     const config = yield* MeshConfig.MeshConfig
@@ -146,6 +146,6 @@ export const layer: Layer.Layer<
     } else {
       yield* SubscriptionRef.set(ref, MeshHealth.inactive(config.enabled))
     }
-    return { health: SubscriptionRef.get(ref), changes: ref.changes }
+    return { health: SubscriptionRef.get(ref), changes: SubscriptionRef.changes(ref) }
   })
 )

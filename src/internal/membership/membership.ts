@@ -43,13 +43,13 @@ export const membersOf = (
   const onLane = new Map(lane.map((member) => [member.serverId, member]))
   const laneById = (id: Option.Option<string>) =>
     Option.map(
-      Option.flatMap(id, (serverId) => Option.fromNullable(onLane.get(serverId))),
+      Option.flatMap(id, (serverId) => Option.fromNullishOr(onLane.get(serverId))),
       laneOf
     )
   const claimed = new Set<string>()
   const members: Array<Membership.Member> = []
   for (const link of links) {
-    const server = Option.flatMap(link.learnedId, (id) => Option.fromNullable(byId.get(id)))
+    const server = Option.flatMap(link.learnedId, (id) => Option.fromNullishOr(byId.get(id)))
     if (Option.isSome(server)) claimed.add(server.value.serverId)
     if (Option.isSome(link.learnedId)) claimed.add(link.learnedId.value)
     members.push({

@@ -12,6 +12,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
+import * as Latch from "effect/Latch"
 import type * as Scope from "effect/Scope"
 import { TransportError } from "../../MeshError.js"
 import type { Connection, ListenOptions } from "../../Transport.js"
@@ -35,7 +36,7 @@ export class MemoryListener {
     readonly host: string,
     readonly port: number,
     /** Open while its connections' readers read (`stopReading` closes it). */
-    private readonly readers: Effect.Latch,
+    private readonly readers: Latch.Latch,
     private readonly faults: Faults,
     private readonly onConnection: (connection: Connection) => Effect.Effect<void>,
     private readonly runFork: (effect: Effect.Effect<void>) => unknown
@@ -51,7 +52,7 @@ export class MemoryListener {
    * its own; the dialer's end closes with the dialer's scope.
    */
   connect(origin: string | undefined, remote: string): Effect.Effect<Connection, never, Scope.Scope> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const wire = yield* Wire.make(origin, this.host)
       this.wires.add(wire)
       yield* Effect.addFinalizer(() => this.release(wire))
@@ -79,7 +80,7 @@ export class MemoryListener {
   }
 
   private release(wire: Wire): Effect.Effect<void> {
-    return Effect.zipRight(
+    return Effect.andThen(
       wire.close(),
       Effect.sync(() => this.wires.delete(wire))
     )
@@ -99,7 +100,7 @@ export class Hosts {
     options: ListenOptions,
     onConnection: (connection: Connection) => Effect.Effect<void>
   ): Effect.Effect<number, TransportError, Scope.Scope> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const port = options.port === 0 ? this.nextEphemeral++ : options.port
       const host = reachedAs(options.host, origin)
       const key = `${host}:${port}`
@@ -112,7 +113,7 @@ export class Hosts {
       }
       const fibers = yield* FiberSet.make()
       const runFork = yield* FiberSet.runtime(fibers)()
-      const readers = yield* Effect.makeLatch(!this.faults.isStopped(host, port))
+      const readers = yield* Latch.make(!this.faults.isStopped(host, port))
       const listener = new MemoryListener(host, port, readers, this.faults, onConnection, runFork)
       this.listeners.set(key, listener)
       yield* Effect.addFinalizer(() =>

@@ -11,6 +11,7 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Latch from "effect/Latch"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import { TransportError } from "../../MeshError.js"
@@ -46,7 +47,7 @@ export class Pipe {
 
   /** Writes a copy of `bytes`, readable `delay` from now; fails once the pipe closed. */
   write(bytes: Uint8Array, address: string, delay: Delay): Effect.Effect<void, TransportError> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       if (yield* Deferred.isDone(this.closed)) {
         return yield* new TransportError({ reason: "Closed", address })
       }
@@ -65,10 +66,10 @@ export class Pipe {
    * process that stops reading would.
    */
   read<E>(
-    gate: Effect.Latch | undefined,
+    gate: Latch.Latch | undefined,
     onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined
   ): Effect.Effect<void, TransportError | E> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       while (true) {
         if (gate !== undefined) yield* gate.await
         const next = yield* this.next()
@@ -90,7 +91,7 @@ export class Pipe {
         : Effect.raceFirst(
             Effect.map(Queue.take(this.queue), Option.some),
             // Closed: drain what is left, then end (or fail, on a cut).
-            Effect.zipRight(Deferred.await(this.closed), Queue.poll(this.queue))
+            Effect.andThen(Deferred.await(this.closed), Queue.poll(this.queue))
           )
     )
   }
@@ -131,7 +132,7 @@ export class Wire {
   }
 
   /** The listener's end: it sees the dialer's name (loopback for an unnamed one); `gate` stops its reader. */
-  listenerEnd(gate: Effect.Latch, delay: Delay): Connection {
+  listenerEnd(gate: Latch.Latch, delay: Delay): Connection {
     return endpoint(this.from ?? "127.0.0.1", this.toListener, this.toDialer, gate, delay)
   }
 
@@ -155,7 +156,7 @@ const endpoint = (
   remote: string,
   inbound: Pipe,
   outbound: Pipe,
-  gate: Effect.Latch | undefined,
+  gate: Latch.Latch | undefined,
   delay: Delay
 ): Connection => ({
   remoteAddress: Option.some(remote),

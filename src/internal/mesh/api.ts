@@ -9,9 +9,9 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -113,10 +113,10 @@ export const make = Effect.gen(function* () {
       const items: Array<QueueItem> = []
       for (const input of inputs) {
         const item = Frames.validItem(input, tenants)
-        if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-        items.push(item.right)
+        if (Result.isFailure(item)) return Effect.fail(invalid(item.failure))
+        items.push(item.success)
       }
-      return Effect.zipRight(
+      return Effect.andThen(
         Effect.forEach(items, waker.wake, { discard: true }),
         out.frame({ _tag: "MessageAvailableBatch", items })
       )
@@ -127,8 +127,8 @@ export const make = Effect.gen(function* () {
     "hotlistDirty",
     (input: Frames.HotItemInput): Effect.Effect<void, InvalidInputError> => {
       const item = Frames.validHotItem(input, tenants)
-      if (Either.isLeft(item)) return Effect.fail(invalid(item.left))
-      return hotMarks === undefined ? Effect.void : hotMarks.mark(item.right)
+      if (Result.isFailure(item)) return Effect.fail(invalid(item.failure))
+      return hotMarks === undefined ? Effect.void : hotMarks.mark(item.success)
     }
   )
 
@@ -140,9 +140,9 @@ export const make = Effect.gen(function* () {
       readonly queue: string
     }): Effect.Effect<void, InvalidInputError> => {
       const frame = Frames.validEphAdmin(input)
-      if (Either.isLeft(frame)) return Effect.fail(invalid(frame.left))
-      dispatch.ephAdmin.sent(frame.right.op)
-      return out.frame(frame.right)
+      if (Result.isFailure(frame)) return Effect.fail(invalid(frame.failure))
+      dispatch.ephAdmin.sent(frame.success.op)
+      return out.frame(frame.success)
     }
   )
 
@@ -151,7 +151,9 @@ export const make = Effect.gen(function* () {
       tag === "QueueConfigSet" ? "queueConfigSet" : "queueConfigDelete",
       (input: Frames.QueueRefInput): Effect.Effect<void, InvalidInputError> => {
         const ref = Frames.validRef(input, tenants)
-        return Either.isLeft(ref) ? Effect.fail(invalid(ref.left)) : out.frame({ _tag: tag, ...ref.right })
+        return Result.isFailure(ref)
+          ? Effect.fail(invalid(ref.failure))
+          : out.frame({ _tag: tag, ...ref.success })
       }
     )
 
@@ -162,7 +164,7 @@ export const make = Effect.gen(function* () {
     tag: "MaintenanceModeSet" | "PopMaintenanceModeSet"
   ) =>
     guarded(operation, (enabled: boolean) =>
-      Effect.zipRight(SubscriptionRef.set(flag, enabled), out.frame({ _tag: tag, enabled }))
+      Effect.andThen(SubscriptionRef.set(flag, enabled), out.frame({ _tag: tag, enabled }))
     )
 
   return {
@@ -197,11 +199,11 @@ const memberChanges = (
   events: MeshEvent.MeshEventsShape,
   members: Effect.Effect<ReadonlyArray<Membership.Member>>
 ): Stream.Stream<ReadonlyArray<Membership.Member>> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.map(events.subscribe, (subscription) =>
       Stream.concat(
         Stream.fromEffect(members),
-        Stream.fromQueue(subscription).pipe(
+        Stream.fromSubscription(subscription).pipe(
           Stream.filter(MeshEvent.isMembershipChange),
           Stream.mapEffect(() => members)
         )
@@ -244,4 +246,4 @@ const logStart = (
 export type Stats = Effect.Effect<MeshStats.MeshStats>
 
 /** Everything the API needs, as a type for the layer that builds it. */
-export type Requirements = Effect.Effect.Context<typeof make> | Scope.Scope
+export type Requirements = Effect.Services<typeof make> | Scope.Scope

@@ -7,7 +7,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type { LaneShape } from "../lane/running.js"
 import type { PeersShape } from "../links/peers.js"
 import * as Codec from "../wire/codec.js"
@@ -35,26 +35,26 @@ export class Broadcaster {
     return Effect.suspend(() => {
       if (!this.hasReceivers()) return Effect.void
       const encoded = Codec.encodeEither(frame)
-      if (Either.isRight(encoded)) {
-        this.send(encoded.right)
+      if (Result.isSuccess(encoded)) {
+        this.send(encoded.success)
         return Effect.void
       }
       if (frame._tag === "MessageAvailableBatch" && frame.items.length > 1) {
         const half = Math.ceil(frame.items.length / 2)
-        return Effect.zipRight(
+        return Effect.andThen(
           this.frame({ _tag: frame._tag, items: frame.items.slice(0, half) }),
           this.frame({ _tag: frame._tag, items: frame.items.slice(half) })
         )
       }
       if (frame._tag === "HotlistDirtyBatch" && frame.items.length > 1) {
         const half = Math.ceil(frame.items.length / 2)
-        return Effect.zipRight(
+        return Effect.andThen(
           this.frame({ _tag: frame._tag, items: frame.items.slice(0, half) }),
           this.frame({ _tag: frame._tag, items: frame.items.slice(half) })
         )
       }
       return Effect.logWarning("dropped a frame larger than the 16 MiB cap").pipe(
-        Effect.annotateLogs({ frame: frame._tag, length: encoded.left.length })
+        Effect.annotateLogs({ frame: frame._tag, length: encoded.failure.length })
       )
     })
   }

@@ -47,7 +47,7 @@ export interface DispatchShape {
 /**
  * The receive side's dispatch, as the listener sees it.
  */
-export class Dispatch extends Context.Tag("queen-mesh/internal/Dispatch")<Dispatch, DispatchShape>() {}
+export class Dispatch extends Context.Service<Dispatch, DispatchShape>()("queen-mesh/internal/Dispatch") {}
 
 /**
  * What the dispatch applies frames to: the host's four services, and the event hub. The host's
@@ -122,7 +122,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
     switch (frame._tag) {
       case "MessageAvailable": {
         if (wakeNow === undefined) {
-          return Effect.zipRight(waker.wake(frame), publish({ _tag: "Wake", from, item: frame }))
+          return Effect.andThen(waker.wake(frame), publish({ _tag: "Wake", from, item: frame }))
         }
         wakeNow(frame)
         if (events.listening("Wake")) events.emit({ _tag: "Wake", from, item: frame })
@@ -132,7 +132,7 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
         if (wakeNow === undefined) {
           return Effect.forEach(
             frame.items,
-            (item) => Effect.zipRight(waker.wake(item), publish({ _tag: "Wake", from, item })),
+            (item) => Effect.andThen(waker.wake(item), publish({ _tag: "Wake", from, item })),
             { discard: true }
           )
         }
@@ -149,14 +149,14 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           for (const item of frame.items) events.emit({ _tag: "HotlistDirty", from, item })
         }
         if (markNow === undefined)
-          return Effect.zipRight(hotList.markDirty(frame.items), Effect.sync(announce))
+          return Effect.andThen(hotList.markDirty(frame.items), Effect.sync(announce))
         markNow(frame.items)
         announce()
         return undefined
       }
       case "QueueConfigSet":
       case "QueueConfigDelete":
-        return Effect.zipRight(
+        return Effect.andThen(
           cache.invalidate(frame),
           publish({
             _tag: "QueueConfigInvalidated",
@@ -166,19 +166,19 @@ export const make: Effect.Effect<DispatchShape, never, Requirements> = Effect.ge
           })
         )
       case "MaintenanceModeSet":
-        return Effect.zipRight(
+        return Effect.andThen(
           SubscriptionRef.set(flags.maintenance, frame.enabled),
           publish({ _tag: "Maintenance", from, enabled: frame.enabled })
         )
       case "PopMaintenanceModeSet":
-        return Effect.zipRight(
+        return Effect.andThen(
           SubscriptionRef.set(flags.popMaintenance, frame.enabled),
           publish({ _tag: "PopMaintenance", from, enabled: frame.enabled })
         )
       case "EphAdmin": {
         ephAdmin.received(frame.op)
         const command = { op: frame.op, tenant: frame.tenant, queue: frame.queue }
-        return Effect.zipRight(admin.apply(command, from), publish({ _tag: "EphAdmin", from, ...command }))
+        return Effect.andThen(admin.apply(command, from), publish({ _tag: "EphAdmin", from, ...command }))
       }
       case "Heartbeat":
       case "Hello":

@@ -8,8 +8,8 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { InvalidInputError, MeshClosedError } from "../../MeshError.js"
 import type * as Waker from "../../Waker.js"
 import { syncWakeOf } from "../../Waker.js"
@@ -123,8 +123,8 @@ export class PushPath {
     const known = this.pushes.get(input)
     if (known !== undefined) return known
     const item = Frames.validItem(input, this.tenants)
-    if (Either.isLeft(item)) return new InvalidInputError({ detail: item.left })
-    const valid = item.right
+    if (Result.isFailure(item)) return new InvalidInputError({ detail: item.failure })
+    const valid = item.success
     const bytes = Codec.encodeMessageAvailable(valid)
     const { out, lifecycle, waker } = this
     const wakeNow = this.wakeNow
@@ -136,7 +136,7 @@ export class PushPath {
           ? Effect.suspend(() =>
               lifecycle.closed
                 ? Effect.void
-                : Effect.zipRight(
+                : Effect.andThen(
                     Effect.sync(() => {
                       if (out.hasReceivers()) out.send(bytes)
                     }),

@@ -30,8 +30,8 @@ import * as Dispatch from "./dispatch.js"
 /** Options of the runtime's services. */
 export interface RuntimeOptions {
   readonly peers?: { readonly reconnectSchedule?: Schedule.Schedule<unknown, LinkDown> }
-  readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.DurationInput }
-  readonly metricsInterval?: Duration.DurationInput
+  readonly liveness?: { readonly maxEntries?: number; readonly pruneAfter?: Duration.Input }
+  readonly metricsInterval?: Duration.Input
 }
 
 /** The host's four services, which dispatch applies received frames to. */

@@ -5,9 +5,8 @@
  *
  * @internal
  */
+import * as Context from "effect/Context"
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
-import * as MetricKey from "effect/MetricKey"
 
 export const names = {
   framesSent: "queen_mesh_frames_sent_total",
@@ -55,7 +54,13 @@ const WRITE_BOUNDS = Array.from({ length: 16 }, (_, i) => 2 ** (i + 1) - 1)
  */
 export type Observe = (value: number) => void
 
-const EMPTY: ReadonlyArray<never> = []
+/**
+ * The context the mesh's metrics are updated and read in: an empty one, so its `MetricRegistry` is
+ * Effect's process-wide default (the registry `Metric.snapshot` reads unless a host provides another)
+ * and no fiber's `CurrentMetricAttributes` is merged into a series.
+ */
+export const registry: Context.Context<never> = Context.empty()
+
 const BUFFERED = 1024
 
 /** The histograms with values waiting, each by its flush. */
@@ -76,15 +81,17 @@ const histogram = (
   description: string,
   tags: ReadonlyArray<readonly [string, string]>
 ): Observe => {
-  let key = MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description)
-  for (const [tag, value] of tags) key = MetricKey.tagged(key, tag, value)
-  const metric = Metric.fromMetricKey(key)
+  const metric = Metric.histogram(name, {
+    description,
+    boundaries: Metric.boundariesFromIterable(bounds),
+    attributes: Object.fromEntries(tags)
+  })
   const waiting = new Float64Array(BUFFERED)
   let count = 0
   const flush = () => {
     const n = count
     count = 0
-    for (let i = 0; i < n; i++) metric.unsafeUpdate(waiting[i]!, EMPTY)
+    for (let i = 0; i < n; i++) metric.updateUnsafe(waiting[i]!, registry)
   }
   return (value) => {
     if (count === 0) waitingHistograms.add(flush)

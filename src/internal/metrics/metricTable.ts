@@ -23,21 +23,21 @@ import { only, type Row, row } from "./tableSync.js"
 /** What one sync reads of the node, once, for every row. */
 export interface NodeCounters {
   /** Every peer's outbound link. */
-  readonly links: Effect.Effect.Success<PeersShape["links"]>
+  readonly links: Effect.Success<PeersShape["links"]>
   /** The listener's counts: frames read, skipped, refused; connections open. */
-  readonly listener: Effect.Effect.Success<ListenerShape["counts"]>
+  readonly listener: Effect.Success<ListenerShape["counts"]>
   /** Every server the liveness map holds. */
-  readonly servers: Effect.Effect.Success<LivenessShape["servers"]>
+  readonly servers: Effect.Success<LivenessShape["servers"]>
   readonly health: MeshHealth.Health
-  readonly membership: Effect.Effect.Success<PeersShape["membershipCounts"]>
-  readonly discovery: Effect.Effect.Success<PeersShape["discovery"]>
+  readonly membership: Effect.Success<PeersShape["membershipCounts"]>
+  readonly discovery: Effect.Success<PeersShape["discovery"]>
   /** The PostgreSQL lane's stats, when the node has a lane. */
   readonly lane: Option.Option<LaneStats>
   /** `EPH_ADMIN` verbs sent and received, per operation. */
   readonly eph: ReturnType<EphAdminAccount["snapshot"]>
 }
 
-type LaneStats = Effect.Effect.Success<Lane.Running["stats"]>
+type LaneStats = Effect.Success<Lane.Running["stats"]>
 
 /** How peer entries were found, as the membership metrics count them. */
 const FOUND_BY = ["config", "dns", "discovery"] as const

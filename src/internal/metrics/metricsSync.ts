@@ -43,17 +43,16 @@ export interface MetricsSyncShape {
 /**
  * The metrics of a running mesh.
  */
-export class MetricsSync extends Context.Tag("queen-mesh/internal/MetricsSync")<
-  MetricsSync,
-  MetricsSyncShape
->() {}
+export class MetricsSync extends Context.Service<MetricsSync, MetricsSyncShape>()(
+  "queen-mesh/internal/MetricsSync"
+) {}
 
 /**
  * The metrics of one node and the loop that keeps them synced, in the current scope: the metric table
  * (`metricTable.ts`) applied to a snapshot of the node's counters on every sync.
  */
 export const make = (
-  options: { readonly interval?: Duration.DurationInput } = {}
+  options: { readonly interval?: Duration.Input } = {}
 ): Effect.Effect<
   MetricsSyncShape,
   never,
@@ -90,7 +89,7 @@ export const make = (
     if (Option.isSome(listener.port) || Option.isSome(lane)) {
       yield* sync
       // An infinite interval: no background sync (a host whose every reader syncs first, as the CLI).
-      const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
+      const interval = Duration.fromInputUnsafe(options.interval ?? DEFAULT_INTERVAL)
       if (Duration.isFinite(interval)) yield* loop("MeshMetrics", sync, { sleep: interval })
     }
     return { sync }
@@ -100,9 +99,9 @@ export const make = (
  * {@link make} as a layer.
  */
 export const layer = (
-  options: { readonly interval?: Duration.DurationInput } = {}
+  options: { readonly interval?: Duration.Input } = {}
 ): Layer.Layer<
   MetricsSync,
   never,
   MeshConfig.MeshConfig | Peers | Listener | Liveness | Dispatch | RunningLane | HealthTracker
-> => Layer.scoped(MetricsSync, make(options))
+> => Layer.effect(MetricsSync, make(options))

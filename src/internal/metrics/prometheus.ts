@@ -1,5 +1,5 @@
 /**
- * Renders Effect's metric registry (`Metric.snapshot` / `Metric.unsafeSnapshot()`) as the Prometheus
+ * Renders Effect's metric registry (`Metric.snapshot` / `Metric.snapshotUnsafe(context)`) as the Prometheus
  * text exposition format 0.0.4, for a host's `/metrics` route.
  *
  * Internal because the format is a wire encoding, not a concept of the mesh: the public surface is the
@@ -17,31 +17,31 @@
  * - summary → `summary`: `<name>{quantile="…"}` (NaN while a quantile has no observation), `<name>_sum`,
  *   `<name>_count`.
  * - frequency → `counter`: one sample per occurrence key, that key in a `key` label (the name
- *   `@effect/opentelemetry` gives the same attribute). A `key` tag of the metric itself gives way to it.
+ *   `@effect/opentelemetry` gives the same attribute). A `key` attribute of the metric itself gives way
+ *   to it.
  *
- * Tags become labels sorted by name; a tag repeated with several values keeps the last. Characters
- * Prometheus does not allow in a metric or label name become `_`. The output stays a valid exposition
- * when the registry holds keys that collide: where two metrics of different kinds share a name, the
- * first in the snapshot decides the family's type and the others are left out; where two keys render to
- * the same series (the same name and tags but another description, other histogram boundaries, another
- * `incremental` flag, or tags added in another order), the first is kept. Either is a bug in whoever
- * made the second key: make each metric one constant.
+ * Attributes become labels sorted by name. Characters Prometheus does not allow in a metric or label
+ * name become `_` (where two attribute names become the same label, the last in name order is kept).
+ * The output stays a valid exposition when the registry holds series that collide: where two metrics of
+ * different kinds share a name, the first in the snapshot decides the family's type and the others are
+ * left out; where two series render to the same one (the same name and attributes but another
+ * description), the first is kept. Either is a bug in whoever made the second metric: make each metric
+ * one constant. (Effect 4's registry keys a series by kind, name, description and attributes, so
+ * histogram boundaries and a counter's `incremental` flag are the first registration's.)
  *
  * @internal
  */
-import type * as MetricPair from "effect/MetricPair"
-import * as MetricState from "effect/MetricState"
-import * as Option from "effect/Option"
+import type * as Metric from "effect/Metric"
 
 /** The `Content-Type` of a {@link render}ed body (text exposition format 0.0.4). */
 export const contentType = "text/plain; version=0.0.4; charset=utf-8"
 
 /**
- * Whether a metric name belongs to Effect's own runtime metrics (`effect_fiber_started`,
- * `effect_fiber_active`, `effect_fiber_successes`, `effect_fiber_failures`, `effect_fiber_lifetimes`),
- * which the default runtime records while `RuntimeFlags.RuntimeMetrics` is on.
+ * Whether a metric name belongs to Effect's own runtime metrics (`child_fibers_active`,
+ * `child_fibers_started`, `child_fiber_successes`, `child_fiber_failures`), which the runtime records
+ * while `Metric.enableRuntimeMetrics` (or its layer) is on. Effect 3 named them `effect_fiber_*`.
  */
-export const isRuntimeMetric = (name: string): boolean => name.startsWith("effect_fiber_")
+export const isRuntimeMetric = (name: string): boolean => name.startsWith("child_fiber")
 
 /** An `include` predicate that leaves out Effect's runtime metrics (see {@link isRuntimeMetric}). */
 export const withoutRuntimeMetrics = (name: string): boolean => !isRuntimeMetric(name)
@@ -63,20 +63,19 @@ type Labels = ReadonlyArray<readonly [string, string]>
  * labels, so one registry state always renders to the same text.
  *
  * `include` is asked with each pair's Effect name (before any `_` substitution); pass
- * {@link withoutRuntimeMetrics} to leave out `effect_fiber_*`. `# HELP` is the first description found
+ * {@link withoutRuntimeMetrics} to leave out `child_fiber*`. `# HELP` is the first description found
  * under a name, and is left out when there is none.
  */
 export const render = (
-  pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>,
+  snapshots: ReadonlyArray<Metric.Metric.Snapshot>,
   options?: { readonly include?: (name: string) => boolean }
 ): string => {
   const include = options?.include
   const families = new Map<string, Family>()
-  for (const { metricKey, metricState } of pairs) {
-    if (include !== undefined && !include(metricKey.name)) continue
-    const name = metricName(metricKey.name)
-    const kind = kindOf(metricState)
-    if (kind === undefined) continue
+  for (const snapshot of snapshots) {
+    if (include !== undefined && !include(snapshot.id)) continue
+    const name = metricName(snapshot.id)
+    const kind = kindOf[snapshot.type]
     let family = families.get(name)
     if (family === undefined) {
       family = { kind, help: "", series: [], keys: new Set() }
@@ -84,12 +83,12 @@ export const render = (
     } else if (family.kind !== kind) {
       continue
     }
-    if (family.help === "" && Option.isSome(metricKey.description)) family.help = metricKey.description.value
-    const labels = tagLabels(metricKey.tags)
+    if (family.help === "" && snapshot.description !== undefined) family.help = snapshot.description
+    const labels = attributeLabels(snapshot.attributes ?? {})
     const key = renderLabels(labels)
     if (family.keys.has(key)) continue
     family.keys.add(key)
-    family.series.push({ key, lines: samples(name, labels, metricState) })
+    family.series.push({ key, lines: samples(name, labels, snapshot) })
   }
 
   const out: Array<string> = []
@@ -103,65 +102,67 @@ export const render = (
   return out.length === 0 ? "" : `${out.join("\n")}\n`
 }
 
-const kindOf = (state: MetricPair.MetricPair.Untyped["metricState"]): Kind | undefined => {
-  if (MetricState.isCounterState(state) || MetricState.isFrequencyState(state)) return "counter"
-  if (MetricState.isGaugeState(state)) return "gauge"
-  if (MetricState.isHistogramState(state)) return "histogram"
-  if (MetricState.isSummaryState(state)) return "summary"
-  return undefined
+const kindOf: Record<Metric.Metric.Type, Kind> = {
+  Counter: "counter",
+  Frequency: "counter",
+  Gauge: "gauge",
+  Histogram: "histogram",
+  Summary: "summary"
 }
 
-const samples = (
-  name: string,
-  labels: Labels,
-  state: MetricPair.MetricPair.Untyped["metricState"]
-): ReadonlyArray<string> => {
-  if (MetricState.isCounterState(state)) return [sample(name, labels, formatValue(state.count))]
-  if (MetricState.isGaugeState(state)) return [sample(name, labels, formatValue(state.value))]
-  if (MetricState.isFrequencyState(state)) {
-    const lines: Array<string> = []
-    const words = Array.from(state.occurrences.keys()).sort()
-    for (const word of words) {
-      lines.push(sample(name, withLabel(labels, "key", word), formatValue(state.occurrences.get(word) ?? 0)))
+const samples = (name: string, labels: Labels, snapshot: Metric.Metric.Snapshot): ReadonlyArray<string> => {
+  switch (snapshot.type) {
+    case "Counter":
+      return [sample(name, labels, formatValue(snapshot.state.count))]
+    case "Gauge":
+      return [sample(name, labels, formatValue(snapshot.state.value))]
+    case "Frequency": {
+      const { occurrences } = snapshot.state
+      const lines: Array<string> = []
+      for (const word of Array.from(occurrences.keys()).sort()) {
+        lines.push(sample(name, withLabel(labels, "key", word), formatValue(occurrences.get(word) ?? 0)))
+      }
+      return lines
     }
-    return lines
-  }
-  if (MetricState.isHistogramState(state)) {
-    const lines: Array<string> = []
-    let sawInf = false
-    for (const [boundary, cumulative] of state.buckets) {
-      if (boundary === Number.POSITIVE_INFINITY) sawInf = true
-      lines.push(
-        sample(`${name}_bucket`, withLabel(labels, "le", formatValue(boundary)), formatValue(cumulative))
-      )
+    case "Histogram": {
+      const state = snapshot.state
+      const lines: Array<string> = []
+      let sawInf = false
+      for (const [boundary, cumulative] of state.buckets) {
+        if (boundary === Number.POSITIVE_INFINITY) sawInf = true
+        lines.push(
+          sample(`${name}_bucket`, withLabel(labels, "le", formatValue(boundary)), formatValue(cumulative))
+        )
+      }
+      // `Metric.boundariesFromIterable` ends in +Inf; boundaries given otherwise might not, and the
+      // format requires it.
+      if (!sawInf)
+        lines.push(sample(`${name}_bucket`, withLabel(labels, "le", "+Inf"), formatValue(state.count)))
+      lines.push(sample(`${name}_sum`, labels, formatValue(state.sum)))
+      lines.push(sample(`${name}_count`, labels, formatValue(state.count)))
+      return lines
     }
-    // Effect's boundaries always end in +Inf; a hand-made state might not, and the format requires it.
-    if (!sawInf)
-      lines.push(sample(`${name}_bucket`, withLabel(labels, "le", "+Inf"), formatValue(state.count)))
-    lines.push(sample(`${name}_sum`, labels, formatValue(state.sum)))
-    lines.push(sample(`${name}_count`, labels, formatValue(state.count)))
-    return lines
-  }
-  if (MetricState.isSummaryState(state)) {
-    const lines: Array<string> = []
-    for (const [quantile, value] of state.quantiles) {
-      const rendered = Option.isSome(value) ? formatValue(value.value) : "NaN"
-      lines.push(sample(name, withLabel(labels, "quantile", formatValue(quantile)), rendered))
+    case "Summary": {
+      const state = snapshot.state
+      const lines: Array<string> = []
+      for (const [quantile, value] of state.quantiles) {
+        const rendered = value === undefined ? "NaN" : formatValue(value)
+        lines.push(sample(name, withLabel(labels, "quantile", formatValue(quantile)), rendered))
+      }
+      lines.push(sample(`${name}_sum`, labels, formatValue(state.sum)))
+      lines.push(sample(`${name}_count`, labels, formatValue(state.count)))
+      return lines
     }
-    lines.push(sample(`${name}_sum`, labels, formatValue(state.sum)))
-    lines.push(sample(`${name}_count`, labels, formatValue(state.count)))
-    return lines
   }
-  return []
 }
 
 const sample = (name: string, labels: Labels, value: string): string =>
   `${name}${renderLabels(labels)} ${value}`
 
-/** The metric's tags as sorted labels, one per name (the last value wins). */
-const tagLabels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>): Labels => {
+/** The metric's attributes as sorted labels, one per label name (the last attribute in name order wins). */
+const attributeLabels = (attributes: Metric.Metric.AttributeSet): Labels => {
   const byName = new Map<string, string>()
-  for (const tag of tags) byName.set(labelName(tag.key), tag.value)
+  for (const key of Object.keys(attributes).sort()) byName.set(labelName(key), attributes[key]!)
   return sortLabels(Array.from(byName))
 }
 

@@ -10,7 +10,7 @@
  * @internal
  */
 import * as Metric from "effect/Metric"
-import * as MetricKey from "effect/MetricKey"
+import { registry } from "./metricNames.js"
 
 /** The label values of one sample, one per label name of its row, in the same order. */
 export type LabelValues<L extends ReadonlyArray<string>> = { readonly [K in keyof L]: string }
@@ -38,18 +38,16 @@ export const row = <C, const L extends ReadonlyArray<string>>(spec: Row<C, L>): 
 /** The sample of a row without labels. */
 export const only = (value: number): ReadonlyArray<Sample<readonly []>> => [[[], value]]
 
-const EMPTY: ReadonlyArray<never> = []
-
 /** A counter series and the value it was last brought to. */
 interface CounterSeries {
-  readonly metric: Metric.Metric.Counter<number>
+  readonly metric: Metric.Counter<number>
   last: number
 }
 
 /** A table applied to one node's metrics. */
 export class TableSync<C> {
   private readonly counters = new Map<string, CounterSeries>()
-  private readonly gauges = new Map<string, Metric.Metric.Gauge<number>>()
+  private readonly gauges = new Map<string, Metric.Gauge<number>>()
 
   constructor(
     private readonly serverId: string,
@@ -70,13 +68,17 @@ export class TableSync<C> {
     const id = seriesId(metric.name, labels)
     let series = this.counters.get(id)
     if (series === undefined) {
-      const key = MetricKey.counter(metric.name, { description: metric.help, incremental: true })
-      series = { metric: Metric.fromMetricKey(this.tagged(key, metric, labels)), last: 0 }
-      series.metric.unsafeUpdate(0, EMPTY)
+      const counter = Metric.counter(metric.name, {
+        description: metric.help,
+        incremental: true,
+        attributes: this.attributes(metric, labels)
+      })
+      series = { metric: counter, last: 0 }
+      counter.updateUnsafe(0, registry)
       this.counters.set(id, series)
     }
     if (value > series.last) {
-      series.metric.unsafeUpdate(value - series.last, EMPTY)
+      series.metric.updateUnsafe(value - series.last, registry)
       series.last = value
     }
   }
@@ -85,21 +87,19 @@ export class TableSync<C> {
     const id = seriesId(metric.name, labels)
     let gauge = this.gauges.get(id)
     if (gauge === undefined) {
-      const key = MetricKey.gauge(metric.name, { description: metric.help })
-      gauge = Metric.fromMetricKey(this.tagged(key, metric, labels))
+      gauge = Metric.gauge(metric.name, {
+        description: metric.help,
+        attributes: this.attributes(metric, labels)
+      })
       this.gauges.set(id, gauge)
     }
-    gauge.unsafeUpdate(value, EMPTY)
+    gauge.updateUnsafe(value, registry)
   }
 
-  /** `key` tagged with the node's `server_id`, then the row's labels. */
-  private tagged<K extends MetricKey.MetricKey.Untyped>(
-    key: K,
-    metric: Row<C>,
-    labels: ReadonlyArray<string>
-  ): K {
-    let out = MetricKey.tagged(key, "server_id", this.serverId) as K
-    for (let i = 0; i < labels.length; i++) out = MetricKey.tagged(out, metric.labels[i]!, labels[i]!) as K
+  /** The series' attributes: the node's `server_id`, then the row's labels. */
+  private attributes(metric: Row<C>, labels: ReadonlyArray<string>): Record<string, string> {
+    const out: Record<string, string> = { server_id: this.serverId }
+    for (let i = 0; i < labels.length; i++) out[metric.labels[i]!] = labels[i]!
     return out
   }
 }

@@ -11,7 +11,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import { TransportError } from "../../MeshError.js"
 import type { Connection } from "../../Transport.js"
 
@@ -58,14 +57,14 @@ export const connectionOf = (socket: Net.Socket, address: string): Connection =>
       pending.push(bytes)
       return true
     },
-    remoteAddress: Option.fromNullable(socket.remoteAddress),
+    remoteAddress: Option.fromNullishOr(socket.remoteAddress),
     read: <E>(onChunk: (chunk: Uint8Array) => Effect.Effect<void, E> | undefined) =>
-      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-        Effect.async<void, TransportError | E>((resume) => {
+      Effect.flatMap(Effect.context<never>(), (context) =>
+        Effect.callback<void, TransportError | E>((resume) => {
           // Chunks are handed on from the socket's 'data' event, with no fiber in between; an effect
           // returned for a chunk pauses the socket until it completes.
           const backlog: Array<Uint8Array> = []
-          let running: Fiber.RuntimeFiber<void, E> | undefined
+          let running: Fiber.Fiber<void, E> | undefined
           let ended = false
           let finished = false
           const finish = (result: Effect.Effect<void, TransportError | E>) => {
@@ -86,7 +85,7 @@ export const connectionOf = (socket: Net.Socket, address: string): Connection =>
               }
               if (effect === undefined) continue
               socket.pause()
-              const fiber = Runtime.runFork(runtime)(effect)
+              const fiber = Effect.runForkWith(context)(effect)
               running = fiber
               fiber.addObserver((exit) => {
                 running = undefined
@@ -133,7 +132,7 @@ export const connectionOf = (socket: Net.Socket, address: string): Connection =>
         })
       ),
     write: (bytes) =>
-      Effect.async<void, TransportError>((resume) => {
+      Effect.callback<void, TransportError>((resume) => {
         if (socket.destroyed || !socket.writable) {
           resume(Effect.fail(new TransportError({ reason: "Closed", address })))
           return

@@ -9,7 +9,6 @@
 import type * as Net from "node:net"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { TransportError } from "../../MeshError.js"
 import type { ListenOptions } from "../../Transport.js"
@@ -35,9 +34,9 @@ export const bind = <S extends Net.Server>(
   Effect.gen(function* () {
     const { host, port } = options.listen
     const address = `${host}:${port}`
-    const runtime = yield* Effect.runtime<never>()
+    const context = yield* Effect.context<never>()
     const server = yield* Effect.acquireRelease(
-      Effect.async<S, TransportError>((resume) => {
+      Effect.callback<S, TransportError>((resume) => {
         const server = options.create()
         const onListenError = (cause: Error) => {
           server.close()
@@ -47,7 +46,7 @@ export const bind = <S extends Net.Server>(
         server.listen({ host, port }, () => {
           server.off("error", onListenError)
           server.on("error", (cause) => {
-            Runtime.runFork(runtime)(
+            Effect.runForkWith(context)(
               Effect.logWarning(options.logAs.message).pipe(
                 Effect.annotateLogs({ module: options.logAs.module, address, reason: cause.message })
               )
@@ -68,7 +67,7 @@ export const bind = <S extends Net.Server>(
           })
           yield* FiberSet.clear(options.fibers)
           for (const socket of options.sockets) socket.destroy()
-          yield* Effect.async<void>((resume) => {
+          yield* Effect.callback<void>((resume) => {
             if (closed) resume(Effect.void)
             else wake = () => resume(Effect.void)
           })

@@ -46,8 +46,8 @@ export const listen = (
       const remote = remoteOf(socket)
       run(
         onConnection(connectionOf(socket, remote)).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
+          Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause)
               ? Effect.void
               : Effect.logError("mesh connection failed", cause).pipe(
                   Effect.annotateLogs({ module: "TcpTransport", remote })

@@ -21,7 +21,7 @@ export const connect = (
   address: string,
   timeoutMs: number
 ): Effect.Effect<Tls.TLSSocket, TransportError> =>
-  Effect.async<Tls.TLSSocket, TransportError>((resume) => {
+  Effect.callback<Tls.TLSSocket, TransportError>((resume) => {
     const socket = Tls.connect({
       host,
       port,

@@ -59,8 +59,8 @@ export const listen = (
       const connection = { ...connectionOf(socket, remoteOf(socket)), identity: accepted.get(socket) }
       run(
         onConnection(connection).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
+          Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause)
               ? Effect.void
               : Effect.logError("mesh TLS connection failed", cause).pipe(
                   Effect.annotateLogs({ module: "TlsTransport", remote: remoteOf(socket) })

@@ -51,7 +51,7 @@ export class History {
 
   /** Records `mesh`'s events while the scope lasts (once per mesh, however many callers). */
   record(mesh: MeshShape): Effect.Effect<void, never, Scope.Scope> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       yield* Effect.acquireRelease(
         Effect.sync(() => ++this.recording),
         () =>

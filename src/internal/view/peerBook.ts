@@ -17,10 +17,10 @@ import * as Os from "node:os"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Membership from "../../Membership.js"
@@ -36,9 +36,9 @@ export const addressName = (host: string, port: number): string =>
 
 /** The host of an `http_addr`, as it would appear in a peer list. */
 export const httpHost = (httpAddr: string): string | undefined =>
-  Either.match(StatsFetch.parseHttpAddr(httpAddr), {
-    onLeft: () => undefined,
-    onRight: (target) => target.host
+  Result.match(StatsFetch.parseHttpAddr(httpAddr), {
+    onFailure: () => undefined,
+    onSuccess: (target) => target.host
   })
 
 /**
@@ -203,7 +203,7 @@ export interface LearnOptions {
    * The longest the members go unread with nothing happening: for what no event tells, a peer that
    * restarted within the dead threshold announcing a new address. Default 30 s.
    */
-  readonly interval?: Duration.DurationInput
+  readonly interval?: Duration.Input
 }
 
 /**
@@ -219,24 +219,24 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
     const book = bookOf(mesh)
     const asks = yield* FiberMap.make<string>()
     const wake = yield* Queue.sliding<void>(1)
-    const poke = () => Queue.unsafeOffer(wake, undefined)
+    const poke = () => Queue.offerUnsafe(wake, undefined)
     yield* mesh.observe(poke, membershipTags)
-    const interval = Duration.toMillis(Duration.decode(options.interval ?? Duration.seconds(30)))
-    const clock = yield* Effect.clock
+    const interval = Duration.toMillis(options.interval ?? Duration.seconds(30))
+    const clock = yield* Clock.Clock
     const ask = (question: Question) =>
       Effect.gen(function* () {
-        const result = yield* Effect.either(options.ask(question.serverId, question.httpAddr))
+        const result = yield* Effect.result(options.ask(question.serverId, question.httpAddr))
         const now = yield* Clock.currentTimeMillis
-        if (Either.isLeft(result)) return book.unanswered(question, result.left.reason, now)
-        book.answered(question, result.right)
-        const addresses = fromBody(result.right, question.httpAddr).map(([address]) => address)
+        if (Result.isFailure(result)) return book.unanswered(question, result.failure.reason, now)
+        book.answered(question, result.success)
+        const addresses = fromBody(result.success, question.httpAddr).map(([address]) => address)
         yield* Effect.logDebug("cluster page: peer's addresses learnt").pipe(
           Effect.annotateLogs({ peer: question.serverId, addresses: addresses.join(",") })
         )
       }).pipe(Effect.ensuring(Effect.sync(poke)))
     // Until something happens, the next retry falls due, or `interval` passes.
     const wait = Effect.suspend(() => {
-      const now = clock.unsafeCurrentTimeMillis()
+      const now = clock.currentTimeMillisUnsafe()
       const retry = book.nextRetry(now)
       const ms = retry === undefined ? interval : Math.min(interval, retry - now)
       return Effect.ignore(Effect.timeout(Queue.take(wake), Duration.millis(ms)))
@@ -251,8 +251,8 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
       }
     })
     yield* pass.pipe(
-      Effect.zipRight(wait),
-      Effect.catchAllCause((cause) => Effect.logWarning("cluster page: learning peers failed", cause)),
+      Effect.andThen(wait),
+      Effect.catchCause((cause) => Effect.logWarning("cluster page: learning peers failed", cause)),
       Effect.repeat(Schedule.forever),
       Effect.annotateLogs({ module: "ClusterView" }),
       Effect.forkScoped
@@ -265,14 +265,14 @@ export const learn = (mesh: MeshShape, options: LearnOptions): Effect.Effect<voi
  */
 export const learnPeers = (options: {
   readonly statsPath: string
-  readonly fetchTimeout?: Duration.DurationInput | undefined
+  readonly fetchTimeout?: Duration.Input | undefined
   readonly maxBodyBytes?: number | undefined
 }): Effect.Effect<void, never, Mesh | Scope.Scope> =>
   Effect.gen(function* () {
     const mesh = yield* Mesh
     const fetchOptions: StatsFetch.FetchOptions = {
       path: options.statsPath,
-      timeout: Duration.decode(options.fetchTimeout ?? StatsFetch.defaults.timeout),
+      timeout: Duration.fromInputUnsafe(options.fetchTimeout ?? StatsFetch.defaults.timeout),
       maxBytes: options.maxBodyBytes ?? StatsFetch.defaults.maxBytes
     }
     yield* historyOf(mesh).record(mesh)

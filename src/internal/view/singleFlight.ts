@@ -35,7 +35,7 @@ export class SingleFlight<A> {
    * and none is being computed. Until a value begun within `maxAge` exists, callers wait for one.
    */
   get(compute: Effect.Effect<A>): Effect.Effect<A> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const now = yield* Clock.currentTimeMillis
       let flight = this.current
       if (flight === undefined || (flight.done && now - flight.at >= this.ttlMillis))
@@ -48,12 +48,12 @@ export class SingleFlight<A> {
   }
 
   private start(compute: Effect.Effect<A>, now: number): Effect.Effect<Flight<A>> {
-    return Effect.gen(this, function* () {
+    return Effect.gen({ self: this }, function* () {
       const flight: Flight<A> = { at: now, result: yield* Deferred.make<A>(), done: false }
       this.current = flight
       // Whatever way the computation ends (a defect included), its waiters are answered.
       const run = Effect.flatMap(Effect.exit(compute), (exit) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => {
             flight.done = true
             if (exit._tag === "Success") this.latest = Option.some({ value: exit.value, at: flight.at })
@@ -61,7 +61,7 @@ export class SingleFlight<A> {
           Deferred.done(flight.result, exit)
         )
       )
-      yield* Effect.forkDaemon(run)
+      yield* Effect.forkDetach(run)
       return flight
     })
   }

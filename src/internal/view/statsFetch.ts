@@ -16,13 +16,13 @@ import * as Https from "node:https"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as MeshStats from "../../MeshStats.js"
 import { VERSION } from "../version.js"
 
 /** Why a peer's stats could not be shown; one literal each, as the page shows them. */
-export const FetchFailure = Schema.Literal(
+export const FetchFailure = Schema.Literals([
   "bad_address",
   "unreachable",
   "timeout",
@@ -31,7 +31,7 @@ export const FetchFailure = Schema.Literal(
   "not_json",
   "not_stats",
   "other_node"
-)
+])
 export type FetchFailure = typeof FetchFailure.Type
 
 export class StatsFetchError extends Data.TaggedError("StatsFetchError")<{
@@ -61,34 +61,34 @@ const IPV6 = /^\[[0-9A-Fa-f:.]+\]$/
  * trailing `/` tolerated). Anything else (a path, a query, a fragment, credentials, another scheme,
  * control characters) is refused: the address names a server, and the node chooses the path.
  */
-export const parseHttpAddr = (raw: string): Either.Either<HttpTarget, string> => {
-  if (raw.length === 0 || raw.length > MAX_ADDRESS_LENGTH) return Either.left("empty or too long")
+export const parseHttpAddr = (raw: string): Result.Result<HttpTarget, string> => {
+  if (raw.length === 0 || raw.length > MAX_ADDRESS_LENGTH) return Result.fail("empty or too long")
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (/[\s\u0000-\u001f\u007f]/.test(raw)) return Either.left("whitespace or control characters")
+  if (/[\s\u0000-\u001f\u007f]/.test(raw)) return Result.fail("whitespace or control characters")
   const schemed = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`
   let url: URL
   try {
     url = new URL(schemed)
   } catch {
-    return Either.left("not an address")
+    return Result.fail("not an address")
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return Either.left(`scheme ${url.protocol}`)
-  if (url.username !== "" || url.password !== "") return Either.left("credentials")
+  if (url.protocol !== "http:" && url.protocol !== "https:") return Result.fail(`scheme ${url.protocol}`)
+  if (url.username !== "" || url.password !== "") return Result.fail("credentials")
   if (url.pathname !== "/" || url.search !== "" || url.hash !== "" || /[?#]/.test(raw))
-    return Either.left("a path or query")
+    return Result.fail("a path or query")
   if (
     schemed
       .replace(/\/$/, "")
       .slice(url.protocol.length + 2)
       .includes("/")
   )
-    return Either.left("a path or query")
+    return Result.fail("a path or query")
   const protocol = url.protocol === "https:" ? "https" : "http"
   const port = url.port === "" ? (protocol === "https" ? 443 : 80) : Number(url.port)
   const host = url.hostname
-  if (IPV6.test(host)) return Either.right({ protocol, host: host.slice(1, -1), port })
-  if (!HOST.test(host)) return Either.left("not a host name")
-  return Either.right({ protocol, host, port })
+  if (IPV6.test(host)) return Result.succeed({ protocol, host: host.slice(1, -1), port })
+  if (!HOST.test(host)) return Result.fail("not a host name")
+  return Result.succeed({ protocol, host, port })
 }
 
 /** The fetch's bounds unless the page's options say otherwise (`ClusterView.defaults`). */
@@ -106,11 +106,11 @@ export interface FetchOptions {
   readonly maxBytes: number
 }
 
-const decodeStats = Schema.decodeUnknownEither(MeshStats.StatsBody)
+const decodeStats = Schema.decodeUnknownResult(MeshStats.StatsBody)
 
 /** The raw answer: status and body, within the bounds. */
 const get = (target: HttpTarget, options: FetchOptions): Effect.Effect<Buffer, StatsFetchError> =>
-  Effect.async<Buffer, StatsFetchError>((resume) => {
+  Effect.callback<Buffer, StatsFetchError>((resume) => {
     let done = false
     const finish = (result: Effect.Effect<Buffer, StatsFetchError>) => {
       if (done) return
@@ -177,9 +177,9 @@ export const fetchStats = (
   httpAddr: string,
   options: FetchOptions
 ): Effect.Effect<MeshStats.MeshStats, StatsFetchError> =>
-  Either.match(parseHttpAddr(httpAddr), {
-    onLeft: (why) => Effect.fail(new StatsFetchError({ reason: "bad_address", detail: why })),
-    onRight: (target) =>
+  Result.match(parseHttpAddr(httpAddr), {
+    onFailure: (why) => Effect.fail(new StatsFetchError({ reason: "bad_address", detail: why })),
+    onSuccess: (target) =>
       Effect.flatMap(get(target, options), (body) => {
         let json: unknown
         try {
@@ -187,10 +187,10 @@ export const fetchStats = (
         } catch {
           return Effect.fail(new StatsFetchError({ reason: "not_json", detail: "the answer is not JSON" }))
         }
-        return Either.match(decodeStats(json), {
-          onLeft: () =>
+        return Result.match(decodeStats(json), {
+          onFailure: () =>
             Effect.fail(new StatsFetchError({ reason: "not_stats", detail: "not a queen-mesh stats body" })),
-          onRight: (stats) =>
+          onSuccess: (stats) =>
             stats.server_id === serverId
               ? Effect.succeed(stats)
               : Effect.fail(

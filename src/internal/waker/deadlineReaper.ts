@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberHandle from "effect/FiberHandle"
@@ -37,12 +37,12 @@ export class DeadlineReaper {
     private readonly run: (reaper: Effect.Effect<void>) => unknown
   ) {
     const pass = Effect.suspend(() => this.pass())
-    // The loop shape of every background loop: one pass, `catchAllCause` to a log (then a pause, so a
+    // The loop shape of every background loop: one pass, `catchCause` to a log (then a pause, so a
     // persistent defect cannot spin), repeated; annotated, interruptible, owned by the scope's handle.
     const iteration = pass.pipe(
-      Effect.catchAllCause((cause) =>
+      Effect.catchCause((cause) =>
         Effect.logError("reaper pass failed; carrying on", cause).pipe(
-          Effect.zipRight(Effect.sleep(Duration.millis(Math.max(resolution, 100)))),
+          Effect.andThen(Effect.sleep(Duration.millis(Math.max(resolution, 100)))),
           Effect.as(true)
         )
       )
@@ -57,7 +57,7 @@ export class DeadlineReaper {
   /** The reaper of `pops`, its fiber in the current scope (started by the first park). */
   static make(pops: ParkedPops, resolution: number): Effect.Effect<DeadlineReaper, never, Scope.Scope> {
     return Effect.gen(function* () {
-      const clock = yield* Effect.clock
+      const clock = yield* Clock.Clock
       const run = yield* FiberHandle.makeRuntime<never, never, void>()
       return new DeadlineReaper(pops, resolution, clock, run)
     })
@@ -79,7 +79,7 @@ export class DeadlineReaper {
 
   /** Times out the pops due now, then sleeps until the next is due; false when none is left to wait for. */
   private pass(): Effect.Effect<boolean> {
-    const now = this.clock.unsafeCurrentTimeMillis()
+    const now = this.clock.currentTimeMillisUnsafe()
     if (this.pops.expire(now) > 0) this.lastPass = now
     const next = this.pops.nextDeadline()
     if (next === Number.POSITIVE_INFINITY) {

@@ -14,6 +14,7 @@ import * as FiberHandle from "effect/FiberHandle"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as MeshHealth from "../../MeshHealth.js"
 import type { ParkedPops } from "./parkedPops.js"
 
@@ -35,7 +36,7 @@ export class DegradedWait {
    */
   static make(
     pops: ParkedPops,
-    degradedMaxWait: Duration.DurationInput | undefined,
+    degradedMaxWait: Duration.Input | undefined,
     onDegrade: (short: Duration.Duration) => void = () => {}
   ): Effect.Effect<DegradedWait, never, Scope.Scope> {
     return Effect.gen(function* () {
@@ -45,8 +46,8 @@ export class DegradedWait {
         return new DegradedWait(pops, undefined, () => undefined, onDegrade)
       }
       const run = yield* FiberHandle.makeRuntime<never, never, void>()
-      const wait = new DegradedWait(pops, Duration.decode(degradedMaxWait), run, onDegrade)
-      yield* health.value.changes.pipe(
+      const wait = new DegradedWait(pops, Duration.fromInputUnsafe(degradedMaxWait), run, onDegrade)
+      yield* SubscriptionRef.changes(health.value).pipe(
         Stream.runForEach((now) => Effect.sync(() => wait.healthIs(MeshHealth.isTrusted(now)))),
         Effect.forkScoped
       )
@@ -72,7 +73,7 @@ export class DegradedWait {
   private shortenParked(short: Duration.Duration): Effect.Effect<void> {
     return Effect.suspend(() => {
       const parkedThen = this.pops.snapshot()
-      return Effect.zipRight(
+      return Effect.andThen(
         Effect.sleep(short),
         Effect.sync(() => this.pops.timeOut(parkedThen))
       )

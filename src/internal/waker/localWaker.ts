@@ -17,7 +17,7 @@
  *
  * @internal
  */
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,7 +29,7 @@ import type { QueueItem } from "../wire/payloads.js"
 import { DeadlineReaper } from "./deadlineReaper.js"
 import { DegradedWait } from "./degradedWait.js"
 import { HintStore } from "./hintStore.js"
-import { ParkedPops, SHUTDOWN, type WakeOutcome } from "./parkedPops.js"
+import { ParkedPops, SHUTDOWN_NOW, type WakeOutcome } from "./parkedPops.js"
 import {
   type GroupedPops,
   type GroupedPopsOptions,
@@ -65,7 +65,7 @@ export interface LocalWakerShape {
    */
   readonly awaitWake: (
     target: WaitTarget,
-    options: { readonly maxWait: Duration.DurationInput }
+    options: { readonly maxWait: Duration.Input }
   ) => Effect.Effect<WakeOutcome>
   /** How many pops are parked now, in all. */
   readonly parked: Effect.Effect<number>
@@ -101,7 +101,9 @@ export interface LocalWakerShape {
 /**
  * The shipped in-memory waker: a registry of parked pops.
  */
-export class LocalWakerTag extends Context.Tag("queen-mesh/LocalWaker")<LocalWakerTag, LocalWakerShape>() {}
+export class LocalWakerTag extends Context.Service<LocalWakerTag, LocalWakerShape>()(
+  "queen-mesh/LocalWaker"
+) {}
 
 /**
  * The shipped waker's tenancy and bounds.
@@ -129,7 +131,7 @@ export interface LocalWakerOptions {
    * a pop, so this is what keeps a few pops timing out as cheap per pop as many. `0` for exact timeouts.
    * Default 25 ms.
    */
-  readonly timeoutResolution?: Duration.DurationInput
+  readonly timeoutResolution?: Duration.Input
   /**
    * While the mesh is neither `clustered` nor `solo` (see `MeshHealth`), parked pops wait at most this
    * long: the host's re-poll is then the fallback path, so a broken mesh costs about this, not a whole
@@ -137,7 +139,7 @@ export interface LocalWakerOptions {
    * the `MeshHealth` value the mesh publishes (`Mesh.layerLocal` and the layers above provide it to
    * both). Default: off.
    */
-  readonly degradedMaxWait?: Duration.DurationInput
+  readonly degradedMaxWait?: Duration.Input
 }
 
 /**
@@ -233,24 +235,24 @@ class Registry implements GroupHost {
     for (const sink of this.sinks) sink.wakeQueue(queue)
   }
 
-  /** Parks the calling fiber (the body of `awaitWake`'s `Effect.async`). */
+  /** Parks the calling fiber (the body of `awaitWake`'s `Effect.callback`). */
   park(
     target: WaitTarget,
-    maxWait: Duration.DurationInput,
+    maxWait: Duration.Input,
     resume: (outcome: Effect.Effect<WakeOutcome>) => void
   ): Effect.Effect<void> | undefined {
     if (this.closed) {
-      resume(SHUTDOWN)
+      resume(SHUTDOWN_NOW)
       return
     }
-    const duration = this.degraded.cap(Duration.decode(maxWait))
+    const duration = this.degraded.cap(Duration.fromInputUnsafe(maxWait))
     const tenant = this.tenants.ofTarget(target.queue, target.tenant)
     if (tenant === undefined) {
       this.refused++
       resume(Effect.as(Effect.sleep(duration), "timeout"))
       return
     }
-    const deadline = this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(duration)
+    const deadline = this.clock.currentTimeMillisUnsafe() + Duration.toMillis(duration)
     const pop = this.pops.park(target.queue, tenant, deadline, resume)
     this.reaper.parked(deadline)
     return Effect.sync(() => this.pops.leave(pop))
@@ -282,7 +284,9 @@ class Registry implements GroupHost {
 export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerShape, never, Scope.Scope> =>
   Effect.gen(function* () {
     const pops = new ParkedPops()
-    const resolution = Duration.toMillis(Duration.decode(options.timeoutResolution ?? Duration.millis(25)))
+    const resolution = Duration.toMillis(
+      Duration.fromInputUnsafe(options.timeoutResolution ?? Duration.millis(25))
+    )
     let onDegrade = (_short: Duration.Duration): void => {}
     const registry: Registry = new Registry(
       new Tenants(options),
@@ -294,17 +298,17 @@ export const make = (options: LocalWakerOptions = {}): Effect.Effect<LocalWakerS
       }),
       yield* DeadlineReaper.make(pops, resolution),
       yield* DegradedWait.make(pops, options.degradedMaxWait, (short) => onDegrade(short)),
-      yield* Effect.clock
+      yield* Clock.Clock
     )
     onDegrade = (short) => registry.shortenGroups(short)
-    const unsafeWake = (item: QueueItem): void => registry.wake(item)
+    const wakeUnsafe = (item: QueueItem): void => registry.wake(item)
     const shutdown = Effect.sync(() => registry.shutdown())
     // Closing the scope hands every parked pop back: a broker's requests never hang on a waker gone.
     yield* Effect.addFinalizer(() => shutdown)
     return {
-      wake: EntryPoints.register((item: QueueItem) => Effect.sync(() => unsafeWake(item)), unsafeWake),
+      wake: EntryPoints.register((item: QueueItem) => Effect.sync(() => wakeUnsafe(item)), wakeUnsafe),
       awaitWake: (target, { maxWait }) =>
-        Effect.async<WakeOutcome>((resume) => registry.park(target, maxWait, resume)),
+        Effect.callback<WakeOutcome>((resume) => registry.park(target, maxWait, resume)),
       parked: Effect.sync(() => registry.parked),
       releaseAll: Effect.sync(() => registry.releaseAll()),
       shutdown,

@@ -20,15 +20,24 @@ import { DeadlineHeap } from "./deadlineHeap.js"
  */
 export type WakeOutcome = "woken" | "timeout" | "shutdown"
 
-/** The outcomes a pop's fiber is resumed with, one value each: resuming allocates nothing. */
-export const WOKEN = Effect.succeed<WakeOutcome>("woken")
-export const TIMEOUT = Effect.succeed<WakeOutcome>("timeout")
-export const SHUTDOWN = Effect.succeed<WakeOutcome>("shutdown")
+/**
+ * The outcomes a parked pop's fiber is resumed with, one value each: resuming allocates nothing. Each
+ * yields first. Effect 4 runs a resumed fiber inside `resume`, so without the yield a wake (the mesh's
+ * receive path) would run every woken pop's continuation itself, and a continuation that parks again
+ * would reach the index while it is being walked; the yield hands each pop to the scheduler instead,
+ * as effect 3's resume did.
+ */
+export const WOKEN: Effect.Effect<WakeOutcome> = Effect.as(Effect.yieldNow, "woken")
+export const TIMEOUT: Effect.Effect<WakeOutcome> = Effect.as(Effect.yieldNow, "timeout")
+export const SHUTDOWN: Effect.Effect<WakeOutcome> = Effect.as(Effect.yieldNow, "shutdown")
+
+/** The answer for a pop that comes after the shut-down: given while it parks, so at once. */
+export const SHUTDOWN_NOW: Effect.Effect<WakeOutcome> = Effect.succeed("shutdown")
 
 /** Below this many stale heap entries compaction is not worth a pass. */
 const COMPACT_FLOOR = 64
 
-/** How a parked pop's fiber is resumed (the `resume` of its `Effect.async`). */
+/** How a parked pop's fiber is resumed (the `resume` of its `Effect.callback`). */
 export type Resume = (outcome: Effect.Effect<WakeOutcome>) => void
 
 /**

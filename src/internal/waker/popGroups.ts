@@ -19,13 +19,12 @@
  *
  * @internal
  */
-import type * as Cause from "effect/Cause"
-import type * as Clock from "effect/Clock"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -81,7 +80,7 @@ export interface GroupedPopsOptions<A, E> {
   /** Hands back rows claimed for pops that have gone, at once (not when their lease runs out). */
   readonly release: (key: GroupKey, rows: ReadonlyArray<A>) => Effect.Effect<void, unknown>
   /** How often a group with pops waiting claims on its own: the fallback for a lost hint. Default 10 s. */
-  readonly repoll?: Duration.DurationInput | undefined
+  readonly repoll?: Duration.Input | undefined
   /** The largest limit one claim asks for. Default 1,000. */
   readonly maxClaim?: number | undefined
   /**
@@ -92,7 +91,7 @@ export interface GroupedPopsOptions<A, E> {
    * once on a wake or an arrival, and a claim that filled its limit is still followed at once. Default
    * 0 (the follow-up starts as soon as the claim before it is done).
    */
-  readonly followUpInterval?: Duration.DurationInput | undefined
+  readonly followUpInterval?: Duration.Input | undefined
 }
 
 /** What a grouped pop waits on: as `LocalWaker`'s `WaitTarget`. */
@@ -110,7 +109,7 @@ export interface GroupedPops<A, E> {
    */
   readonly pop: (
     target: GroupTarget,
-    options: { readonly batch: number; readonly maxWait: Duration.DurationInput }
+    options: { readonly batch: number; readonly maxWait: Duration.Input }
   ) => Effect.Effect<GroupedPopResult<A>, E>
   /**
    * Rows were committed on `target` here: the pops waiting here claim first. `true` when a claim that
@@ -228,7 +227,7 @@ class Group<A, E> {
   /** Waiting pops whose first claim is the one in flight. */
   freshInClaim = 0
   repollAt = Number.POSITIVE_INFINITY
-  timer: Fiber.RuntimeFiber<void, never> | undefined = undefined
+  timer: Fiber.Fiber<void, never> | undefined = undefined
   timerAt = Number.POSITIVE_INFINITY
   lastPass = Number.NEGATIVE_INFINITY
   /** `offer`s waiting for the next claim to start. */
@@ -243,8 +242,14 @@ class Group<A, E> {
 
 const shutdownResult = Effect.succeed({ rows: [], wake: "shutdown" as const })
 const timeoutResult = Effect.succeed({ rows: [], wake: "timeout" as const })
-const TRUE = Effect.succeed(true)
 const FALSE = Effect.succeed(false)
+/**
+ * An `offer`'s answer once its claim is done. Effect 4 runs a resumed fiber inside `resume`: this one
+ * yields first, so the claim's fiber finishes its step before the caller's continuation runs (see
+ * `deliver`).
+ */
+const DRAINED = Effect.as(Effect.yieldNow, true)
+const NOT_DRAINED = Effect.as(Effect.yieldNow, false)
 
 /** The groups of one host's claim, keyed `queue -> tenant` (nested, so no two names collide). */
 export class PopGroups<A, E> implements GroupSink {
@@ -265,12 +270,12 @@ export class PopGroups<A, E> implements GroupSink {
     private readonly options: GroupedPopsOptions<A, E>,
     private readonly clock: Clock.Clock,
     private readonly resolution: number,
-    private readonly run: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void, never>
+    private readonly run: (effect: Effect.Effect<void>) => Fiber.Fiber<void, never>
   ) {
-    this.repoll = Duration.decode(options.repoll ?? DEFAULTS.repoll)
+    this.repoll = Duration.fromInputUnsafe(options.repoll ?? DEFAULTS.repoll)
     this.maxClaim = options.maxClaim ?? DEFAULTS.maxClaim
     this.followUpMillis = Duration.toMillis(
-      Duration.decode(options.followUpInterval ?? DEFAULTS.followUpInterval)
+      Duration.fromInputUnsafe(options.followUpInterval ?? DEFAULTS.followUpInterval)
     )
   }
 
@@ -283,17 +288,21 @@ export class PopGroups<A, E> implements GroupSink {
     return Effect.gen(function* () {
       const maxClaim = options.maxClaim
       if (maxClaim !== undefined && !(Number.isSafeInteger(maxClaim) && maxClaim >= 1)) {
-        return yield* Effect.dieMessage(
-          `grouped pops: maxClaim must be a whole number of rows, 1 or more (got ${maxClaim})`
+        return yield* Effect.die(
+          new Cause.IllegalArgumentError(
+            `grouped pops: maxClaim must be a whole number of rows, 1 or more (got ${maxClaim})`
+          )
         )
       }
       const followUp = options.followUpInterval
-      if (followUp !== undefined && !Duration.isFinite(Duration.decode(followUp))) {
-        return yield* Effect.dieMessage(
-          "grouped pops: followUpInterval must be finite (a wake must be claimed)"
+      if (followUp !== undefined && !Duration.isFinite(Duration.fromInputUnsafe(followUp))) {
+        return yield* Effect.die(
+          new Cause.IllegalArgumentError(
+            "grouped pops: followUpInterval must be finite (a wake must be claimed)"
+          )
         )
       }
-      const clock = yield* Effect.clock
+      const clock = yield* Clock.Clock
       const run = yield* FiberSet.makeRuntime<never, void, never>()
       return new PopGroups(host, options, clock, resolution, (effect) => run(effect))
     })
@@ -345,7 +354,7 @@ export class PopGroups<A, E> implements GroupSink {
   }
 
   shortenRepoll(short: Duration.Duration): void {
-    const due = this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(short)
+    const due = this.clock.currentTimeMillisUnsafe() + Duration.toMillis(short)
     for (const byTenant of this.byQueue.values()) {
       for (const group of byTenant.values()) {
         if (group.inFlight || group.live === 0 || group.repollAt <= due) continue
@@ -361,28 +370,29 @@ export class PopGroups<A, E> implements GroupSink {
 
   private pop(
     target: GroupTarget,
-    options: { readonly batch: number; readonly maxWait: Duration.DurationInput }
+    options: { readonly batch: number; readonly maxWait: Duration.Input }
   ): Effect.Effect<GroupedPopResult<A>, E> {
     return Effect.uninterruptibleMask((restore) =>
       Effect.suspend(() => {
         if (this.host.closed) return shutdownResult
-        const maxWait = Duration.toMillis(Duration.decode(options.maxWait))
+        const maxWait = Duration.toMillis(Duration.fromInputUnsafe(options.maxWait))
         const tenant = this.host.tenantOf(target)
         // A name no wake could carry: nothing to claim for, so it just waits out `maxWait`.
-        if (tenant === undefined) return restore(Effect.zipRight(Effect.sleep(maxWait), timeoutResult))
+        if (tenant === undefined) return restore(Effect.andThen(Effect.sleep(maxWait), timeoutResult))
         const batch = Number.isFinite(options.batch) ? Math.max(1, Math.floor(options.batch)) : 1
-        const deadline = this.clock.unsafeCurrentTimeMillis() + Math.max(0, maxWait)
+        const deadline = this.clock.currentTimeMillisUnsafe() + Math.max(0, maxWait)
         const waiter = this.arrive(this.groupOf(target.queue, tenant), batch, deadline)
-        const wait = Effect.async<GroupedPopResult<A>, E>((resume) => {
+        const wait = Effect.callback<GroupedPopResult<A>, E>((resume) => {
           if (waiter.answer !== undefined) resume(waiter.answer)
           else waiter.resume = resume
         })
         return restore(wait).pipe(
           Effect.onInterrupt(() => Effect.sync(() => this.leave(waiter))),
           // Outside `restore`: once the answer is out of the wait, no interruption can lose its rows.
-          Effect.tap(() => {
+          Effect.map((result) => {
             waiter.state = FINISHED
             waiter.rows = []
+            return result
           })
         )
       })
@@ -395,8 +405,8 @@ export class PopGroups<A, E> implements GroupSink {
       const tenant = this.host.tenantOf(target)
       const group = tenant === undefined ? undefined : this.byQueue.get(target.queue)?.get(tenant)
       if (group === undefined || group.live === 0) return FALSE
-      return Effect.async<boolean>((resume) => {
-        const probe = (drained: boolean) => resume(drained ? TRUE : FALSE)
+      return Effect.callback<boolean>((resume) => {
+        const probe = (drained: boolean) => resume(drained ? DRAINED : NOT_DRAINED)
         group.probes.push(probe)
         this.demandClaim(group, "woken")
         return Effect.sync(() => {
@@ -469,7 +479,7 @@ export class PopGroups<A, E> implements GroupSink {
   private claimLoop(group: Group<A, E>, reason: GroupedWake): Effect.Effect<void> {
     return Effect.suspend(() => {
       const seq = ++group.claimsStarted
-      group.claimBegan = this.clock.unsafeCurrentTimeMillis()
+      group.claimBegan = this.clock.currentTimeMillisUnsafe()
       group.running = true
       group.freshInClaim = group.freshNow
       group.freshNow = 0
@@ -505,7 +515,7 @@ export class PopGroups<A, E> implements GroupSink {
           // stays in flight meanwhile, so what lands folds into this follow-up.
           const wait = group.lastFull
             ? 0
-            : group.claimBegan + this.followUpMillis - this.clock.unsafeCurrentTimeMillis()
+            : group.claimBegan + this.followUpMillis - this.clock.currentTimeMillisUnsafe()
           if (wait <= 0) return this.claimLoop(group, again)
           // Only the wait is wrapped (and interruptible): the loop after it must not nest in it.
           return Effect.interruptible(Effect.sleep(Duration.millis(wait))).pipe(
@@ -516,7 +526,7 @@ export class PopGroups<A, E> implements GroupSink {
                 this.resolveProbes(group, false)
               })
             ),
-            Effect.zipRight(
+            Effect.andThen(
               Effect.suspend(() => {
                 const owed = this.nextClaim(group)
                 return owed === undefined ? this.idle(group) : this.claimLoop(group, owed)
@@ -524,7 +534,7 @@ export class PopGroups<A, E> implements GroupSink {
             )
           )
         })
-        return leftover.length === 0 ? next : Effect.zipRight(this.releaseRows(group, leftover), next)
+        return leftover.length === 0 ? next : Effect.andThen(this.releaseRows(group, leftover), next)
       })
     })
   }
@@ -533,7 +543,7 @@ export class PopGroups<A, E> implements GroupSink {
   private idle(group: Group<A, E>): Effect.Effect<void> {
     group.inFlight = false
     group.repollAt =
-      this.clock.unsafeCurrentTimeMillis() + Duration.toMillis(this.host.repollWithin(this.repoll))
+      this.clock.currentTimeMillisUnsafe() + Duration.toMillis(this.host.repollWithin(this.repoll))
     this.arm(group)
     this.settleIdle(group)
     return Effect.void
@@ -631,17 +641,23 @@ export class PopGroups<A, E> implements GroupSink {
     return Effect.suspend(() =>
       this.options.release({ queue: group.queue, tenant: group.tenant }, rows)
     ).pipe(
-      Effect.catchAllCause((cause) =>
+      Effect.catchCause((cause) =>
         Effect.logWarning(`${rows.length} claimed rows not released; their lease will hand them back`, cause)
       ),
       Effect.annotateLogs({ module: "LocalWaker", fiber: "release" })
     )
   }
 
+  /**
+   * Hands `answer` to the pop, or keeps it for the pop to take when it registers. Effect 4 runs a
+   * resumed fiber inside `resume`: the answer yields first, so the pop's continuation runs on the
+   * scheduler once the hand-out (or time-out, or release) is done, never inside it, as with effect 3.
+   * Until it has run, the pop's rows are handed but not taken: interrupted then, it gives them back.
+   */
   private deliver(waiter: Waiter<A, E>, answer: Effect.Effect<GroupedPopResult<A>, E>): void {
     const resume = waiter.resume
     waiter.resume = undefined
-    if (resume !== undefined) resume(answer)
+    if (resume !== undefined) resume(Effect.andThen(Effect.yieldNow, answer))
     else waiter.answer = answer
   }
 
@@ -751,10 +767,10 @@ export class PopGroups<A, E> implements GroupSink {
     )
     if (due === Number.POSITIVE_INFINITY || due >= group.timerAt) return
     this.stopTimer(group)
-    const wait = Math.min(Math.max(0, due - this.clock.unsafeCurrentTimeMillis()), MAX_SLEEP_MILLIS)
+    const wait = Math.min(Math.max(0, due - this.clock.currentTimeMillisUnsafe()), MAX_SLEEP_MILLIS)
     group.timerAt = due
-    group.timer = this.run(
-      Effect.zipRight(
+    const timer = this.run(
+      Effect.andThen(
         Effect.sleep(Duration.millis(wait)),
         Effect.sync(() => {
           group.timer = undefined
@@ -763,13 +779,16 @@ export class PopGroups<A, E> implements GroupSink {
         })
       ).pipe(Effect.annotateLogs({ module: "LocalWaker", fiber: "group-timer" }))
     )
+    // A wait of zero ticks inside `run` (the fiber starts at once): that timer is gone already, and the
+    // tick may have armed the next one.
+    if (timer.pollUnsafe() === undefined) group.timer = timer
   }
 
   private stopTimer(group: Group<A, E>): void {
     const timer = group.timer
     group.timer = undefined
     group.timerAt = Number.POSITIVE_INFINITY
-    timer?.unsafeInterruptAsFork(FiberId.none)
+    timer?.interruptUnsafe()
   }
 
   /** Whether the pop's first claim (the one for its arrival) has not finished yet. */
@@ -799,7 +818,7 @@ export class PopGroups<A, E> implements GroupSink {
 
   /** Times out the pops due, and re-polls when the group's re-poll is due. */
   private tick(group: Group<A, E>): void {
-    const now = this.clock.unsafeCurrentTimeMillis()
+    const now = this.clock.currentTimeMillisUnsafe()
     let expired = false
     while (this.firstDeadline(group) <= now) {
       const waiter = group.heap.pop()!

@@ -559,8 +559,8 @@ export const parseItems = (text: string, ranges: Uint32Array, from: number, to: 
 /**
  * Scans `text` to the end, `budgetChars` characters (and at most about `maxMillis` milliseconds, if
  * given) per step, yielding to the event loop (a macrotask, `setImmediate`) between steps so that socket
- * reads and timers of other peers run in between. `Effect.yieldNow()` would not do: the default scheduler
- * resumes it on a microtask, and lets the event loop run only about once every 2,048 yields.
+ * reads and timers of other peers run in between. A fiber yield (`Effect.yieldNow()`) is not enough: the
+ * scheduler runs the fibers it resumes together, in batches, and decides itself when I/O gets a turn.
  *
  * @internal
  */
@@ -569,7 +569,7 @@ export const scan = (text: string, budgetChars: number, maxMillis?: number): Eff
     const scanner = new BatchScanner(text)
     const loop: Effect.Effect<ScanResult> = Effect.suspend(() =>
       scanner.step(budgetChars, maxMillis) === "more"
-        ? Effect.zipRight(yieldToEventLoop, loop)
+        ? Effect.andThen(yieldToEventLoop, loop)
         : Effect.succeed(scanner.result())
     )
     return loop
@@ -580,7 +580,7 @@ export const scan = (text: string, budgetChars: number, maxMillis?: number): Eff
  *
  * @internal
  */
-export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+export const yieldToEventLoop: Effect.Effect<void> = Effect.callback<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(handle))
 })

@@ -6,9 +6,9 @@
  *
  * @internal
  */
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import { FrameDecodeError, FrameTooLargeError } from "../../MeshError.js"
 import { type Frame, rows, Tag, table, tagOf, type UnknownFrame } from "./frames.js"
 import { excerpt } from "./names.js"
@@ -47,12 +47,12 @@ export const frameBytes = (tag: number, json: string): Uint8Array => {
 /**
  * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap.
  */
-export const encodeEither = (frame: Frame): Either.Either<Uint8Array, FrameTooLargeError> => {
+export const encodeEither = (frame: Frame): Result.Result<Uint8Array, FrameTooLargeError> => {
   const payload = payloadOf(frame)
   const json = payload === undefined ? "" : JSON.stringify(payload)
   const length = 1 + Buffer.byteLength(json, "utf8")
-  if (length > MAX_FRAME_LENGTH) return Either.left(new FrameTooLargeError({ length }))
-  return Either.right(frameBytes(tagOf(frame), json))
+  if (length > MAX_FRAME_LENGTH) return Result.fail(new FrameTooLargeError({ length }))
+  return Result.succeed(frameBytes(tagOf(frame), json))
 }
 
 /**
@@ -70,7 +70,7 @@ export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
  * @example
  * ```ts
  * import { deepStrictEqual, strictEqual } from "node:assert"
- * import { Either, Option } from "effect"
+ * import { Option, Result } from "effect"
  * import { Frame } from "queen-mesh"
  *
  * const item = Frame.queueItem({ queue: "orders", partition: "p1" })
@@ -81,50 +81,56 @@ export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
  * const decoded = Frame.decodePayload(bytes[4]!, bytes.subarray(5))
  * deepStrictEqual(
  *   decoded,
- *   Either.right({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
+ *   Result.succeed({ _tag: "MessageAvailable", queue: "orders", partition: "p1", tenant: Option.none() })
  * )
  * ```
  */
 export const encode = (frame: Frame): Uint8Array => {
   const result = encodeEither(frame)
-  if (Either.isLeft(result)) throw result.left
-  return result.right
+  if (Result.isFailure(result)) throw result.failure
+  return result.success
 }
 
 // ---------------------------------------------------------------------------------------------
 // decoding
 // ---------------------------------------------------------------------------------------------
 
-const describe = (error: ParseResult.ParseError): string =>
-  ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`))
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** `path: message` per issue, as a flat list of where and why. */
+const describe = (error: Schema.SchemaError): string =>
+  formatIssue(error.issue)
+    .issues.map((issue) => {
+      const path = (issue.path ?? []).map((key) => String(typeof key === "object" ? key.key : key))
+      return path.length === 0 ? issue.message : `${path.join(".")}: ${issue.message}`
+    })
     .join("; ")
 
-const schemaDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknownEither(schema, { errors: "first" })
-  return (json: unknown): Either.Either<A, string> => {
+const schemaDecoder = <A>(schema: Schema.Decoder<A>) => {
+  const decode = Schema.decodeUnknownResult(schema, { errors: "first", reportInput: true })
+  return (json: unknown): Result.Result<A, string> => {
     // Formatting a failure prints the offending value, which may nest deeper than the stack (a hostile
     // `[[[[...]]]]`): a throw here is a refusal with a fixed detail, never an escape.
     try {
-      return Either.mapLeft(decode(json), (error) => excerpt(describe(error)))
+      return Result.mapError(decode(json), (error) => excerpt(describe(error)))
     } catch {
-      return Either.left("payload too deeply nested to describe")
+      return Result.fail("payload too deeply nested to describe")
     }
   }
 }
 
-type SchemaDecoder = (json: unknown) => Either.Either<Frame, string>
+type SchemaDecoder = (json: unknown) => Result.Result<Frame, string>
 
 /** Each row's Schema by tag; its decoder is compiled on the tag's first use (`schemaDecoderOf`), so
  * importing the codec compiles none, and a node that never reads some frames never compiles theirs. */
-const schemas: ReadonlyArray<Schema.Schema<Frame, unknown> | undefined> = (() => {
-  const out: Array<Schema.Schema<Frame, unknown> | undefined> = []
-  for (const r of rows) out[r.tag] = r.schema as Schema.Schema<Frame, unknown>
+const schemas: ReadonlyArray<Schema.Decoder<Frame> | undefined> = (() => {
+  const out: Array<Schema.Decoder<Frame> | undefined> = []
+  for (const r of rows) out[r.tag] = r.schema
   return out
 })()
 const schemaDecoders: Array<SchemaDecoder | undefined> = []
 
-const schemaDecoderOf = (tag: number, schema: Schema.Schema<Frame, unknown>): SchemaDecoder => {
+const schemaDecoderOf = (tag: number, schema: Schema.Decoder<Frame>): SchemaDecoder => {
   let decoder = schemaDecoders[tag]
   if (decoder === undefined) {
     decoder = schemaDecoder(schema)
@@ -148,19 +154,19 @@ const utf8 = new TextDecoder("utf-8")
 export const decodeJson = (
   tag: number,
   json: unknown
-): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
+): Result.Result<Frame | UnknownFrame, FrameDecodeError> => {
   const schema = schemas[tag]
-  if (schema === undefined) return Either.right({ _tag: "Unknown", tag, payload: new Uint8Array(0) })
+  if (schema === undefined) return Result.succeed({ _tag: "Unknown", tag, payload: new Uint8Array(0) })
   try {
     const quick = quickDecoders[tag]?.(json)
-    if (quick !== undefined) return Either.right(quick)
-    return Either.mapLeft(
+    if (quick !== undefined) return Result.succeed(quick)
+    return Result.mapError(
       schemaDecoderOf(tag, schema)(json),
       (detail) => new FrameDecodeError({ tag, detail })
     )
   } catch {
     // Total on any input: whatever a peer sends is refused with a reason, never thrown.
-    return Either.left(new FrameDecodeError({ tag, detail: "payload could not be checked" }))
+    return Result.fail(new FrameDecodeError({ tag, detail: "payload could not be checked" }))
   }
 }
 
@@ -172,13 +178,13 @@ export const decodeJson = (
 export const decodePayload = (
   tag: number,
   payload: Uint8Array
-): Either.Either<Frame | UnknownFrame, FrameDecodeError> => {
+): Result.Result<Frame | UnknownFrame, FrameDecodeError> => {
   const decoded = decodeFrame(tag, payload)
-  return decoded instanceof FrameDecodeError ? Either.left(decoded) : Either.right(decoded)
+  return decoded instanceof FrameDecodeError ? Result.fail(decoded) : Result.succeed(decoded)
 }
 
 /**
- * {@link decodePayload} without the `Either` around the verdict, for the receive path (one object less
+ * {@link decodePayload} without the `Result` around the verdict, for the receive path (one object less
  * per frame): the frame, or the error. Never throws, whatever the bytes.
  */
 export const decodeFrame = (tag: number, payload: Uint8Array): Frame | UnknownFrame | FrameDecodeError => {
@@ -196,7 +202,9 @@ export const decodeFrame = (tag: number, payload: Uint8Array): Frame | UnknownFr
     const quick = quickDecoders[tag]?.(json)
     if (quick !== undefined) return quick
     const checked = schemaDecoderOf(tag, schema)(json)
-    return Either.isRight(checked) ? checked.right : new FrameDecodeError({ tag, detail: checked.left })
+    return Result.isSuccess(checked)
+      ? checked.success
+      : new FrameDecodeError({ tag, detail: checked.failure })
   } catch {
     // Total on any input: whatever a peer sends is refused with a reason, never thrown.
     return new FrameDecodeError({ tag, detail: "payload could not be checked" })

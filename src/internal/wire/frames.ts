@@ -7,8 +7,8 @@
  *
  * @internal
  */
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Names from "./names.js"
 import * as PayloadChecks from "./payloadChecks.js"
@@ -52,7 +52,7 @@ export interface FrameSpec<Name extends string, T extends number, A extends { re
   /** The spec's name, e.g. `MESSAGE_AVAILABLE`. */
   readonly name: Name
   readonly tag: T
-  readonly schema: Schema.Schema<A, I>
+  readonly schema: Schema.Codec<A, I>
   /** The largest frame (tag byte plus payload) accepted with this tag, checked from the length prefix. */
   readonly maxLength: number
 }
@@ -180,15 +180,15 @@ export const frames: {
   readonly [K in keyof Table]: FrameSpec<
     Table[K]["name"],
     Table[K]["tag"],
-    Schema.Schema.Type<Table[K]["schema"]>,
-    Schema.Schema.Encoded<Table[K]["schema"]>
+    Table[K]["schema"]["Type"],
+    Table[K]["schema"]["Encoded"]
   >
 } = table
 
 /**
  * Every frame of the table.
  */
-export type Frame = { readonly [K in keyof Table]: Schema.Schema.Type<Table[K]["schema"]> }[keyof Table]
+export type Frame = { readonly [K in keyof Table]: Table[K]["schema"]["Type"] }[keyof Table]
 
 /**
  * Frame tags, as the spec's table numbers them (and `CHALLENGE`, ours).
@@ -214,7 +214,7 @@ export const rows: ReadonlyArray<AnyRow> = Object.values(table)
 /**
  * The tagged union of all frames as one Schema, for users who validate frames they build themselves.
  */
-export const Frame = Schema.Union(
+export const Frame = Schema.Union([
   table.MessageAvailable.schema,
   table.MessageAvailableBatch.schema,
   table.Heartbeat.schema,
@@ -226,7 +226,7 @@ export const Frame = Schema.Union(
   table.MaintenanceModeSet.schema,
   table.PopMaintenanceModeSet.schema,
   table.Challenge.schema
-)
+])
 
 // Fails to compile when a row is missing from the union above.
 const _unionCoversTable = (frame: Frame): typeof Frame.Type => frame
@@ -338,15 +338,15 @@ const tenantProblem = (input: QueueRefInput, tenants: TenantRule): string | Opti
 export const validItem = (
   input: QueueItemInput,
   tenants: TenantRule = "any"
-): Either.Either<QueueItem, string> => {
+): Result.Result<QueueItem, string> => {
   const queue = Names.queueName(input.queue)
-  if (queue === undefined) return Either.left(Names.describeName("queue", input.queue))
+  if (queue === undefined) return Result.fail(Names.describeName("queue", input.queue))
   if (typeof input.partition !== "string" || Names.partition(input.partition) === undefined) {
-    return Either.left(Names.describeName("partition", input.partition))
+    return Result.fail(Names.describeName("partition", input.partition))
   }
   const tenant = tenantProblem(input, tenants)
-  if (typeof tenant === "string") return Either.left(tenant)
-  return Either.right({ queue, partition: input.partition, tenant })
+  if (typeof tenant === "string") return Result.fail(tenant)
+  return Result.succeed({ queue, partition: input.partition, tenant })
 }
 
 /**
@@ -356,18 +356,18 @@ export const validItem = (
 export const validHotItem = (
   input: HotItemInput,
   tenants: TenantRule = "any"
-): Either.Either<HotItem, string> =>
-  Either.flatMap(validItem(input, tenants), (item) => {
+): Result.Result<HotItem, string> =>
+  Result.flatMap(validItem(input, tenants), (item) => {
     const given =
       typeof input.group === "object" && input.group !== null
         ? Option.getOrUndefined(input.group)
         : input.group
     if (given === undefined || given === null || given === "")
-      return Either.right({ ...item, group: Option.none() })
+      return Result.succeed({ ...item, group: Option.none() })
     if (typeof given !== "string" || !Names.fitsName(given)) {
-      return Either.left(Names.describeName("group", given))
+      return Result.fail(Names.describeName("group", given))
     }
-    return Either.right({ ...item, group: Option.some(given) })
+    return Result.succeed({ ...item, group: Option.some(given) })
   })
 
 /**
@@ -376,12 +376,12 @@ export const validHotItem = (
 export const validRef = (
   input: QueueRefInput,
   tenants: TenantRule = "any"
-): Either.Either<QueueRef, string> => {
+): Result.Result<QueueRef, string> => {
   const queue = Names.queueName(input.queue)
-  if (queue === undefined) return Either.left(Names.describeName("queue", input.queue))
+  if (queue === undefined) return Result.fail(Names.describeName("queue", input.queue))
   const tenant = tenantProblem(input, tenants)
-  if (typeof tenant === "string") return Either.left(tenant)
-  return Either.right({ queue, tenant })
+  if (typeof tenant === "string") return Result.fail(tenant)
+  return Result.succeed({ queue, tenant })
 }
 
 /**
@@ -392,14 +392,14 @@ export const validEphAdmin = (input: {
   readonly op: string
   readonly tenant: string
   readonly queue: string
-}): Either.Either<EphAdmin, string> => {
+}): Result.Result<EphAdmin, string> => {
   const frame = PayloadChecks.ephAdmin(input)
-  if (frame !== undefined) return Either.right(frame)
+  if (frame !== undefined) return Result.succeed(frame)
   if (!isEphOp(input.op)) {
-    return Either.left(`op must be ${Names.alternatives(EphOp.literals)}, got ${JSON.stringify(input.op)}`)
+    return Result.fail(`op must be ${Names.alternatives(EphOp.literals)}, got ${JSON.stringify(input.op)}`)
   }
-  if (Names.queueName(input.queue) === undefined) return Either.left(Names.describeName("queue", input.queue))
-  return Either.left(`tenant must be a UUID, got ${JSON.stringify(input.tenant)}`)
+  if (Names.queueName(input.queue) === undefined) return Result.fail(Names.describeName("queue", input.queue))
+  return Result.fail(`tenant must be a UUID, got ${JSON.stringify(input.tenant)}`)
 }
 
 export const heartbeat = (serverId?: string): Heartbeat =>

@@ -204,7 +204,7 @@ export const uuidTenant = (tenant: Option.Option<string>): Option.Option<string>
  * Which tenants a caller may name: `any` string, or (`uuid`, upstream's rule) a UUID only, since upstream
  * reads any other tenant as absent and wakes every tenant holding the queue name.
  */
-export const TenantRule = Schema.Literal("uuid", "any")
+export const TenantRule = Schema.Literals(["uuid", "any"])
 
 export type TenantRule = typeof TenantRule.Type
 

@@ -7,9 +7,12 @@
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as Names from "./names.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -88,6 +91,18 @@ export const wireRef = (one: QueueRef): { queue: string; tenant?: string } =>
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The `_tag` of a frame: added on decode whatever the payload carries under that key (absent, or a
+ * peer's stray field), and left out on encode, since the tag byte says it on the wire.
+ */
+const frameTag = <const Tag extends string>(tag: Tag) =>
+  Schema.optionalKey(Schema.Unknown).pipe(
+    Schema.decodeTo(Schema.Literal(tag), {
+      decode: SchemaGetter.transformOptional(() => Option.some(tag)),
+      encode: SchemaGetter.omit()
+    })
+  )
+
+/**
  * The tenant of a queue-carrying item. Absent, `null` and `""` all decode to `Option.none()`: an
  * absent tenant means a peer that predates tenant scoping and must fan out to every tenant, so it is
  * never turned into the default tenant (spec "The frame set"). So does a tenant that is not a string or
@@ -96,111 +111,128 @@ export const wireRef = (one: QueueRef): { queue: string; tenant?: string } =>
  * other string is kept as given (the mesh's `tenants` setting then decides). Encoding omits an absent
  * tenant.
  */
-export const Tenant = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
-  decode: (given) => Names.wireTenant(Option.getOrUndefined(given)),
-  encode: (tenant) => tenant
-})
+export const Tenant = Schema.optionalKey(Schema.Unknown).pipe(
+  Schema.decodeTo(Schema.Option(Schema.String), {
+    decode: SchemaGetter.transformOptional((given) =>
+      Option.some(Names.wireTenant(Option.getOrUndefined(given)))
+    ),
+    encode: SchemaGetter.transformOptional(Option.flatten)
+  })
+)
 
 /**
  * A queue name: non-empty, at most {@link MAX_NAME_CHARS} characters. A queue-carrying item without one reaches
  * no handler.
  */
-export const QueueName = Schema.String.pipe(
-  Schema.filter((s) => Names.queueName(s) !== undefined, {
-    message: (issue) => Names.describeName("queue", issue.actual)
-  })
+export const QueueName = Schema.String.check(
+  Schema.makeFilter((s: string) => Names.queueName(s) !== undefined || Names.describeName("queue", s))
+)
+
+const PartitionText = Schema.String.check(
+  Schema.makeFilter(
+    (s: string) =>
+      Names.partition(s) !== undefined || `partition is longer than ${Names.MAX_NAME_CHARS} characters`
+  )
 )
 
 /**
  * A partition: at most {@link MAX_NAME_CHARS} characters; missing or `null` is `""`, as upstream takes it.
  */
-export const Partition = Schema.optionalWith(
-  Schema.String.pipe(
-    Schema.filter((s) => Names.partition(s) !== undefined, {
-      message: () => `partition is longer than ${Names.MAX_NAME_CHARS} characters`
-    })
-  ),
-  { nullable: true, default: () => "" }
+export const Partition = Schema.optional(Schema.NullOr(PartitionText)).pipe(
+  Schema.decodeTo(Schema.String, {
+    decode: SchemaGetter.transformOptional((given) =>
+      Option.some(Option.getOrElse(Option.flatMap(given, Option.fromNullishOr), () => ""))
+    ),
+    encode: SchemaGetter.passthroughSubtype()
+  })
 )
 
 /**
  * A server id: non-empty, at most {@link MAX_SERVER_ID_BYTES}.
  */
-export const ServerId = Schema.String.pipe(
-  Schema.filter((s) => Names.serverId(s) !== undefined, {
-    message: (issue) => Names.describeName("server_id", issue.actual)
-  })
+export const ServerId = Schema.String.check(
+  Schema.makeFilter((s: string) => Names.serverId(s) !== undefined || Names.describeName("server_id", s))
 )
+
+const queueItemFields = { queue: QueueName, partition: Partition, tenant: Tenant }
 
 /**
  * `{queue, partition, tenant}`: the item of `MESSAGE_AVAILABLE` and of both batch frames.
  */
-export const QueueItem = Schema.Struct({ queue: QueueName, partition: Partition, tenant: Tenant })
+export const QueueItem = Schema.Struct(queueItemFields)
 
-export interface QueueItem extends Schema.Schema.Type<typeof QueueItem> {}
+type QueueItemType = typeof QueueItem.Type
+export interface QueueItem extends QueueItemType {}
+
+const queueRefFields = { queue: QueueName, tenant: Tenant }
 
 /**
  * `{queue, tenant}`: the target of the queue-config invalidations.
  */
-export const QueueRef = Schema.Struct({ queue: QueueName, tenant: Tenant })
+export const QueueRef = Schema.Struct(queueRefFields)
 
-export interface QueueRef extends Schema.Schema.Type<typeof QueueRef> {}
+type QueueRefType = typeof QueueRef.Type
+export interface QueueRef extends QueueRefType {}
 
 /**
  * The consumer group of a hot-list item: present and non-empty, the mark is for that group's ring only
  * (a seek or a group-delete repair); absent, empty, not a string or over-long, it is for every ring of
  * the queue (the safe over-mark), as upstream reads it. Encoding omits an absent group.
  */
-export const Group = Schema.optionalToRequired(Schema.Unknown, Schema.OptionFromSelf(Schema.String), {
-  decode: (given) => Names.group(Option.getOrUndefined(given)),
-  encode: (group) => group
-})
+export const Group = Schema.optionalKey(Schema.Unknown).pipe(
+  Schema.decodeTo(Schema.Option(Schema.String), {
+    decode: SchemaGetter.transformOptional((given) => Option.some(Names.group(Option.getOrUndefined(given)))),
+    encode: SchemaGetter.transformOptional(Option.flatten)
+  })
+)
 
 /**
  * `{queue, partition, tenant, group?}`: the item of `HOTLIST_DIRTY_BATCH`.
  */
-export const HotItem = Schema.Struct({ queue: QueueName, partition: Partition, tenant: Tenant, group: Group })
+export const HotItem = Schema.Struct({ ...queueItemFields, group: Group })
 
-export interface HotItem extends Schema.Schema.Type<typeof HotItem> {}
+type HotItemType = typeof HotItem.Type
+export interface HotItem extends HotItemType {}
 
-/** `{items: [...]}` of `item`, lenient per item: the valid items kept, the others counted in `skipped`. */
-const itemsOf = <A, I>(item: Schema.Schema<A, I>, wire: (item: A) => object) => {
+/**
+ * The frame `{items: [...]}` of `item`, lenient per item: the valid items kept, the others counted in
+ * `skipped` (present only when some were). An envelope that is not an object with an `items` array is
+ * invalid.
+ */
+const itemsOf = <const Tag extends string, S extends Schema.Codec<Schema.Top["Type"], unknown>>(
+  tag: Tag,
+  item: S,
+  wire: (item: S["Type"]) => object
+) => {
   const decodeOption = Schema.decodeUnknownOption(item)
-  return Schema.transform(
-    Schema.Struct({ items: Schema.Array(Schema.Unknown) }),
-    Schema.Struct({
-      items: Schema.Array(Schema.typeSchema(item)),
-      skipped: Schema.optionalWith(Schema.Number, { exact: true })
-    }),
-    {
-      strict: true,
-      decode: ({ items }) => {
-        const valid: Array<A> = []
-        for (const one of items) {
-          const decoded = decodeOption(one)
-          if (Option.isSome(decoded)) valid.push(decoded.value)
-        }
-        const skipped = items.length - valid.length
-        return skipped === 0 ? { items: valid } : { items: valid, skipped }
-      },
-      encode: ({ items }) => ({ items: items.map(wire) })
-    }
+  return Schema.Struct({ _tag: frameTag(tag), items: Schema.Array(Schema.Unknown) }).pipe(
+    Schema.decodeTo(
+      Schema.Struct({
+        _tag: Schema.Literal(tag),
+        items: Schema.Array(Schema.toType(item)),
+        skipped: Schema.optionalKey(Schema.Number)
+      }),
+      SchemaTransformation.transform({
+        decode: ({
+          _tag,
+          items
+        }): { readonly _tag: Tag; readonly items: ReadonlyArray<S["Type"]>; readonly skipped?: number } => {
+          const valid: Array<S["Type"]> = []
+          for (const one of items) {
+            const decoded = decodeOption(one)
+            if (Option.isSome(decoded)) valid.push(decoded.value)
+          }
+          const skipped = items.length - valid.length
+          return skipped === 0 ? { _tag, items: valid } : { _tag, items: valid, skipped }
+        },
+        encode: ({ _tag, items }) => ({ _tag, items: items.map(wire) })
+      })
+    )
   )
 }
 
-/**
- * `{items: [...]}`, lenient per item: the valid items are kept, the others counted in `skipped`
- * (present only when some were). An envelope that is not an object with an `items` array is invalid.
- */
-export const Items = itemsOf(QueueItem, wireItem)
-
-/**
- * The items of `HOTLIST_DIRTY_BATCH`, lenient per item as {@link Items} is.
- */
-export const HotItems = itemsOf(HotItem, wireHotItem)
-
 const checkedText = (problem: (text: string) => string | undefined) =>
-  Schema.String.pipe(Schema.filter((text) => problem(text) ?? true))
+  Schema.String.check(Schema.makeFilter((text: string) => problem(text) ?? true))
 
 /**
  * The v2 fields of a HELLO (a queen-mesh extension, docs/security.md): all four or
@@ -208,26 +240,27 @@ const checkedText = (problem: (text: string) => string | undefined) =>
  * handshake.
  */
 const HelloV2Wire = {
-  qm2_challenge: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
+  qm2_challenge: Schema.optional(Schema.String.check(Schema.isMaxLength(64))),
   qm2_receiver: Schema.optional(
     checkedText((text) => Names.textProblem("qm2_receiver", text, Names.MAX_SERVER_ID_BYTES))
   ),
   qm2_label: Schema.optional(
     checkedText((text) => Names.textProblem("qm2_label", text, Names.MAX_LABEL_BYTES))
   ),
-  qm2_mac: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
+  qm2_mac: Schema.optional(Schema.String.check(Schema.isMaxLength(128))),
   qm2_key: Schema.optional(Schema.Unknown)
 }
 
 /** A HELLO's fields as the handshake reads them: the v2 part decoded, upstream's fields as options. */
 const HelloFields = Schema.Struct({
+  _tag: Schema.Literal("Hello"),
   server_id: Schema.String,
   nonce: Schema.String,
   mac: Schema.String,
-  http_addr: Schema.OptionFromSelf(Schema.String),
-  eph_epoch: Schema.OptionFromSelf(Schema.String),
-  key_id: Schema.OptionFromSelf(Schema.String),
-  v2: Schema.OptionFromSelf(
+  http_addr: Schema.Option(Schema.String),
+  eph_epoch: Schema.Option(Schema.String),
+  key_id: Schema.Option(Schema.String),
+  v2: Schema.Option(
     Schema.Struct({
       challenge: Schema.String,
       receiver: Schema.String,
@@ -239,27 +272,26 @@ const HelloFields = Schema.Struct({
 
 /**
  * `{server_id, nonce, mac}`, and for a v2 dialer `qm2_challenge`, `qm2_receiver`, `qm2_label`,
- * `qm2_mac` (all four or none): the HELLO payload, decoded to the `Hello` frame's fields. Its meaning
- * (the MACs, the ids) is judged by the handshake. Other fields (those later upstream revisions add)
- * are ignored.
+ * `qm2_mac` (all four or none): the HELLO payload, decoded to the `Hello` frame. Its meaning (the
+ * MACs, the ids) is judged by the handshake. Other fields (those later upstream revisions add) are
+ * ignored.
  */
-export const HelloPayload = Schema.transformOrFail(
-  Schema.Struct({
-    server_id: Schema.String,
-    nonce: Schema.String,
-    mac: Schema.String,
-    ...HelloV2Wire,
-    http_addr: Schema.optional(Schema.Unknown),
-    eph_epoch: Schema.optional(Schema.Unknown)
-  }),
-  HelloFields,
-  {
-    strict: true,
-    decode: (wire, _, ast) => {
+export const Hello = Schema.Struct({
+  _tag: frameTag("Hello"),
+  server_id: Schema.String,
+  nonce: Schema.String,
+  mac: Schema.String,
+  ...HelloV2Wire,
+  http_addr: Schema.optional(Schema.Unknown),
+  eph_epoch: Schema.optional(Schema.Unknown)
+}).pipe(
+  Schema.decodeTo(HelloFields, {
+    decode: SchemaGetter.transformEffect((wire) => {
       const { qm2_challenge, qm2_receiver, qm2_label, qm2_mac } = wire
       // Upstream's HELLO v2 fields: read as strings, anything else as absent (the peer is then not
       // ephemeral-capable, nothing worse).
       const base = {
+        _tag: wire._tag,
         server_id: wire.server_id,
         nonce: wire.nonce,
         mac: wire.mac,
@@ -277,7 +309,7 @@ export const HelloPayload = Schema.transformOrFail(
         qm2_label === undefined &&
         qm2_mac === undefined
       ) {
-        return ParseResult.succeed({ ...base, v2: Option.none() })
+        return Effect.succeed({ ...base, v2: Option.none() })
       }
       if (
         qm2_challenge === undefined ||
@@ -285,15 +317,15 @@ export const HelloPayload = Schema.transformOrFail(
         qm2_label === undefined ||
         qm2_mac === undefined
       ) {
-        return ParseResult.fail(new ParseResult.Type(ast, wire, "the v2 fields come all four or none"))
+        return Effect.fail(new SchemaIssue.InvalidValue({ message: "the v2 fields come all four or none" }))
       }
-      return ParseResult.succeed({
+      return Effect.succeed({
         ...base,
         v2: Option.some({ challenge: qm2_challenge, receiver: qm2_receiver, label: qm2_label, mac: qm2_mac })
       })
-    },
-    encode: (hello) => ParseResult.succeed(helloWire(hello))
-  }
+    }),
+    encode: SchemaGetter.transform((hello) => ({ _tag: hello._tag, ...helloWire(hello) }))
+  })
 )
 
 export const helloWire = (hello: typeof HelloFields.Type) => {
@@ -322,29 +354,29 @@ export const helloWire = (hello: typeof HelloFields.Type) => {
  * lowercase hex characters, the label (absent or `null` read as `""`) at most 256 bytes; no lone
  * surrogates. An empty label is left out on the wire.
  */
-export const ChallengePayload = Schema.Struct({
+const challengeFields = {
   server_id: checkedText((text) => Names.idProblem("server_id", text)),
   nonce: checkedText((text) => Names.nonceProblem("nonce", text)),
-  label: Schema.optionalToRequired(
-    Schema.NullOr(checkedText((text) => Names.textProblem("label", text, Names.MAX_LABEL_BYTES))),
-    Schema.String,
-    {
-      decode: (label) => Option.getOrElse(Option.flatMap(label, Option.fromNullable), () => ""),
-      encode: (label) => (label === "" ? Option.none() : Option.some(label))
-    }
+  label: Schema.optionalKey(
+    Schema.NullOr(checkedText((text) => Names.textProblem("label", text, Names.MAX_LABEL_BYTES)))
+  ).pipe(
+    Schema.decodeTo(Schema.String, {
+      decode: SchemaGetter.transformOptional((label) =>
+        Option.some(Option.getOrElse(Option.flatMap(label, Option.fromNullishOr), () => ""))
+      ),
+      encode: SchemaGetter.transformOptional(Option.filter((label: string) => label !== ""))
+    })
   )
-})
+}
 
-const HeartbeatPayload = Schema.Struct({
-  server_id: Schema.optionalWith(Schema.String, { as: "Option", nullable: true })
-})
+const heartbeatFields = { server_id: Schema.OptionFromOptionalNullOr(Schema.String) }
 
-const Enabled = Schema.Struct({ enabled: Schema.Boolean })
+const enabledFields = { enabled: Schema.Boolean }
 
 /**
  * The operations of `EPH_ADMIN`: upstream's ephemeral-queue admin verbs.
  */
-export const EphOp = Schema.Literal("reset", "delete", "config_set")
+export const EphOp = Schema.Literals(["reset", "delete", "config_set"])
 
 export type EphOp = typeof EphOp.Type
 
@@ -357,16 +389,16 @@ export const isEphOp = (op: unknown): op is EphOp => typeof op === "string" && E
  * The tenant of `EPH_ADMIN`: a UUID, kept lowercased, and never absent. Upstream drops the frame
  * otherwise: a destructive verb is never broadened to every tenant holding the queue name.
  */
-export const EphTenant = Schema.transform(
-  Schema.String.pipe(Schema.filter((s) => Names.isUuid(s), { message: () => "tenant must be a UUID" })),
-  Schema.String,
-  { strict: true, decode: (tenant) => tenant.toLowerCase(), encode: (tenant) => tenant }
+export const EphTenant = Schema.String.check(
+  Schema.makeFilter((s: string) => Names.isUuid(s) || "tenant must be a UUID")
+).pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform({ decode: (tenant) => tenant.toLowerCase(), encode: (tenant) => tenant })
+  )
 )
 
-/**
- * The `EPH_ADMIN` payload (tag 20): `{op, tenant, queue}`, the queue its bare name.
- */
-export const EphAdminPayload = Schema.Struct({ op: EphOp, tenant: EphTenant, queue: QueueName })
+const ephAdminFields = { op: EphOp, tenant: EphTenant, queue: QueueName }
 
 // ---------------------------------------------------------------------------------------------
 // frames
@@ -377,22 +409,20 @@ export const EphAdminPayload = Schema.Struct({ op: EphOp, tenant: EphTenant, que
  * encoded side is the JSON payload. Unknown extra fields are ignored on decode, so newer peers can add
  * fields.
  */
-export const MessageAvailable = QueueItem.pipe(Schema.attachPropertySignature("_tag", "MessageAvailable"))
-export const MessageAvailableBatch = Items.pipe(
-  Schema.attachPropertySignature("_tag", "MessageAvailableBatch")
-)
-export const Heartbeat = HeartbeatPayload.pipe(Schema.attachPropertySignature("_tag", "Heartbeat"))
-export const Hello = HelloPayload.pipe(Schema.attachPropertySignature("_tag", "Hello"))
-export const Challenge = ChallengePayload.pipe(Schema.attachPropertySignature("_tag", "Challenge"))
-export const HotlistDirtyBatch = HotItems.pipe(Schema.attachPropertySignature("_tag", "HotlistDirtyBatch"))
-export const QueueConfigSet = QueueRef.pipe(Schema.attachPropertySignature("_tag", "QueueConfigSet"))
-export const QueueConfigDelete = QueueRef.pipe(Schema.attachPropertySignature("_tag", "QueueConfigDelete"))
-export const MaintenanceModeSet = Enabled.pipe(Schema.attachPropertySignature("_tag", "MaintenanceModeSet"))
-export const PopMaintenanceModeSet = Enabled.pipe(
-  Schema.attachPropertySignature("_tag", "PopMaintenanceModeSet")
-)
+export const MessageAvailable = Schema.Struct({ _tag: frameTag("MessageAvailable"), ...queueItemFields })
+export const MessageAvailableBatch = itemsOf("MessageAvailableBatch", QueueItem, wireItem)
+export const Heartbeat = Schema.Struct({ _tag: frameTag("Heartbeat"), ...heartbeatFields })
+export const Challenge = Schema.Struct({ _tag: frameTag("Challenge"), ...challengeFields })
+export const HotlistDirtyBatch = itemsOf("HotlistDirtyBatch", HotItem, wireHotItem)
+export const QueueConfigSet = Schema.Struct({ _tag: frameTag("QueueConfigSet"), ...queueRefFields })
+export const QueueConfigDelete = Schema.Struct({ _tag: frameTag("QueueConfigDelete"), ...queueRefFields })
+export const MaintenanceModeSet = Schema.Struct({ _tag: frameTag("MaintenanceModeSet"), ...enabledFields })
+export const PopMaintenanceModeSet = Schema.Struct({
+  _tag: frameTag("PopMaintenanceModeSet"),
+  ...enabledFields
+})
 
-export const EphAdmin = EphAdminPayload.pipe(Schema.attachPropertySignature("_tag", "EphAdmin"))
+export const EphAdmin = Schema.Struct({ _tag: frameTag("EphAdmin"), ...ephAdminFields })
 
 export type Challenge = typeof Challenge.Type
 export type EphAdmin = typeof EphAdmin.Type

@@ -1,23 +1,20 @@
 /**
- * The routes' Node server (src/internal/http/nodeServer.ts): an `HttpApp` served on `node:http`
- * through our adapter, on loopback with an ephemeral port.
+ * The routes' Node server (src/internal/http/nodeServer.ts): an HTTP app (effect's `HttpRouter`'s
+ * routes as an effect) served on `node:http` through our adapter, on loopback with an ephemeral port.
  */
 import * as Http from "node:http"
-import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpBody from "@effect/platform/HttpBody"
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Schedule, Scope, Stream } from "effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as NodeServer from "../../../src/internal/http/nodeServer.js"
 
 const encoder = new TextEncoder()
 
 /** A GET on loopback: status, headers and body. */
 const get = (port: number, path: string, method = "GET", body?: string) =>
-  Effect.async<{ status: number; headers: Http.IncomingHttpHeaders; body: string }, Error>((resume) => {
+  Effect.callback<{ status: number; headers: Http.IncomingHttpHeaders; body: string }, Error>((resume) => {
     const request = Http.request({ host: "127.0.0.1", port, path, method }, (response) => {
       let text = ""
       response.setEncoding("utf8")
@@ -32,16 +29,22 @@ const get = (port: number, path: string, method = "GET", body?: string) =>
     request.end(body)
   })
 
-const app = (ended: Deferred.Deferred<void>): HttpApp.Default<HttpServerError.HttpServerError> =>
-  HttpRouter.empty.pipe(
-    HttpRouter.get("/hello", HttpServerResponse.text("hi", { headers: { "x-one": "1" } })),
-    HttpRouter.post(
+/** Routes as an app: the router built in the current scope. */
+const appOf = (routes: ReadonlyArray<HttpRouter.Route<unknown>>) =>
+  HttpRouter.toHttpEffect(HttpRouter.addAll(routes))
+
+const app = (ended: Deferred.Deferred<void>) =>
+  appOf([
+    HttpRouter.route("GET", "/hello", HttpServerResponse.text("hi", { headers: { "x-one": "1" } })),
+    HttpRouter.route(
+      "POST",
       "/echo",
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
         Effect.map(request.text, (text) => HttpServerResponse.text(`got ${text}`))
       )
     ),
-    HttpRouter.get(
+    HttpRouter.route(
+      "GET",
       "/stream",
       Effect.succeed(
         HttpServerResponse.stream(
@@ -53,7 +56,7 @@ const app = (ended: Deferred.Deferred<void>): HttpApp.Default<HttpServerError.Ht
         )
       )
     )
-  )
+  ])
 
 describe("the routes' Node server", () => {
   it.live("answers, reads a request's body, and ends a stream whose client went away", () =>
@@ -61,8 +64,8 @@ describe("the routes' Node server", () => {
       const ended = yield* Deferred.make<void>()
       const scope = yield* Scope.make()
       const server = Http.createServer()
-      const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 }).pipe(Scope.extend(scope))
-      yield* NodeServer.serve(server, app(ended)).pipe(Scope.extend(scope))
+      const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 }).pipe(Scope.provide(scope))
+      yield* NodeServer.serve<unknown, never>(server, yield* app(ended)).pipe(Scope.provide(scope))
 
       const hello = yield* get(port, "/hello")
       assert.strictEqual(hello.status, 200)
@@ -77,7 +80,7 @@ describe("the routes' Node server", () => {
       assert.strictEqual(missing.status, 404)
 
       // A client reads two ticks of the stream and goes: the stream's own finalizer runs.
-      yield* Effect.async<void, Error>((resume) => {
+      yield* Effect.callback<void, Error>((resume) => {
         const request = Http.request({ host: "127.0.0.1", port, path: "/stream" }, (response) => {
           let text = ""
           response.on("data", (chunk: Buffer) => {
@@ -103,31 +106,32 @@ describe("the routes' Node server", () => {
       Effect.gen(function* () {
         const started = yield* Deferred.make<void>()
         const interrupted = yield* Deferred.make<void>()
-        const routes: HttpApp.Default<HttpServerError.HttpServerError | HttpBody.HttpBodyError> =
-          HttpRouter.empty.pipe(
-            HttpRouter.get(
-              "/json",
-              Effect.map(HttpServerResponse.json({ a: 1 }), (response) =>
-                response.pipe(
-                  HttpServerResponse.unsafeSetCookie("session", "s1"),
-                  HttpServerResponse.setStatus(201)
-                )
-              )
-            ),
-            HttpRouter.get("/empty", Effect.succeed(HttpServerResponse.empty({ status: 204 }))),
-            HttpRouter.get("/defect", Effect.die("boom")),
-            HttpRouter.get(
-              "/slow",
-              Deferred.succeed(started, undefined).pipe(
-                Effect.zipRight(Effect.never),
-                Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)),
-                Effect.as(HttpServerResponse.empty())
+        const routes = yield* appOf([
+          HttpRouter.route(
+            "GET",
+            "/json",
+            Effect.map(HttpServerResponse.json({ a: 1 }), (response) =>
+              response.pipe(
+                HttpServerResponse.setCookieUnsafe("session", "s1"),
+                HttpServerResponse.setStatus(201)
               )
             )
+          ),
+          HttpRouter.route("GET", "/empty", Effect.succeed(HttpServerResponse.empty({ status: 204 }))),
+          HttpRouter.route("GET", "/defect", Effect.die("boom")),
+          HttpRouter.route(
+            "GET",
+            "/slow",
+            Deferred.succeed(started, undefined).pipe(
+              Effect.andThen(Effect.never),
+              Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)),
+              Effect.as(HttpServerResponse.empty())
+            )
           )
+        ])
         const server = Http.createServer()
         const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 })
-        yield* NodeServer.serve(server, routes)
+        yield* NodeServer.serve<unknown, never>(server, routes)
 
         const json = yield* get(port, "/json")
         assert.deepStrictEqual([json.status, json.body], [201, '{"a":1}'])
@@ -158,15 +162,15 @@ describe("the routes' Node server", () => {
       const ended = yield* Deferred.make<void>()
       const scope = yield* Scope.make()
       const server = Http.createServer()
-      const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 }).pipe(Scope.extend(scope))
-      yield* NodeServer.serve(server, app(ended)).pipe(Scope.extend(scope))
+      const port = yield* NodeServer.listen(server, { host: "127.0.0.1", port: 0 }).pipe(Scope.provide(scope))
+      yield* NodeServer.serve<unknown, never>(server, yield* app(ended)).pipe(Scope.provide(scope))
       const closed = yield* Deferred.make<void>()
-      yield* Effect.async<void>((resume) => {
+      yield* Effect.callback<void>((resume) => {
         const request = Http.request({ host: "127.0.0.1", port, path: "/stream" }, (response) => {
           response.once("data", () => resume(Effect.void))
-          response.on("close", () => Deferred.unsafeDone(closed, Exit.void))
+          response.on("close", () => Deferred.doneUnsafe(closed, Exit.void))
         })
-        request.on("error", () => Deferred.unsafeDone(closed, Exit.void))
+        request.on("error", () => Deferred.doneUnsafe(closed, Exit.void))
         request.end()
       })
       yield* Scope.close(scope, Exit.void)

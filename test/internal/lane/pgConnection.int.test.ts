@@ -82,13 +82,13 @@ const framesFrom = (probe: Probe, from: string): Array<Envelope.ReceivedFrame> =
 const eventually = (
   what: string,
   condition: Effect.Effect<boolean> | (() => boolean),
-  timeout: Duration.DurationInput = "20 seconds"
+  timeout: Duration.Input = "20 seconds"
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const deadline = Date.now() + Duration.toMillis(Duration.decode(timeout))
+    const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
     const check = typeof condition === "function" ? Effect.sync(condition) : condition
     while (!(yield* check)) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
       yield* Effect.sleep("25 millis")
     }
   })
@@ -97,7 +97,12 @@ const upAll = (...probes: ReadonlyArray<Probe>) =>
   Effect.all(
     probes.map((p) => p.lane.awaitUp),
     { concurrency: "unbounded" }
-  ).pipe(Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("lanes did not come up") }))
+  ).pipe(
+    Effect.timeoutOrElse({
+      duration: "20 seconds",
+      orElse: () => Effect.fail(new Error("lanes did not come up"))
+    })
+  )
 
 /**
  * A TCP proxy to the server that can swallow every `NotificationResponse` ('A') the server sends, as a
@@ -112,7 +117,7 @@ const deafProxy = (url: string) =>
     const open = new Set<{ deaf: boolean; readonly sockets: ReadonlyArray<Net.Socket> }>()
     const control = { deafNew: false, paceMillis: 0 }
     const server = yield* Effect.acquireRelease(
-      Effect.async<Net.Server>((resume) => {
+      Effect.callback<Net.Server>((resume) => {
         const server = Net.createServer((client) => {
           const upstream = Net.connect(Number(target.port || 5432), target.hostname)
           const link = { deaf: control.deafNew, sockets: [client, upstream] }
@@ -163,7 +168,7 @@ const deafProxy = (url: string) =>
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
       }),
       (server) =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           for (const link of open) for (const socket of link.sockets) socket.destroy()
           server.close(() => resume(Effect.void))
         })
@@ -186,7 +191,7 @@ const deafProxy = (url: string) =>
 /** Lanes' probes are theirs; the envelopes are what the tests look at. */
 const isProbe = (payload: string) => Envelope.probeNonce(payload) !== undefined
 
-const TestLayer = Layer.merge(Pg.layer, Logger.remove(Logger.defaultLogger))
+const TestLayer = Layer.merge(Pg.layer, Logger.layer([]))
 
 const external = Pg.externalUrl !== undefined
 
@@ -195,7 +200,7 @@ const external = Pg.externalUrl !== undefined
 // ---------------------------------------------------------------------------------------------
 
 layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("PostgreSQL lane", (it) => {
-  it.scoped(
+  it.effect(
     "a lone notification's statement carries quotes, backslashes and non-ASCII text intact",
     () =>
       Effect.gen(function* () {
@@ -221,7 +226,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "three lanes on one channel deliver each other's frames, each ignoring its own",
     () =>
       Effect.gen(function* () {
@@ -274,7 +279,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a 2 MiB batch crosses split into valid notifications, and every item arrives in order",
     () =>
       Effect.gen(function* () {
@@ -332,7 +337,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a listener whose backlog arrives slower than its probe timeout stays up: busy, not deaf",
     () =>
       Effect.gen(function* () {
@@ -372,7 +377,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "notifications sent by a plain client with a wrong MAC, a replay, an old epoch or garbage are refused and counted",
     () =>
       Effect.gen(function* () {
@@ -464,7 +469,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "replays through the server: a receiver with no history, our own id from a previous boot, a forgery of our current one, a notification sealed before LISTEN",
     () =>
       Effect.gen(function* () {
@@ -549,7 +554,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     30_000
   )
 
-  it.scoped.skipIf(external)(
+  it.effect.skipIf(external)(
     "a restarted server: down, reconnect, re-LISTEN, up, one catch-up, frames flow again",
     () =>
       Effect.gen(function* () {
@@ -597,7 +602,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "pg_terminate_backend of the lane's backend is detected and the lane recovers",
     () =>
       Effect.gen(function* () {
@@ -630,7 +635,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a connection that goes deaf without an error is found by the check and replaced",
     () =>
       Effect.gen(function* () {
@@ -657,7 +662,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped.skipIf(external)(
+  it.effect.skipIf(external)(
     "the send buffer is bounded while the server is down; what waited is sent after the reconnect",
     () =>
       Effect.gen(function* () {
@@ -715,7 +720,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a pooler that swallows notifications: the start-up probe fails and names it",
     () =>
       Effect.gen(function* () {
@@ -735,7 +740,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped(
+  it.effect(
     "a read-only server (a standby): the start-up probe reports the read-only cause",
     () =>
       Effect.gen(function* () {
@@ -757,7 +762,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
     180_000
   )
 
-  it.scoped("invalid options fail make, before any connection", () =>
+  it.effect("invalid options fail make, before any connection", () =>
     Effect.gen(function* () {
       const server = yield* Pg.PgServer
       const handlers = { onFrames: () => {} }

@@ -4,7 +4,8 @@
  */
 import { createHmac, hkdfSync } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import * as Result from "effect/Result"
+import * as fc from "fast-check"
 import { frameBytes as frame } from "../../../src/Frame.js"
 import * as Envelope from "../../../src/internal/lane/pgEnvelope.js"
 import { numRuns } from "../../fixtures/budget.js"
@@ -41,8 +42,8 @@ const openAll = (
   const out: Array<Envelope.ReceivedFrame> = []
   for (const payload of payloads) {
     const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, state, RECEIPT)
-    if (Either.isLeft(opened)) assert.fail(`refused: ${opened.left}`)
-    out.push(...opened.right.frames)
+    if (Result.isFailure(opened)) assert.fail(`refused: ${opened.failure}`)
+    out.push(...opened.success.frames)
   }
   return out
 }
@@ -171,50 +172,59 @@ describe("pgEnvelope", () => {
       assert.isString(Envelope.checkAuth({ primary: A, accepted: [{ id: "k", secret: "" }] }))
     })
 
-    it.prop(
-      "epochs are 16 lowercase hex and order by boot time",
-      [
-        fc.integer({ min: 0, max: 2 ** 47 }),
-        fc.integer({ min: 1, max: 2 ** 40 }),
-        fc.nat(65535),
-        fc.nat(65535)
-      ],
-      ([boot, later, r1, r2]) => {
-        const a = Envelope.makeEpoch(boot, r1)
-        const b = Envelope.makeEpoch(boot + later, r2)
-        assert.isTrue(Envelope.isEpoch(a) && Envelope.isEpoch(b))
-        assert.isTrue(a < b)
-      }
-    )
+    it("epochs are 16 lowercase hex and order by boot time", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.integer({ min: 0, max: 2 ** 47 }),
+            fc.integer({ min: 1, max: 2 ** 40 }),
+            fc.nat(65535),
+            fc.nat(65535)
+          ),
+          ([boot, later, r1, r2]) => {
+            const a = Envelope.makeEpoch(boot, r1)
+            const b = Envelope.makeEpoch(boot + later, r2)
+            assert.isTrue(Envelope.isEpoch(a) && Envelope.isEpoch(b))
+            assert.isTrue(a < b)
+          }
+        )
+      )
+    })
   })
 
   describe("packing", () => {
-    it.prop(
-      "arbitrary frame lists under arbitrary limits: every frame and item arrives, in order",
-      [fc.array(anyFrame, { maxLength: 30 }), fc.integer({ min: 600, max: Envelope.DEFAULT_PAYLOAD_LIMIT })],
-      ([frames, limit]) => {
-        const s = sender()
-        const sealed = Envelope.seal(s, frames, limit)
-        for (const payload of sealed.payloads) {
-          assert.isAtMost(Buffer.byteLength(payload, "utf8"), limit)
-          assert.isTrue(asciiNoNul(payload), "ASCII, no NUL")
-        }
-        // Only what cannot fit one notification is dropped.
-        const room = limit - s.overhead
-        for (const d of sealed.dropped) {
-          assert.strictEqual(d.reason, "too_large")
-          const bytes = frames[d.index]!
-          const text =
-            bytes.length === 5 ? "null" : Envelope.asciiJson(Buffer.from(bytes.subarray(5)).toString())
-          if (d.items === 0) assert.isAbove(`[${bytes[4]},${text}]`.length, room)
-        }
-        const received = openAll(sealed.payloads)
-        assertReassembles(frames, received, sealed.dropped, room)
-        assert.strictEqual(received.length, sealed.frames)
-        assert.strictEqual(s.seq, sealed.payloads.length)
-      },
-      { fastCheck: { numRuns: numRuns(200) } }
-    )
+    it("arbitrary frame lists under arbitrary limits: every frame and item arrives, in order", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.array(anyFrame, { maxLength: 30 }),
+            fc.integer({ min: 600, max: Envelope.DEFAULT_PAYLOAD_LIMIT })
+          ),
+          ([frames, limit]) => {
+            const s = sender()
+            const sealed = Envelope.seal(s, frames, limit)
+            for (const payload of sealed.payloads) {
+              assert.isAtMost(Buffer.byteLength(payload, "utf8"), limit)
+              assert.isTrue(asciiNoNul(payload), "ASCII, no NUL")
+            }
+            // Only what cannot fit one notification is dropped.
+            const room = limit - s.overhead
+            for (const d of sealed.dropped) {
+              assert.strictEqual(d.reason, "too_large")
+              const bytes = frames[d.index]!
+              const text =
+                bytes.length === 5 ? "null" : Envelope.asciiJson(Buffer.from(bytes.subarray(5)).toString())
+              if (d.items === 0) assert.isAbove(`[${bytes[4]},${text}]`.length, room)
+            }
+            const received = openAll(sealed.payloads)
+            assertReassembles(frames, received, sealed.dropped, room)
+            assert.strictEqual(received.length, sealed.frames)
+            assert.strictEqual(s.seq, sealed.payloads.length)
+          }
+        ),
+        { numRuns: numRuns(200) }
+      )
+    })
 
     it("a 16 MiB batch is split into notifications of at most 7999 bytes whose items reassemble exactly", () => {
       const items: Array<{ queue: string; partition: string; tenant: string }> = []
@@ -333,7 +343,7 @@ describe("pgEnvelope", () => {
       receipt = RECEIPT
     ) => {
       const opened = Envelope.open(payload, CHANNEL, auth, self, state, receipt)
-      return Either.isLeft(opened) ? opened.left : "accepted"
+      return Result.isFailure(opened) ? opened.failure : "accepted"
     }
 
     it("accepts a sealed notification and names sender, epoch, seq and key", () => {
@@ -347,7 +357,7 @@ describe("pgEnvelope", () => {
       )
       assert.deepStrictEqual(
         opened,
-        Either.right({
+        Result.succeed({
           from: "sender",
           epoch: EPOCH,
           seq: 1,
@@ -425,27 +435,34 @@ describe("pgEnvelope", () => {
       return hmac.digest("hex")
     }
 
-    it.prop(
-      "LaneMac, HMAC written out by its definition, equals createHmac for any key, channel and body",
-      [fc.uint8Array({ minLength: 1, maxLength: 100 }), fc.string({ maxLength: 63 }), fc.fullUnicodeString()],
-      ([key, channel, body]) => {
-        const hmac = createHmac("sha256", key)
-        for (const field of ["queen-mesh/pg/v1", channel, body]) {
-          const bytes = Buffer.from(field, "utf8")
-          const length = Buffer.alloc(4)
-          length.writeUInt32BE(bytes.length, 0)
-          hmac.update(length)
-          hmac.update(bytes)
-        }
-        const mac = new Envelope.LaneMac(key, channel)
-        // Twice: each MAC starts from the same kept hash states.
-        assert.strictEqual(mac.of(body).toString("hex"), hmac.digest("hex"))
-        assert.strictEqual(
-          mac.of(body).toString("hex"),
-          new Envelope.LaneMac(key, channel).of(body).toString("hex")
+    it("LaneMac, HMAC written out by its definition, equals createHmac for any key, channel and body", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.uint8Array({ minLength: 1, maxLength: 100 }),
+            fc.string({ maxLength: 63 }),
+            fc.fullUnicodeString()
+          ),
+          ([key, channel, body]) => {
+            const hmac = createHmac("sha256", key)
+            for (const field of ["queen-mesh/pg/v1", channel, body]) {
+              const bytes = Buffer.from(field, "utf8")
+              const length = Buffer.alloc(4)
+              length.writeUInt32BE(bytes.length, 0)
+              hmac.update(length)
+              hmac.update(bytes)
+            }
+            const mac = new Envelope.LaneMac(key, channel)
+            // Twice: each MAC starts from the same kept hash states.
+            assert.strictEqual(mac.of(body).toString("hex"), hmac.digest("hex"))
+            assert.strictEqual(
+              mac.of(body).toString("hex"),
+              new Envelope.LaneMac(key, channel).of(body).toString("hex")
+            )
+          }
         )
-      }
-    )
+      )
+    })
 
     it("the MAC is HMAC-SHA256 of the HKDF lane key over the length-prefixed domain, channel and body", () => {
       const payload = sealOne(sender())
@@ -487,29 +504,32 @@ describe("pgEnvelope", () => {
       )
     })
 
-    it.prop(
-      "isEcho, the receiver's shortcut for our own envelopes, answers only what open calls own",
-      [
-        fc.constantFrom<Envelope.Auth>(ringA, ringB, "open"),
-        fc.nat(),
-        fc.integer({ min: -1, max: 40 }),
-        fc.string({ maxLength: 3 })
-      ],
-      ([auth, at, cut, insert]) => {
-        const self = { serverId: "sender", epoch: EPOCH }
-        const ours = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
-        const s = sender(auth)
-        const genuine = sealOne(s)
-        assert.isTrue(s.isEcho(genuine))
-        assert.strictEqual(refusal(genuine, auth, new Envelope.ReplayState(), self, ours), "own")
-        // An edit anywhere: whenever isEcho still says ours, open says own too.
-        const i = at % (genuine.length + 1)
-        const edited = genuine.slice(0, i) + insert + genuine.slice(i + Math.max(0, cut))
-        if (s.isEcho(edited)) {
-          assert.strictEqual(refusal(edited, auth, new Envelope.ReplayState(), self, ours), "own", edited)
-        }
-      }
-    )
+    it("isEcho, the receiver's shortcut for our own envelopes, answers only what open calls own", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.constantFrom<Envelope.Auth>(ringA, ringB, "open"),
+            fc.nat(),
+            fc.integer({ min: -1, max: 40 }),
+            fc.string({ maxLength: 3 })
+          ),
+          ([auth, at, cut, insert]) => {
+            const self = { serverId: "sender", epoch: EPOCH }
+            const ours = { processId: SENDER_PID, ownPid: SENDER_PID, listenedAt: 0 }
+            const s = sender(auth)
+            const genuine = sealOne(s)
+            assert.isTrue(s.isEcho(genuine))
+            assert.strictEqual(refusal(genuine, auth, new Envelope.ReplayState(), self, ours), "own")
+            // An edit anywhere: whenever isEcho still says ours, open says own too.
+            const i = at % (genuine.length + 1)
+            const edited = genuine.slice(0, i) + insert + genuine.slice(i + Math.max(0, cut))
+            if (s.isEcho(edited)) {
+              assert.strictEqual(refusal(edited, auth, new Envelope.ReplayState(), self, ours), "own", edited)
+            }
+          }
+        )
+      )
+    })
 
     it("own_server_id: our id with another epoch is refused, whatever the backend and the epoch's age", () => {
       const self = { serverId: "sender", epoch: EPOCH }
@@ -609,30 +629,40 @@ describe("pgEnvelope", () => {
       assert.strictEqual(fromNew.split(".")[1], B.id, "senders MAC with the primary")
     })
 
-    it.prop(
-      "garbage never throws: arbitrary strings, and valid envelopes cut or with bytes replaced",
-      [
-        fc.oneof(
-          fc.string({ unit: "binary", maxLength: 300 }),
-          fc.string({ maxLength: 300 }).map((s) => `qm2.${s}`),
-          fc.string({ maxLength: 300 }).map((s) => `qm2.-.-.${s}`),
-          fc.json().map((s) => `qm2.-.-.${s}`),
-          fc
-            .tuple(fc.nat(400), fc.nat(400), fc.string({ unit: "binary", maxLength: 20 }))
-            .map(([at, cut, junk]) => {
-              const payload = sealOne(sender(), 2, '{"items":[{"queue":"q"}]}')
-              return payload.slice(0, at) + junk + payload.slice(at + (cut % 20))
-            })
+    it("garbage never throws: arbitrary strings, and valid envelopes cut or with bytes replaced", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.oneof(
+              fc.string({ unit: "binary", maxLength: 300 }),
+              fc.string({ maxLength: 300 }).map((s) => `qm2.${s}`),
+              fc.string({ maxLength: 300 }).map((s) => `qm2.-.-.${s}`),
+              fc.json().map((s) => `qm2.-.-.${s}`),
+              fc
+                .tuple(fc.nat(400), fc.nat(400), fc.string({ unit: "binary", maxLength: 20 }))
+                .map(([at, cut, junk]) => {
+                  const payload = sealOne(sender(), 2, '{"items":[{"queue":"q"}]}')
+                  return payload.slice(0, at) + junk + payload.slice(at + (cut % 20))
+                })
+            ),
+            fc.constantFrom<Envelope.Auth>(ringA, "open")
+          ),
+          ([payload, auth]) => {
+            const opened = Envelope.open(
+              payload,
+              CHANNEL,
+              auth,
+              RECEIVER,
+              new Envelope.ReplayState(),
+              RECEIPT
+            )
+            assert.isTrue(Result.isFailure(opened) || Result.isSuccess(opened))
+            if (Result.isFailure(opened)) assert.include(Envelope.refusalReasons, opened.failure)
+          }
         ),
-        fc.constantFrom<Envelope.Auth>(ringA, "open")
-      ],
-      ([payload, auth]) => {
-        const opened = Envelope.open(payload, CHANNEL, auth, RECEIVER, new Envelope.ReplayState(), RECEIPT)
-        assert.isTrue(Either.isLeft(opened) || Either.isRight(opened))
-        if (Either.isLeft(opened)) assert.include(Envelope.refusalReasons, opened.left)
-      },
-      { fastCheck: { numRuns: numRuns(500) } }
-    )
+        { numRuns: numRuns(500) }
+      )
+    })
 
     it("probes are recognised by their prefix and nonce only", () => {
       const nonce = "0123456789abcdef0123456789abcdef"

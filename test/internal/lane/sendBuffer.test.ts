@@ -5,7 +5,7 @@
  * passes the byte bound by more than one frame.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { SendBuffer } from "../../../src/internal/lane/sendBuffer.js"
 
 const bytes = (n: number) => new Uint8Array(n)

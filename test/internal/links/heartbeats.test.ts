@@ -4,16 +4,17 @@
  * fiber on the clock; on the live clock a plain timer, held to the same contract.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Scope, TestClock } from "effect"
+import { Clock, Duration, Effect, Exit, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import * as Heartbeats from "../../../src/internal/links/heartbeats.js"
 import { LoopFaults, loopFaults } from "../../../src/internal/loop.js"
 import * as MeshTest from "../../../src/MeshTest.js"
 import * as StalledClock from "../../fixtures/stalledClock.js"
 
-const advance = (millis: number) => Effect.zipRight(TestClock.adjust(millis), MeshTest.settle)
+const advance = (millis: number) => Effect.andThen(TestClock.adjust(millis), MeshTest.settle)
 
 describe("Heartbeats", () => {
-  it.scoped("beats every link on one tick, every interval", () =>
+  it.effect("beats every link on one tick, every interval", () =>
     Effect.gen(function* () {
       const heartbeats = yield* Heartbeats.make(Duration.seconds(1))
       const seen: Array<readonly [string, number]> = []
@@ -33,7 +34,7 @@ describe("Heartbeats", () => {
     })
   )
 
-  it.scoped("arms no timer while no link is up, and starts a full interval after the first one", () =>
+  it.effect("arms no timer while no link is up, and starts a full interval after the first one", () =>
     Effect.gen(function* () {
       const heartbeats = yield* Heartbeats.make(Duration.seconds(1))
       yield* advance(2500)
@@ -50,10 +51,14 @@ describe("Heartbeats", () => {
     })
   )
 
-  it.scoped("a beat may remove itself; one that throws leaves the others theirs, and the timer goes on", () =>
+  it.effect("a beat may remove itself; one that throws leaves the others theirs, and the timer goes on", () =>
     Effect.gen(function* () {
       const faults = new LoopFaults()
-      const heartbeats = yield* Effect.locally(Heartbeats.make(Duration.seconds(1)), loopFaults, faults)
+      const heartbeats = yield* Effect.provideService(
+        Heartbeats.make(Duration.seconds(1)),
+        loopFaults,
+        faults
+      )
       const seen: Array<string> = []
       const once = heartbeats.add(() => {
         seen.push("once")
@@ -90,17 +95,21 @@ describe("Heartbeats", () => {
 
   // The tick runs the outbound liveness checks: after a stall of this process it must see the frames
   // that arrived meanwhile (here, one refreshing `heardAt`) before the beats judge.
-  it.scoped("a tick late after a stall of this process runs after what arrived meanwhile was read", () =>
+  it.effect("a tick late after a stall of this process runs after what arrived meanwhile was read", () =>
     Effect.gen(function* () {
       const clock = yield* StalledClock.make
-      const heartbeats = yield* Effect.withClock(Heartbeats.make(Duration.seconds(1)), clock)
+      const heartbeats = yield* Effect.provideService(
+        Heartbeats.make(Duration.seconds(1)),
+        Clock.Clock,
+        clock
+      )
       let heardAt = 0
       const silences: Array<number> = []
       heartbeats.add((now) => silences.push(now - heardAt))
       yield* MeshTest.settle
       yield* advance(1000)
       clock.stall(10_000, () => {
-        heardAt = clock.unsafeCurrentTimeMillis()
+        heardAt = clock.currentTimeMillisUnsafe()
       })
       yield* advance(1000)
       assert.deepStrictEqual(silences, [1000, 0])
@@ -113,7 +122,11 @@ describe("Heartbeats", () => {
       Effect.gen(function* () {
         const faults = new LoopFaults()
         faults.inject("Heartbeats", 1)
-        const heartbeats = yield* Effect.locally(Heartbeats.make(Duration.millis(5)), loopFaults, faults)
+        const heartbeats = yield* Effect.provideService(
+          Heartbeats.make(Duration.millis(5)),
+          loopFaults,
+          faults
+        )
         const seen: Array<string> = []
         const a = heartbeats.add(() => seen.push("a"))
         const b = heartbeats.add(() => seen.push("b"))
@@ -137,7 +150,7 @@ describe("Heartbeats", () => {
   it.live("on the live clock: closing the scope stops the timer", () =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const heartbeats = yield* Scope.extend(Heartbeats.make(Duration.millis(5)), scope)
+      const heartbeats = yield* Scope.provide(Heartbeats.make(Duration.millis(5)), scope)
       let beats = 0
       heartbeats.add(() => beats++)
       for (let waited = 0; beats < 2 && waited < 5000; waited += 5) yield* Effect.sleep("5 millis")

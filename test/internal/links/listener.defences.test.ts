@@ -4,7 +4,8 @@
  * connection, the idle deadline, our own server id, oversized frames skipped without being buffered.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Option, Redacted, TestClock } from "effect"
+import { Duration, Effect, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../../../src/Frame.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
 import * as MeshTest from "../../../src/MeshTest.js"
@@ -26,7 +27,7 @@ const setup = (config: Parameters<typeof MeshTest.config>[0]["config"] = {}) =>
   })
 
 describe("Listener defences", () => {
-  it.scoped("inbound connections are capped; the extra ones are refused as too many", () =>
+  it.effect("inbound connections are capped; the extra ones are refused as too many", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup({ maxInbound: 3, maxUnauthenticatedPerAddress: 100 })
       for (let i = 0; i < 5; i++) yield* dial()
@@ -35,7 +36,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("unauthenticated connections are capped per address; authenticating frees the slot", () =>
+  it.effect("unauthenticated connections are capped per address; authenticating frees the slot", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup({ maxUnauthenticatedPerAddress: 2 })
       const first = yield* dial()
@@ -50,7 +51,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("the first frame is refused as soon as its header exceeds the HELLO cap", () =>
+  it.effect("the first frame is refused as soon as its header exceeds the HELLO cap", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup({ helloMaxBytes: 4096 })
       const connection = yield* dial()
@@ -60,7 +61,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("a refused connection is held for the failure delay, then closed", () =>
+  it.effect("a refused connection is held for the failure delay, then closed", () =>
     Effect.gen(function* () {
       const { network, dial, stats } = yield* setup({ authFailureDelay: Duration.seconds(2) })
       const connection = yield* dial()
@@ -74,7 +75,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("an authenticated link silent past the idle timeout is closed", () =>
+  it.effect("an authenticated link silent past the idle timeout is closed", () =>
     Effect.gen(function* () {
       const { network, dial, stats } = yield* setup({
         idleTimeout: Duration.seconds(3),
@@ -95,7 +96,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("a HELLO with our own server id is refused as own_server_id", () =>
+  it.effect("a HELLO with our own server id is refused as own_server_id", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup()
       const connection = yield* dial()
@@ -105,7 +106,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("a single-item frame over its tag's cap is skipped unbuffered; the link carries on", () =>
+  it.effect("a single-item frame over its tag's cap is skipped unbuffered; the link carries on", () =>
     Effect.gen(function* () {
       const { node, dial, stats } = yield* setup()
       const connection = yield* dial()
@@ -115,7 +116,7 @@ describe("Listener defences", () => {
       const piece = Buffer.alloc(1024 * 1024, 0x20)
       for (let i = 0; i < 8; i++) yield* connection.write(piece)
       yield* MeshTest.settleUntil(Effect.map(stats, (s) => s.frames_oversized === 1))
-      const parked = yield* Effect.fork(
+      const parked = yield* Effect.forkChild(
         node.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 hour" })
       )
       yield* MeshTest.settleUntil(Effect.map(node.waker.parked, (n) => n === 1))
@@ -123,7 +124,7 @@ describe("Listener defences", () => {
         Frame.encode({ _tag: "MessageAvailable", ...Frame.queueItem({ queue: "q", partition: "p" }) })
       )
       yield* MeshTest.settleUntil(Effect.map(node.waker.parked, (n) => n === 0))
-      yield* Effect.void.pipe(Effect.zipRight(Effect.sync(() => parked)))
+      yield* Effect.void.pipe(Effect.andThen(Effect.sync(() => parked)))
       const s = yield* stats
       assert.strictEqual(
         s.messages_received,
@@ -132,7 +133,7 @@ describe("Listener defences", () => {
     })
   )
 
-  it.scoped("the known-servers map stays bounded whatever ids peers announce", () =>
+  it.effect("the known-servers map stays bounded whatever ids peers announce", () =>
     Effect.gen(function* () {
       const { dial, stats } = yield* setup({ maxUnauthenticatedPerAddress: 10_000, maxInbound: 10_000 })
       for (let i = 0; i < 300; i++) {

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Option, Redacted, TestClock } from "effect"
+import { Effect, Fiber, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../../../src/Frame.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
 import { header, rawFrame } from "../../fixtures/frames.js"
@@ -20,11 +21,11 @@ const setup = Effect.gen(function* () {
 })
 
 describe("Listener", () => {
-  it.scoped("accepts a verified HELLO, then applies frames and refreshes liveness", () =>
+  it.effect("accepts a verified HELLO, then applies frames and refreshes liveness", () =>
     Effect.gen(function* () {
       const { transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
-      const parked = yield* Effect.fork(
+      const parked = yield* Effect.forkChild(
         node.waker.awaitWake({ queue: "q", tenant: Option.none() }, { maxWait: "1 hour" })
       )
       yield* settleUntil(Effect.map(node.waker.parked, (n) => n === 1))
@@ -35,7 +36,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("a wrong MAC is refused and counted, and nothing after it is applied", () =>
+  it.effect("a wrong MAC is refused and counted, and nothing after it is applied", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
@@ -54,7 +55,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("a first frame that is not a HELLO is refused", () =>
+  it.effect("a first frame that is not a HELLO is refused", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
@@ -65,7 +66,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("no HELLO within the handshake timeout closes the connection", () =>
+  it.effect("no HELLO within the handshake timeout closes the connection", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       yield* transport.dial("127.0.0.1", 7100)
@@ -81,7 +82,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("an invalid payload is counted and skipped, an unknown tag skipped, the link stays open", () =>
+  it.effect("an invalid payload is counted and skipped, an unknown tag skipped, the link stays open", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
@@ -106,7 +107,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("a repeated heartbeat skips the decode, and any other heartbeat is still checked", () =>
+  it.effect("a repeated heartbeat skips the decode, and any other heartbeat is still checked", () =>
     Effect.gen(function* () {
       const { transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)
@@ -135,7 +136,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("a framing error closes only that connection", () =>
+  it.effect("a framing error closes only that connection", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const good = yield* transport.dial("127.0.0.1", 7100)
@@ -148,7 +149,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("the stream ending inside a frame closes the connection; inbound links are never written", () =>
+  it.effect("the stream ending inside a frame closes the connection; inbound links are never written", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const bytesBack = yield* Effect.scoped(
@@ -162,8 +163,8 @@ describe("Listener", () => {
             })
             .pipe(
               Effect.map(() => bytes),
-              Effect.either,
-              Effect.fork
+              Effect.result,
+              Effect.forkChild
             )
           yield* connection.write(Buffer.concat([hello("peer", "s3cr3t"), wake("q").subarray(0, 7)]))
           yield* settleUntil(Effect.map(node.mesh.stats, (s) => active(s).servers_alive === 1))
@@ -173,12 +174,12 @@ describe("Listener", () => {
       // The client closed with half a frame sent: the listener drops the connection.
       yield* settleUntil(Effect.map(network.openConnections(7100), (n) => n === 0))
       const back = yield* Fiber.join(bytesBack)
-      assert.isTrue(back._tag === "Left" || back.right === 0, "the listener wrote on an inbound link")
+      assert.isTrue(back._tag === "Failure" || back.success === 0, "the listener wrote on an inbound link")
       assert.strictEqual(active(yield* node.mesh.stats).messages_received, 0)
     })
   )
 
-  it.scoped("before the HELLO verifies, a large length prefix is refused without reserving it", () =>
+  it.effect("before the HELLO verifies, a large length prefix is refused without reserving it", () =>
     Effect.gen(function* () {
       const { network, transport, node } = yield* setup
       const big = yield* transport.dial("127.0.0.1", 7100)
@@ -194,7 +195,7 @@ describe("Listener", () => {
     })
   )
 
-  it.scoped("after the HELLO, in the same chunk, large frames are accepted", () =>
+  it.effect("after the HELLO, in the same chunk, large frames are accepted", () =>
     Effect.gen(function* () {
       const { transport, node } = yield* setup
       const connection = yield* transport.dial("127.0.0.1", 7100)

@@ -4,7 +4,9 @@
  * reports. Driven through its methods as the listener and its inbound links drive it, under TestClock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Stream, TestClock } from "effect"
+import { Effect, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import { ListenerState, refusal } from "../../../src/internal/links/listenerState.js"
 import { handshakeReasonList } from "../../../src/MeshError.js"
 import * as MeshEvent from "../../../src/MeshEvent.js"
@@ -45,7 +47,7 @@ const nowhere: MeshEvent.MeshEventsShape = {
   listening: () => false,
   emit: () => {},
   events: Stream.empty,
-  subscribe: Effect.dieMessage("nobody subscribes here"),
+  subscribe: Effect.die(new Error("nobody subscribes here")),
   observe: () => Effect.void
 }
 
@@ -55,7 +57,7 @@ const bare = (limits: { maxInbound: number; maxUnauthenticatedPerAddress: number
 
 describe("ListenerState", () => {
   describe("admission", () => {
-    it.scoped("caps concurrent inbound connections; a close frees a slot", () =>
+    it.effect("caps concurrent inbound connections; a close frees a slot", () =>
       Effect.gen(function* () {
         const { state, seen } = yield* setup({ maxInbound: 3, maxUnauthenticatedPerAddress: 100 })
         const admitted = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"].map((ip) =>
@@ -77,7 +79,7 @@ describe("ListenerState", () => {
       })
     )
 
-    it.scoped("caps unauthenticated connections per address; authenticating or closing frees the slot", () =>
+    it.effect("caps unauthenticated connections per address; authenticating or closing frees the slot", () =>
       Effect.gen(function* () {
         const { state } = yield* setup({ maxInbound: 100, maxUnauthenticatedPerAddress: 2 })
         assert.isTrue(state.admit("10.0.0.1"))
@@ -114,63 +116,66 @@ describe("ListenerState", () => {
       })
     )
 
-    it.prop(
-      "admits exactly while both caps allow, and counts open, authenticated and refused ones over any sequence",
-      [
-        fc.integer({ min: 1, max: 8 }),
-        fc.integer({ min: 1, max: 3 }),
-        fc.array(step, { maxLength: 100, size: "medium" })
-      ],
-      ([maxInbound, perAddress, steps]) => {
-        const state = bare({ maxInbound, maxUnauthenticatedPerAddress: perAddress })
-        // The model: each open connection, its address and whether it authenticated.
-        let open: Array<{ readonly ip: string; authenticated: boolean }> = []
-        let refused = 0
-        let authenticatedTotal = 0
-        for (const s of steps) {
-          if (s.op === "admit") {
-            const ip = `10.0.0.${s.ip}`
-            const pending = open.filter((c) => c.ip === ip && !c.authenticated).length
-            const allowed = open.length < maxInbound && pending < perAddress
-            assert.strictEqual(state.admit(ip), allowed)
-            if (allowed) open.push({ ip, authenticated: false })
-            else refused++
-          } else if (open.length > 0) {
-            const connection = open[s.pick % open.length]!
-            if (s.op === "authenticate") {
-              if (connection.authenticated) continue
-              state.authenticated(connection.ip, s.version)
-              connection.authenticated = true
-              authenticatedTotal++
-            } else {
-              state.closed(connection.ip, connection.authenticated)
-              open = open.filter((c) => c !== connection)
+    it("admits exactly while both caps allow, and counts open, authenticated and refused ones over any sequence", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.integer({ min: 1, max: 8 }),
+            fc.integer({ min: 1, max: 3 }),
+            fc.array(step, { maxLength: 100, size: "medium" })
+          ),
+          ([maxInbound, perAddress, steps]) => {
+            const state = bare({ maxInbound, maxUnauthenticatedPerAddress: perAddress })
+            // The model: each open connection, its address and whether it authenticated.
+            let open: Array<{ readonly ip: string; authenticated: boolean }> = []
+            let refused = 0
+            let authenticatedTotal = 0
+            for (const s of steps) {
+              if (s.op === "admit") {
+                const ip = `10.0.0.${s.ip}`
+                const pending = open.filter((c) => c.ip === ip && !c.authenticated).length
+                const allowed = open.length < maxInbound && pending < perAddress
+                assert.strictEqual(state.admit(ip), allowed)
+                if (allowed) open.push({ ip, authenticated: false })
+                else refused++
+              } else if (open.length > 0) {
+                const connection = open[s.pick % open.length]!
+                if (s.op === "authenticate") {
+                  if (connection.authenticated) continue
+                  state.authenticated(connection.ip, s.version)
+                  connection.authenticated = true
+                  authenticatedTotal++
+                } else {
+                  state.closed(connection.ip, connection.authenticated)
+                  open = open.filter((c) => c !== connection)
+                }
+              }
+              const counts = state.counts()
+              assert.strictEqual(counts.inbound.open, open.length)
+              assert.strictEqual(counts.inbound.authenticated, open.filter((c) => c.authenticated).length)
+              assert.strictEqual(counts.inbound.authenticated_total, authenticatedTotal)
+              assert.strictEqual(counts.rejections.TooManyConnections, refused)
+              assert.isAtMost(counts.inbound.open, maxInbound)
             }
+            // Once every connection closed, every address has its whole allowance again.
+            for (const connection of open) state.closed(connection.ip, connection.authenticated)
+            for (let ip = 0; ip <= 2; ip++) {
+              const admitted = Array.from({ length: Math.min(perAddress, maxInbound) }, () =>
+                state.admit(`10.0.0.${ip}`)
+              )
+              assert.isTrue(admitted.every(Boolean), "an address lost some of its allowance")
+              for (let i = 0; i < admitted.length; i++) state.closed(`10.0.0.${ip}`, false)
+            }
+            assert.strictEqual(state.counts().inbound.open, 0)
           }
-          const counts = state.counts()
-          assert.strictEqual(counts.inbound.open, open.length)
-          assert.strictEqual(counts.inbound.authenticated, open.filter((c) => c.authenticated).length)
-          assert.strictEqual(counts.inbound.authenticated_total, authenticatedTotal)
-          assert.strictEqual(counts.rejections.TooManyConnections, refused)
-          assert.isAtMost(counts.inbound.open, maxInbound)
-        }
-        // Once every connection closed, every address has its whole allowance again.
-        for (const connection of open) state.closed(connection.ip, connection.authenticated)
-        for (let ip = 0; ip <= 2; ip++) {
-          const admitted = Array.from({ length: Math.min(perAddress, maxInbound) }, () =>
-            state.admit(`10.0.0.${ip}`)
-          )
-          assert.isTrue(admitted.every(Boolean), "an address lost some of its allowance")
-          for (let i = 0; i < admitted.length; i++) state.closed(`10.0.0.${ip}`, false)
-        }
-        assert.strictEqual(state.counts().inbound.open, 0)
-      },
-      { fastCheck: { numRuns: numRuns(500) } }
-    )
+        ),
+        { numRuns: numRuns(500) }
+      )
+    })
   })
 
   describe("refusals", () => {
-    it.scoped(
+    it.effect(
       "are counted by reason and published; every reason is reported, the TLS ones from the transport",
       () =>
         Effect.gen(function* () {
@@ -195,7 +200,7 @@ describe("ListenerState", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "are warned about at most once every 10 s, each one in between at debug, with the count since",
       () =>
         Effect.gen(function* () {
@@ -233,7 +238,7 @@ describe("ListenerState", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "another node announcing our server id is warned about at most once a minute, apart from the rest",
       () =>
         Effect.gen(function* () {
@@ -263,7 +268,7 @@ describe("ListenerState", () => {
         })
     )
 
-    it.scoped("our own dial is no refusal: counted apart, published nowhere, logged at debug", () =>
+    it.effect("our own dial is no refusal: counted apart, published nowhere, logged at debug", () =>
       Effect.gen(function* () {
         const { state, seen, log, logged } = yield* setup()
         yield* logged(state.ownDial("10.0.0.1"))

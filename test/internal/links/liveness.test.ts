@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Ref, Stream, TestClock } from "effect"
+import { Clock, Effect, Option, Ref, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Handshake from "../../../src/internal/links/handshake.js"
 import * as Liveness from "../../../src/internal/links/liveness.js"
 import * as MeshEvent from "../../../src/MeshEvent.js"
@@ -26,7 +27,7 @@ const setup = (options: Partial<Liveness.LivenessOptions> = {}, clock?: StalledC
     const made = Liveness.make({ deadThreshold: "5 seconds", ...options }).pipe(
       Effect.provideService(MeshEvent.MeshEvents, events)
     )
-    const liveness = yield* clock === undefined ? made : Effect.withClock(made, clock)
+    const liveness = yield* clock === undefined ? made : Effect.provideService(made, Clock.Clock, clock)
     return { liveness, transitions }
   })
 
@@ -34,7 +35,7 @@ const setup = (options: Partial<Liveness.LivenessOptions> = {}, clock?: StalledC
 const V1 = { authVersion: 1, advert: Handshake.NO_ADVERT, keyId: Option.none() } as const
 
 describe("Liveness", () => {
-  it.scoped("dead exactly one threshold after the last frame, alive again on the next, once each", () =>
+  it.effect("dead exactly one threshold after the last frame, alive again on the next, once each", () =>
     Effect.gen(function* () {
       const { liveness, transitions } = yield* setup()
       assert.deepStrictEqual(yield* liveness.counts, { alive: 0, dead: 0 })
@@ -61,7 +62,7 @@ describe("Liveness", () => {
 
   // A process stopped past the dead threshold runs its timers before it reads its sockets: the frames
   // its peers sent meanwhile are read before the monitor judges, and a silent peer still dies at once.
-  it.scoped("after a stall of this process, a peer whose frames wait unread is not declared dead", () =>
+  it.effect("after a stall of this process, a peer whose frames wait unread is not declared dead", () =>
     Effect.gen(function* () {
       const clock = yield* StalledClock.make
       const { liveness, transitions } = yield* setup({}, clock)
@@ -84,7 +85,7 @@ describe("Liveness", () => {
     })
   )
 
-  it.scoped("the map is bounded: the longest silent is evicted, the long silent pruned", () =>
+  it.effect("the map is bounded: the longest silent is evicted, the long silent pruned", () =>
     Effect.gen(function* () {
       const { liveness } = yield* setup({ maxEntries: 3, pruneAfter: "10 minutes" })
       for (const id of ["a", "b", "c"]) {
@@ -104,7 +105,7 @@ describe("Liveness", () => {
     })
   )
 
-  it.scoped("an evicted server whose link lives on comes back on its next frame", () =>
+  it.effect("an evicted server whose link lives on comes back on its next frame", () =>
     Effect.gen(function* () {
       const { liveness } = yield* setup({ maxEntries: 1 })
       const a = liveness.register("a", V1)

@@ -11,15 +11,15 @@ import {
   Deferred,
   Duration,
   Effect,
-  Either,
-  Logger,
-  LogLevel,
+  Latch,
   Option,
   Queue,
   Redacted,
-  Schedule,
-  TestClock
+  References,
+  Result,
+  Schedule
 } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../../../src/Frame.js"
 import * as Handshake from "../../../src/internal/links/handshake.js"
 import * as Heartbeats from "../../../src/internal/links/heartbeats.js"
@@ -76,7 +76,7 @@ const makePeer = Effect.sync(() => {
     greeting: undefined
   }
   const transport: TransportShape = {
-    listen: () => Effect.dieMessage("a dialer never listens"),
+    listen: () => Effect.die(new Error("a dialer never listens")),
     dial: (host, port) =>
       Effect.gen(function* () {
         dials.push(yield* Clock.currentTimeMillis)
@@ -84,7 +84,7 @@ const makePeer = Effect.sync(() => {
         const address = `${host}:${port}`
         const inbound = yield* Queue.unbounded<Uint8Array>()
         const ended = yield* Deferred.make<void, TransportError>()
-        const writes = yield* Effect.makeLatch(true)
+        const writes = yield* Latch.make(true)
         const decoder = new FrameDecoder()
         const written: Array<Written> = []
         let open = true
@@ -162,7 +162,7 @@ const defaults = {
 /** A dialer of `b:6633` from node `a`, running in the test's scope, its log lines and events kept. */
 const start = (
   overrides: Partial<OutboundOptions> = {},
-  prepare: (peer: Effect.Effect.Success<typeof makePeer>) => void = () => {}
+  prepare: (peer: Effect.Success<typeof makePeer>) => void = () => {}
 ) =>
   Effect.gen(function* () {
     const peer = yield* makePeer
@@ -170,8 +170,8 @@ const start = (
     const events = yield* MeshEvent.make
     const seen: Array<MeshEvent.MeshEvent> = []
     yield* events.observe((event) => seen.push(event))
-    const clock = yield* Effect.clock
-    const selfDials = new SelfDials(() => clock.unsafeCurrentTimeMillis())
+    const clock = yield* Clock.Clock
+    const selfDials = new SelfDials(() => clock.currentTimeMillisUnsafe())
     const link = new PeerLink({ host: "b", port: 6633 }, "b:6633", 1024, 1 << 20)
     const log = yield* captureLogs
     // The node's heartbeat timer, at the interval the dialer is given.
@@ -185,7 +185,7 @@ const start = (
     })
     yield* outbound.run.pipe(
       Effect.provide(log.layer),
-      Logger.withMinimumLogLevel(LogLevel.Debug),
+      Effect.provideService(References.MinimumLogLevel, "Debug"),
       Effect.forkScoped
     )
     yield* MeshTest.settle
@@ -193,11 +193,11 @@ const start = (
   })
 
 /** Moves the clock by `millis`, then lets everything that can run without it run. */
-const advance = (millis: number) => Effect.zipRight(TestClock.adjust(millis), MeshTest.settle)
+const advance = (millis: number) => Effect.andThen(TestClock.adjust(millis), MeshTest.settle)
 
 const until = (check: () => boolean) => MeshTest.settleUntil(Effect.sync(check))
 
-const decode = (written: Written) => Either.getOrThrow(Frame.decodePayload(written.tag, written.payload))
+const decode = (written: Written) => Result.getOrThrow(Frame.decodePayload(written.tag, written.payload))
 
 /** The HELLO written on a connection, judged as listener `b` in `mode` would judge it. */
 const judged = (
@@ -218,7 +218,7 @@ const gaps = (dials: ReadonlyArray<number>) => dials.slice(1).map((at, i) => at 
 
 describe("OutboundLink", () => {
   describe("the dial and reconnect schedule", () => {
-    it.scoped("a refused peer is dialled at once, then after 250 ms doubling, capped at 5 s", () =>
+    it.effect("a refused peer is dialled at once, then after 250 ms doubling, capped at 5 s", () =>
       Effect.gen(function* () {
         const dialer = yield* start({}, (peer) => {
           peer.script.failure = refused
@@ -237,7 +237,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped(
+    it.effect(
       "the backoff starts afresh after an established session, never after one closed on our HELLO",
       () =>
         Effect.gen(function* () {
@@ -275,10 +275,10 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped("the schedule given is the one used, and one that ends leaves the peer alone", () =>
+    it.effect("the schedule given is the one used, and one that ends leaves the peer alone", () =>
       Effect.gen(function* () {
         const dialer = yield* start(
-          { schedule: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(2))) },
+          { schedule: Schedule.max([Schedule.spaced("100 millis"), Schedule.recurs(2)]) },
           (peer) => {
             peer.script.failure = refused
           }
@@ -293,7 +293,7 @@ describe("OutboundLink", () => {
   })
 
   describe("the challenge wait and the HELLO", () => {
-    it.scoped(
+    it.effect(
       "legacy: writes a legacy HELLO at once, reads no challenge, then the queue and heartbeats",
       () =>
         Effect.gen(function* () {
@@ -319,8 +319,8 @@ describe("OutboundLink", () => {
           assert.isTrue(Option.isNone(frame.v2))
           assert.deepStrictEqual([frame.http_addr, frame.eph_epoch], [advert.http_addr, advert.eph_epoch])
           const verdict = judged(hello, "legacy")
-          assert.isTrue(Either.isRight(verdict))
-          assert.include(Either.getOrThrow(verdict), { serverId: "a", version: 1 })
+          assert.isTrue(Result.isSuccess(verdict))
+          assert.include(Result.getOrThrow(verdict), { serverId: "a", version: 1 })
           assert.isTrue(Option.isNone(dialer.link.snapshot().learnedId))
           // The link is up: frames handed to it are written after the HELLO.
           assert.isTrue(dialer.link.isConnected)
@@ -354,7 +354,7 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped("permissive: answers a challenge with a v2 HELLO at once, and learns the peer's id", () =>
+    it.effect("permissive: answers a challenge with a v2 HELLO at once, and learns the peer's id", () =>
       Effect.gen(function* () {
         const challenge = yield* Handshake.makeChallenge("queen-b", "blue")
         const dialer = yield* start({ auth: "permissive", label: "blue" }, (peer) => {
@@ -370,13 +370,13 @@ describe("OutboundLink", () => {
           selfId: "queen-b",
           label: "blue"
         })
-        assert.isTrue(Either.isRight(verdict), JSON.stringify(verdict))
-        assert.include(Either.getOrThrow(verdict), { serverId: "a", version: 2 })
+        assert.isTrue(Result.isSuccess(verdict), JSON.stringify(verdict))
+        assert.include(Result.getOrThrow(verdict), { serverId: "a", version: 2 })
         assert.deepStrictEqual(dialer.link.snapshot().learnedId, Option.some("queen-b"))
       })
     )
 
-    it.scoped("permissive: without a challenge, waits the challenge wait, then writes a legacy HELLO", () =>
+    it.effect("permissive: without a challenge, waits the challenge wait, then writes a legacy HELLO", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ auth: "permissive", challengeWait: Duration.millis(500) })
         yield* advance(499)
@@ -387,12 +387,12 @@ describe("OutboundLink", () => {
         yield* until(() => dialer.ends[0]!.written.length === 1)
         const hello = dialer.ends[0]!.written[0]!
         assert.strictEqual(hello.at, 500)
-        assert.include(Either.getOrThrow(judged(hello, "permissive")), { serverId: "a", version: 1 })
+        assert.include(Result.getOrThrow(judged(hello, "permissive")), { serverId: "a", version: 1 })
         assert.isTrue(dialer.link.isConnected)
       })
     )
 
-    it.scoped("permissive: a first frame that is no challenge means a legacy HELLO at once", () =>
+    it.effect("permissive: a first frame that is no challenge means a legacy HELLO at once", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ auth: "permissive" }, (peer) => {
           peer.script.greeting = Frame.encode(Frame.heartbeat("b"))
@@ -400,12 +400,12 @@ describe("OutboundLink", () => {
         yield* until(() => dialer.ends[0]?.written.length === 1)
         const hello = dialer.ends[0]!.written[0]!
         assert.strictEqual(hello.at, 0)
-        assert.include(Either.getOrThrow(judged(hello, "permissive")), { version: 1 })
+        assert.include(Result.getOrThrow(judged(hello, "permissive")), { version: 1 })
         assert.isTrue(Option.isNone(dialer.link.snapshot().learnedId))
       })
     )
 
-    it.scoped("required: answers a challenge with a v2 HELLO", () =>
+    it.effect("required: answers a challenge with a v2 HELLO", () =>
       Effect.gen(function* () {
         const challenge = yield* Handshake.makeChallenge("b", "")
         const dialer = yield* start({ auth: "required" }, (peer) => {
@@ -413,11 +413,11 @@ describe("OutboundLink", () => {
         })
         yield* until(() => dialer.ends[0]?.written.length === 1)
         const hello = dialer.ends[0]!.written[0]!
-        assert.include(Either.getOrThrow(judged(hello, "required", Option.some(challenge))), { version: 2 })
+        assert.include(Result.getOrThrow(judged(hello, "required", Option.some(challenge))), { version: 2 })
       })
     )
 
-    it.scoped("required: no challenge within the handshake timeout writes nothing and closes", () =>
+    it.effect("required: no challenge within the handshake timeout writes nothing and closes", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ auth: "required", handshakeTimeout: Duration.seconds(5) })
         yield* advance(4999)
@@ -434,7 +434,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("required: a first frame that is no challenge is a failure, never a legacy HELLO", () =>
+    it.effect("required: a first frame that is no challenge is a failure, never a legacy HELLO", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ auth: "required" }, (peer) => {
           peer.script.greeting = Frame.encode(Frame.heartbeat("b"))
@@ -450,7 +450,7 @@ describe("OutboundLink", () => {
   })
 
   describe('"mesh link up"', () => {
-    it.scoped("is said once the link is established, once, with the address it reached", () =>
+    it.effect("is said once the link is established, once, with the address it reached", () =>
       Effect.gen(function* () {
         const dialer = yield* start()
         yield* until(() => dialer.link.isConnected)
@@ -471,7 +471,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("is not said for a session closed before it was established", () =>
+    it.effect("is not said for a session closed before it was established", () =>
       Effect.gen(function* () {
         const dialer = yield* start()
         yield* until(() => dialer.link.isConnected)
@@ -483,7 +483,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped(
+    it.effect(
       "is never said for an entry naming this node: recognised by our listener, it is not dialled again",
       () =>
         Effect.gen(function* () {
@@ -526,7 +526,7 @@ describe("OutboundLink", () => {
   })
 
   describe("the liveness check", () => {
-    it.scoped(
+    it.effect(
       "closes a link whose peer has been silent for the dead threshold, and dials again at once",
       () =>
         Effect.gen(function* () {
@@ -568,7 +568,7 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped("after a liveness close the backoff starts afresh", () =>
+    it.effect("after a liveness close the backoff starts afresh", () =>
       Effect.gen(function* () {
         let silence: number | undefined
         const dialer = yield* start({ peerSilence: () => silence }, (peer) => {
@@ -596,7 +596,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("judges silence only once the link itself has been up for the dead threshold", () =>
+    it.effect("judges silence only once the link itself has been up for the dead threshold", () =>
       Effect.gen(function* () {
         // A peer silent for ages before this link came up gets the threshold to speak on it.
         const dialer = yield* start({ deadThreshold: Duration.seconds(5), peerSilence: () => 60_000 })
@@ -609,7 +609,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("closes a link whose writes have not drained for the dead threshold", () =>
+    it.effect("closes a link whose writes have not drained for the dead threshold", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ deadThreshold: Duration.seconds(5) })
         yield* until(() => dialer.ends[0]?.written.length === 1)
@@ -631,7 +631,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("leaves a link alone whose writes drain and whose peer speaks", () =>
+    it.effect("leaves a link alone whose writes drain and whose peer speaks", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ deadThreshold: Duration.seconds(5), peerSilence: () => 1000 })
         yield* until(() => dialer.link.isConnected)
@@ -656,7 +656,7 @@ describe("OutboundLink", () => {
     const afterHello = (end: PeerEnd) => end.written.slice(1).map((w) => [w.tag, w.at] as const)
     const { HEARTBEAT, MESSAGE_AVAILABLE } = Frame.Tag
 
-    it.scoped("a link that carried a frame within the interval sends no heartbeat that tick", () =>
+    it.effect("a link that carried a frame within the interval sends no heartbeat that tick", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ skipBusyHeartbeats: true })
         yield* until(() => dialer.ends[0]?.written.length === 1)
@@ -699,7 +699,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("a quiet link still beats every interval", () =>
+    it.effect("a quiet link still beats every interval", () =>
       Effect.gen(function* () {
         const dialer = yield* start({ skipBusyHeartbeats: true })
         yield* until(() => dialer.ends[0]?.written.length === 1)
@@ -713,7 +713,7 @@ describe("OutboundLink", () => {
       })
     )
 
-    it.scoped("without skipBusyHeartbeats, a busy link beats every interval too", () =>
+    it.effect("without skipBusyHeartbeats, a busy link beats every interval too", () =>
       Effect.gen(function* () {
         const dialer = yield* start()
         yield* until(() => dialer.ends[0]?.written.length === 1)
@@ -734,7 +734,7 @@ describe("OutboundLink", () => {
         .filter((line) => line.level === "WARN")
         .map((line) => [line.at, line.message, line.annotations.reason])
 
-    it.scoped(
+    it.effect(
       "a peer never reached is only info in the start grace, then warned about on the first failure, each change of reason, and once a minute",
       () =>
         Effect.gen(function* () {
@@ -780,7 +780,7 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "a peer that closes on our HELLO is warned about at once, grace or not, then once a minute",
       () =>
         Effect.gen(function* () {
@@ -805,7 +805,7 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "a peer silent on every link is warned about on the first close, then at most once a minute",
       () =>
         Effect.gen(function* () {
@@ -825,7 +825,7 @@ describe("OutboundLink", () => {
         })
     )
 
-    it.scoped(
+    it.effect(
       "an established link that breaks is warned about, and the next failure warned about afresh",
       () =>
         Effect.gen(function* () {

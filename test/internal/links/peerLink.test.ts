@@ -5,7 +5,8 @@
  * the dialer drive it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, FastCheck as fc, Option } from "effect"
+import { Effect, Fiber, Option } from "effect"
+import * as fc from "fast-check"
 import * as Frame from "../../../src/Frame.js"
 import { PeerLink, type PeerLinkState } from "../../../src/internal/links/peerLink.js"
 import { numRuns } from "../../fixtures/budget.js"
@@ -215,9 +216,9 @@ describe("PeerLink", () => {
       Effect.gen(function* () {
         const l = link()
         l.up(undefined, undefined)
-        const waiter = yield* Effect.fork(l.available)
-        yield* Effect.yieldNow()
-        assert.isTrue(Option.isNone(yield* Fiber.poll(waiter)))
+        const waiter = yield* Effect.forkChild(l.available)
+        yield* Effect.yieldNow
+        assert.isUndefined(waiter.pollUnsafe())
         l.offer(wake())
         yield* Fiber.join(waiter)
         // A frame waits: no suspension.
@@ -229,8 +230,8 @@ describe("PeerLink", () => {
       Effect.gen(function* () {
         const l = link()
         l.up(undefined, undefined)
-        const waiter = yield* Effect.fork(l.available)
-        yield* Effect.yieldNow()
+        const waiter = yield* Effect.forkChild(l.available)
+        yield* Effect.yieldNow
         yield* Fiber.interrupt(waiter)
         assert.isTrue(l.offer(wake()))
         assert.strictEqual(l.snapshot().counters.queued, 1)
@@ -387,121 +388,127 @@ describe("PeerLink", () => {
     const bytesOf = (offer: Extract<Op, { op: "offer" }>) =>
       offer.kind === "wake" ? wakes[offer.pad]! : offer.kind === "maintenance" ? maintenance : heartbeat
 
-    it.prop(
-      "handed = written + dropped_full + dropped_down + discarded + queued, after every step of every sequence",
-      [
-        fc.integer({ min: 1, max: 8 }),
-        fc.integer({ min: 0, max: 600 }),
-        fc.array(op, { maxLength: 100, size: "medium" })
-      ],
-      ([capacity, capacityBytes, ops]) => {
-        const l = link({ capacity, bytes: capacityBytes })
-        // The model: what waits and what the writer holds, each frame by its bytes, oldest first.
-        let waiting: Array<Uint8Array> = []
-        let held: Array<Uint8Array> | undefined
-        let connected = false
-        let self = false
-        let ups = 0
-        let reconnects = 0
-        const size = (frames: ReadonlyArray<Uint8Array>) => frames.reduce((n, f) => n + f.length, 0)
-        for (const step of ops) {
-          const before = l.snapshot()
-          switch (step.op) {
-            case "offer": {
-              const bytes = bytesOf(step)
-              const taken = l.offer(bytes)
-              const after = l.snapshot()
-              if (self) {
-                assert.isFalse(taken)
-                assert.strictEqual(
-                  after.counters.handed,
-                  before.counters.handed,
-                  "an entry naming this node is handed nothing"
-                )
-                break
+    it("handed = written + dropped_full + dropped_down + discarded + queued, after every step of every sequence", () => {
+      fc.assert(
+        fc.property(
+          fc.tuple(
+            fc.integer({ min: 1, max: 8 }),
+            fc.integer({ min: 0, max: 600 }),
+            fc.array(op, { maxLength: 100, size: "medium" })
+          ),
+          ([capacity, capacityBytes, ops]) => {
+            const l = link({ capacity, bytes: capacityBytes })
+            // The model: what waits and what the writer holds, each frame by its bytes, oldest first.
+            let waiting: Array<Uint8Array> = []
+            let held: Array<Uint8Array> | undefined
+            let connected = false
+            let self = false
+            let ups = 0
+            let reconnects = 0
+            const size = (frames: ReadonlyArray<Uint8Array>) => frames.reduce((n, f) => n + f.length, 0)
+            for (const step of ops) {
+              const before = l.snapshot()
+              switch (step.op) {
+                case "offer": {
+                  const bytes = bytesOf(step)
+                  const taken = l.offer(bytes)
+                  const after = l.snapshot()
+                  if (self) {
+                    assert.isFalse(taken)
+                    assert.strictEqual(
+                      after.counters.handed,
+                      before.counters.handed,
+                      "an entry naming this node is handed nothing"
+                    )
+                    break
+                  }
+                  assert.strictEqual(after.counters.handed, before.counters.handed + 1)
+                  const inQueue = waiting.length + (held?.length ?? 0)
+                  const full =
+                    inQueue >= capacity || size(waiting) + size(held ?? []) + bytes.length > capacityBytes
+                  if (!connected) {
+                    assert.isFalse(taken)
+                    assert.strictEqual(after.counters.dropped_down, before.counters.dropped_down + 1)
+                  } else if (after.counters.written === before.counters.written + 1) {
+                    // Only an idle link writes directly: nothing waits and the writer holds nothing.
+                    assert.isTrue(taken)
+                    assert.isTrue(
+                      waiting.length === 0 && held === undefined,
+                      "a direct write jumped the queue"
+                    )
+                  } else if (full) {
+                    assert.isFalse(taken)
+                    assert.strictEqual(after.counters.dropped_full, before.counters.dropped_full + 1)
+                  } else {
+                    assert.isTrue(taken, "a frame within both bounds was dropped")
+                    waiting.push(bytes)
+                  }
+                  break
+                }
+                case "up":
+                  // A new session: the dialer marks the link down when the last one ended.
+                  if (connected) {
+                    if (!self) reconnects++
+                    l.down()
+                    waiting = []
+                    held = undefined
+                  }
+                  l.up(`10.0.0.${++ups}`, step.direct === "none" ? undefined : () => step.direct === "takes")
+                  connected = true
+                  break
+                case "down":
+                  if (connected && !self) reconnects++
+                  l.down()
+                  connected = false
+                  waiting = []
+                  // The session ended: its writer is gone with what it held.
+                  held = undefined
+                  break
+                case "takeAll":
+                  // The writer takes only while its session lives, and one batch at a time.
+                  if (!connected || held !== undefined) break
+                  held = l.takeAll(0)
+                  assert.deepStrictEqual(held, waiting, "the writer takes what waits, oldest first")
+                  waiting = []
+                  break
+                case "wrote":
+                  if (held === undefined) break
+                  l.wrote(held)
+                  assert.strictEqual(l.snapshot().counters.written, before.counters.written + held.length)
+                  held = undefined
+                  break
+                case "markSelf":
+                  l.markSelf()
+                  self = true
+                  break
+                case "learned":
+                  l.learned("queen-b")
+                  break
+                case "failed":
+                  l.failed("refused")
+                  break
+                case "closedBy":
+                  l.closedBy("peer silent")
+                  break
               }
-              assert.strictEqual(after.counters.handed, before.counters.handed + 1)
-              const inQueue = waiting.length + (held?.length ?? 0)
-              const full =
-                inQueue >= capacity || size(waiting) + size(held ?? []) + bytes.length > capacityBytes
-              if (!connected) {
-                assert.isFalse(taken)
-                assert.strictEqual(after.counters.dropped_down, before.counters.dropped_down + 1)
-              } else if (after.counters.written === before.counters.written + 1) {
-                // Only an idle link writes directly: nothing waits and the writer holds nothing.
-                assert.isTrue(taken)
-                assert.isTrue(waiting.length === 0 && held === undefined, "a direct write jumped the queue")
-              } else if (full) {
-                assert.isFalse(taken)
-                assert.strictEqual(after.counters.dropped_full, before.counters.dropped_full + 1)
-              } else {
-                assert.isTrue(taken, "a frame within both bounds was dropped")
-                waiting.push(bytes)
-              }
-              break
+              const state = l.snapshot()
+              assert.isTrue(balanced(state), `unbalanced after ${step.op}: ${JSON.stringify(state)}`)
+              assert.strictEqual(state.counters.queued, waiting.length + (held?.length ?? 0))
+              assert.strictEqual(state.counters.queued_bytes, size(waiting) + size(held ?? []))
+              assert.isAtMost(state.counters.queued, capacity)
+              assert.isAtMost(state.counters.queued_bytes, capacityBytes)
+              assert.strictEqual(sum(state.writtenByTag), state.counters.written)
+              assert.strictEqual(
+                sum(state.droppedByTag),
+                state.counters.dropped_full + state.counters.dropped_down + state.counters.discarded
+              )
+              assert.strictEqual(state.counters.reconnects, reconnects)
+              assert.strictEqual(state.connected, connected && !self)
             }
-            case "up":
-              // A new session: the dialer marks the link down when the last one ended.
-              if (connected) {
-                if (!self) reconnects++
-                l.down()
-                waiting = []
-                held = undefined
-              }
-              l.up(`10.0.0.${++ups}`, step.direct === "none" ? undefined : () => step.direct === "takes")
-              connected = true
-              break
-            case "down":
-              if (connected && !self) reconnects++
-              l.down()
-              connected = false
-              waiting = []
-              // The session ended: its writer is gone with what it held.
-              held = undefined
-              break
-            case "takeAll":
-              // The writer takes only while its session lives, and one batch at a time.
-              if (!connected || held !== undefined) break
-              held = l.takeAll(0)
-              assert.deepStrictEqual(held, waiting, "the writer takes what waits, oldest first")
-              waiting = []
-              break
-            case "wrote":
-              if (held === undefined) break
-              l.wrote(held)
-              assert.strictEqual(l.snapshot().counters.written, before.counters.written + held.length)
-              held = undefined
-              break
-            case "markSelf":
-              l.markSelf()
-              self = true
-              break
-            case "learned":
-              l.learned("queen-b")
-              break
-            case "failed":
-              l.failed("refused")
-              break
-            case "closedBy":
-              l.closedBy("peer silent")
-              break
           }
-          const state = l.snapshot()
-          assert.isTrue(balanced(state), `unbalanced after ${step.op}: ${JSON.stringify(state)}`)
-          assert.strictEqual(state.counters.queued, waiting.length + (held?.length ?? 0))
-          assert.strictEqual(state.counters.queued_bytes, size(waiting) + size(held ?? []))
-          assert.isAtMost(state.counters.queued, capacity)
-          assert.isAtMost(state.counters.queued_bytes, capacityBytes)
-          assert.strictEqual(sum(state.writtenByTag), state.counters.written)
-          assert.strictEqual(
-            sum(state.droppedByTag),
-            state.counters.dropped_full + state.counters.dropped_down + state.counters.discarded
-          )
-          assert.strictEqual(state.counters.reconnects, reconnects)
-          assert.strictEqual(state.connected, connected && !self)
-        }
-      },
-      { fastCheck: { numRuns: numRuns(500) } }
-    )
+        ),
+        { numRuns: numRuns(500) }
+      )
+    })
   })
 })

@@ -3,7 +3,8 @@
  * reconnect schedule as an option, and the per-link accounting.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schedule, TestClock } from "effect"
+import { Effect, Layer, Schedule } from "effect"
+import { TestClock } from "effect/testing"
 import * as Frame from "../../../src/Frame.js"
 import * as Liveness from "../../../src/internal/links/liveness.js"
 import * as Peers from "../../../src/internal/links/peers.js"
@@ -14,7 +15,7 @@ import * as MeshEvent from "../../../src/MeshEvent.js"
 import * as MeshTest from "../../../src/MeshTest.js"
 
 describe("Peers", () => {
-  it.scoped(
+  it.effect(
     "dials each peer once (repeats merged), on the reconnect schedule given, and accounts for every frame",
     () =>
       Effect.gen(function* () {

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Exit, Option, Scope, TestClock } from "effect"
+import { Effect, Exit, Option, Result, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import { Faults } from "../../../src/internal/memory/faults.js"
 import { Hosts } from "../../../src/internal/memory/hosts.js"
 import type { Connection } from "../../../src/Transport.js"
@@ -8,7 +9,7 @@ import type { Connection } from "../../../src/Transport.js"
 const accepting = () => {
   const remotes: Array<string> = []
   const handler = (connection: Connection) =>
-    Effect.zipRight(
+    Effect.andThen(
       Effect.sync(() => remotes.push(Option.getOrElse(connection.remoteAddress, () => "?"))),
       connection.read(() => undefined).pipe(Effect.ignore)
     )
@@ -16,20 +17,20 @@ const accepting = () => {
 }
 
 describe("memory network hosts", () => {
-  it.scoped("port 0 is an ephemeral port; a taken address is refused", () =>
+  it.effect("port 0 is an ephemeral port; a taken address is refused", () =>
     Effect.gen(function* () {
       const hosts = new Hosts(new Faults())
       assert.strictEqual(yield* hosts.listen("a", { host: "0.0.0.0", port: 0 }, () => Effect.void), 49152)
       assert.strictEqual(yield* hosts.listen("a", { host: "0.0.0.0", port: 0 }, () => Effect.void), 49153)
       yield* hosts.listen("a", { host: "0.0.0.0", port: 6633 }, () => Effect.void)
-      const again = yield* Effect.either(hosts.listen("a", { host: "::", port: 6633 }, () => Effect.void))
-      assert.isTrue(Either.isLeft(again) && again.left.reason === "Listen")
+      const again = yield* Effect.result(hosts.listen("a", { host: "::", port: 6633 }, () => Effect.void))
+      assert.isTrue(Result.isFailure(again) && again.failure.reason === "Listen")
       // Another node may bind the same port.
       yield* hosts.listen("b", { host: "0.0.0.0", port: 6633 }, () => Effect.void)
     })
   )
 
-  it.scoped("a named node's wildcard listener is reached by its name; an unnamed one's by loopback", () =>
+  it.effect("a named node's wildcard listener is reached by its name; an unnamed one's by loopback", () =>
     Effect.gen(function* () {
       const hosts = new Hosts(new Faults())
       yield* hosts.listen("queen-b", { host: "0.0.0.0", port: 6633 }, () => Effect.void)
@@ -42,7 +43,7 @@ describe("memory network hosts", () => {
     })
   )
 
-  it.scoped("refused targets and partitions route nowhere", () =>
+  it.effect("refused targets and partitions route nowhere", () =>
     Effect.gen(function* () {
       const faults = new Faults()
       const hosts = new Hosts(faults)
@@ -56,7 +57,7 @@ describe("memory network hosts", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "a connection reaches the handler with the dialer's name, and closes with the dialer's scope",
     () =>
       Effect.gen(function* () {
@@ -65,7 +66,7 @@ describe("memory network hosts", () => {
         yield* hosts.listen("b", { host: "0.0.0.0", port: 6633 }, handler)
         const listener = hosts.route("a", "b", 6633)!
         const dial = yield* Scope.make()
-        const connection = yield* listener.connect("a", "b").pipe(Scope.extend(dial))
+        const connection = yield* listener.connect("a", "b").pipe(Scope.provide(dial))
         yield* TestClock.adjust(1)
         assert.deepStrictEqual(remotes, ["a"])
         assert.deepStrictEqual(connection.remoteAddress, Option.some("b"))
@@ -75,7 +76,7 @@ describe("memory network hosts", () => {
       })
   )
 
-  it.scoped(
+  it.effect(
     "cutPartitioned resets only the connections a partition separates; a listener's scope closes its own",
     () =>
       Effect.gen(function* () {
@@ -83,15 +84,15 @@ describe("memory network hosts", () => {
         const hosts = new Hosts(faults)
         const { handler } = accepting()
         const listenScope = yield* Scope.make()
-        yield* hosts.listen("b", { host: "0.0.0.0", port: 6633 }, handler).pipe(Scope.extend(listenScope))
+        yield* hosts.listen("b", { host: "0.0.0.0", port: 6633 }, handler).pipe(Scope.provide(listenScope))
         const listener = hosts.route("a", "b", 6633)!
         const fromA = yield* listener.connect("a", "b")
         yield* listener.connect("c", "b")
         yield* TestClock.adjust(1)
         faults.partition(["a"], ["b"])
         yield* hosts.cutPartitioned()
-        const write = yield* Effect.either(fromA.write(Uint8Array.of(1)))
-        assert.isTrue(Either.isLeft(write))
+        const write = yield* Effect.result(fromA.write(Uint8Array.of(1)))
+        assert.isTrue(Result.isFailure(write))
         yield* TestClock.adjust(1)
         // The handler of the cut connection ended, which released it; c's is still open.
         assert.strictEqual(listener.openConnections, 1)

@@ -39,7 +39,7 @@ const dispatchContext = <A>(tenants: MeshConfig.TenantRule, hosts: Layer.Layer<A
   )
 
 describe("Dispatch", () => {
-  it.scoped("applies every frame of the table to the shipped host services", () =>
+  it.effect("applies every frame of the table to the shipped host services", () =>
     Effect.gen(function* () {
       const context = yield* dispatchContext("any", LocalWaker.layer())
       const { apply } = yield* Effect.provide(Dispatch.Dispatch, context)
@@ -88,7 +88,7 @@ describe("Dispatch", () => {
     })
   )
 
-  it.scoped("a waker with only the effectful wake gets an effect per frame, items in order", () =>
+  it.effect("a waker with only the effectful wake gets an effect per frame, items in order", () =>
     Effect.gen(function* () {
       const woken: Array<string> = []
       const context = yield* dispatchContext(
@@ -107,7 +107,7 @@ describe("Dispatch", () => {
     })
   )
 
-  it.scoped("an EphemeralAdmin provided beside the host services gets every EPH_ADMIN, with its sender", () =>
+  it.effect("an EphemeralAdmin provided beside the host services gets every EPH_ADMIN, with its sender", () =>
     Effect.gen(function* () {
       const applied: Array<string> = []
       const context = yield* dispatchContext(
@@ -133,7 +133,7 @@ describe("Dispatch", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "tenants: uuid reads a tenant that is not a UUID as absent in every frame kind, as upstream does",
     () =>
       Effect.gen(function* () {

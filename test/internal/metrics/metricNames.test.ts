@@ -4,15 +4,15 @@
  * per observation.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Metric, MetricState } from "effect"
+import { Effect, Metric } from "effect"
 import { applyHistogram, flushHistograms, names } from "../../../src/internal/metrics/metricNames.js"
 
 const countFor = (serverId: string) =>
-  Effect.map(Metric.snapshot, (pairs) => {
-    for (const pair of pairs) {
-      if (pair.metricKey.name !== names.applySeconds) continue
-      if (!pair.metricKey.tags.some((tag) => tag.key === "server_id" && tag.value === serverId)) continue
-      if (MetricState.isHistogramState(pair.metricState)) return pair.metricState.count
+  Effect.map(Metric.snapshot, (snapshots) => {
+    for (const snapshot of snapshots) {
+      if (snapshot.id !== names.applySeconds) continue
+      if (snapshot.attributes?.server_id !== serverId) continue
+      if (snapshot.type === "Histogram") return snapshot.state.count
     }
     return 0
   })

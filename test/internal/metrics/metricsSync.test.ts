@@ -4,7 +4,8 @@
  * host sets one. Frames go out meanwhile; the registry only follows at a sync.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Metric, MetricState, TestClock } from "effect"
+import { Context, Duration, Effect, Layer, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import { DEFAULT_INTERVAL } from "../../../src/internal/metrics/metricsSync.js"
 import * as Mesh from "../../../src/Mesh.js"
 import { names } from "../../../src/MeshMetrics.js"
@@ -13,10 +14,10 @@ import { active, memoryConfig, memoryNetwork, settle } from "../../fixtures/memo
 /** Frames the registry says `serverId` wrote, every peer and tag summed. */
 const framesSentInRegistry = (serverId: string): number => {
   let total = 0
-  for (const pair of Metric.unsafeSnapshot()) {
-    if (pair.metricKey.name !== names.framesSent) continue
-    if (!pair.metricKey.tags.some((tag) => tag.key === "server_id" && tag.value === serverId)) continue
-    if (MetricState.isCounterState(pair.metricState)) total += Number(pair.metricState.count)
+  for (const snapshot of Metric.snapshotUnsafe(Context.empty())) {
+    if (snapshot.id !== names.framesSent) continue
+    if (snapshot.attributes?.server_id !== serverId) continue
+    if (snapshot.type === "Counter") total += Number(snapshot.state.count)
   }
   return total
 }
@@ -39,7 +40,7 @@ const pair = (prefix: string, options: Mesh.MeshOptions) =>
   })
 
 describe("the background metrics sync", () => {
-  it.scoped("runs every 10 seconds by default, not sooner", () =>
+  it.effect("runs every 10 seconds by default, not sooner", () =>
     Effect.gen(function* () {
       assert.strictEqual(Duration.toMillis(DEFAULT_INTERVAL), 10_000)
       const stats = yield* pair("msync-default", {})
@@ -54,7 +55,7 @@ describe("the background metrics sync", () => {
     })
   )
 
-  it.scoped("runs every metricsInterval when the host sets one", () =>
+  it.effect("runs every metricsInterval when the host sets one", () =>
     Effect.gen(function* () {
       const stats = yield* pair("msync-one", { metricsInterval: Duration.seconds(1) })
       yield* TestClock.adjust(Duration.millis(999))
@@ -68,7 +69,7 @@ describe("the background metrics sync", () => {
     })
   )
 
-  it.scoped("never runs in the background with an infinite interval", () =>
+  it.effect("never runs in the background with an infinite interval", () =>
     Effect.gen(function* () {
       const stats = yield* pair("msync-off", { metricsInterval: Duration.infinity })
       yield* TestClock.adjust(Duration.minutes(1))

@@ -4,25 +4,18 @@
  * metric names and reads only those back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import {
-  Effect,
-  Metric,
-  MetricBoundaries,
-  MetricKey,
-  MetricState,
-  Option,
-  Runtime,
-  RuntimeFlags,
-  RuntimeFlagsPatch
-} from "effect"
+import { Context, Effect, Fiber, Metric } from "effect"
 import * as Prometheus from "../../../src/internal/metrics/prometheus.js"
 import { type Family, parse } from "../../fixtures/prometheus.js"
 
-const EMPTY: ReadonlyArray<never> = []
+/** The process's registry (Effect's default `MetricRegistry`), read outside any fiber. */
+const registry = Context.empty()
 
 /** Renders the registry restricted to names starting with `prefix`, and parses it strictly. */
 const scrape = (prefix: string): { readonly text: string; readonly families: Map<string, Family> } => {
-  const text = Prometheus.render(Metric.unsafeSnapshot(), { include: (name) => name.startsWith(prefix) })
+  const text = Prometheus.render(Metric.snapshotUnsafe(registry), {
+    include: (name) => name.startsWith(prefix)
+  })
   return { text, families: parse(text) }
 }
 
@@ -57,15 +50,16 @@ describe("internal/prometheus", () => {
 
   it("renders an empty selection as an empty body", () => {
     assert.strictEqual(Prometheus.render([]), "")
-    assert.strictEqual(Prometheus.render(Metric.unsafeSnapshot(), { include: () => false }), "")
+    assert.strictEqual(Prometheus.render(Metric.snapshotUnsafe(registry), { include: () => false }), "")
   })
 
   it.effect("renders a counter tagged with Metric.tagged, HELP from its description", () =>
     Effect.gen(function* () {
+      // `Metric.tagged` is effect 4's `Metric.withAttributes`.
       const sent = Metric.counter("pm_counter_sent_total", { description: "Frames sent.", incremental: true })
-      yield* Metric.incrementBy(Metric.tagged(sent, "server_id", "a"), 3)
-      yield* Metric.increment(Metric.tagged(sent, "server_id", "a"))
-      yield* Metric.increment(Metric.tagged(sent, "server_id", "b"))
+      yield* Metric.update(Metric.withAttributes(sent, { server_id: "a" }), 3)
+      yield* Metric.update(Metric.withAttributes(sent, { server_id: "a" }), 1)
+      yield* Metric.update(Metric.withAttributes(sent, { server_id: "b" }), 1)
 
       const { text, families } = scrape("pm_counter_")
       const found = family(families, "pm_counter_sent_total")
@@ -81,15 +75,19 @@ describe("internal/prometheus", () => {
   )
 
   it("renders a counter built from MetricKey.tagged and updated with unsafeUpdate(1, [])", () => {
-    const key = MetricKey.counter("pm_key_dials_total", { description: "Dials.", incremental: true }).pipe(
-      MetricKey.tagged("server_id", "a")
-    )
-    const dials = Metric.fromMetricKey(key)
-    for (let i = 0; i < 5; i++) dials.unsafeUpdate(1, EMPTY)
-    // The same key through the Effect API lands on the same series.
-    Effect.runSync(Metric.increment(Metric.fromMetricKey(key)))
+    // Effect 4 has no `MetricKey`: a counter made with its attributes, updated with `updateUnsafe`.
+    const make = () =>
+      Metric.counter("pm_key_dials_total", {
+        description: "Dials.",
+        incremental: true,
+        attributes: { server_id: "a" }
+      })
+    const dials = make()
+    for (let i = 0; i < 5; i++) dials.updateUnsafe(1, registry)
+    // The same name, description and attributes through the Effect API land on the same series.
+    Effect.runSync(Metric.update(make(), 1))
     // `incremental` drops decrements, so the Prometheus counter never goes down.
-    dials.unsafeUpdate(-10, EMPTY)
+    dials.updateUnsafe(-10, registry)
 
     const found = family(scrape("pm_key_").families, "pm_key_dials_total")
     assert.strictEqual(found.type, "counter")
@@ -102,11 +100,11 @@ describe("internal/prometheus", () => {
   it.effect("renders gauges, with NaN and infinities spelled as the format wants", () =>
     Effect.gen(function* () {
       const peers = Metric.gauge("pm_gauge_peers", { description: "Connected peers." })
-      yield* Metric.set(Metric.tagged(peers, "server_id", "a"), 3)
-      yield* Metric.set(Metric.tagged(peers, "server_id", "b"), -2.5)
-      yield* Metric.set(Metric.tagged(peers, "server_id", "nan"), Number.NaN)
-      yield* Metric.set(Metric.tagged(peers, "server_id", "inf"), Number.POSITIVE_INFINITY)
-      yield* Metric.set(Metric.tagged(peers, "server_id", "-inf"), Number.NEGATIVE_INFINITY)
+      yield* Metric.update(Metric.withAttributes(peers, { server_id: "a" }), 3)
+      yield* Metric.update(Metric.withAttributes(peers, { server_id: "b" }), -2.5)
+      yield* Metric.update(Metric.withAttributes(peers, { server_id: "nan" }), Number.NaN)
+      yield* Metric.update(Metric.withAttributes(peers, { server_id: "inf" }), Number.POSITIVE_INFINITY)
+      yield* Metric.update(Metric.withAttributes(peers, { server_id: "-inf" }), Number.NEGATIVE_INFINITY)
 
       const { text, families } = scrape("pm_gauge_")
       const found = family(families, "pm_gauge_peers")
@@ -128,7 +126,7 @@ describe("internal/prometheus", () => {
   it.effect("renders a bigint counter as its digits", () =>
     Effect.gen(function* () {
       const big = Metric.counter("pm_bigint_total", { bigint: true, incremental: true })
-      yield* Metric.incrementBy(big, 9_007_199_254_740_993n)
+      yield* Metric.update(big, 9_007_199_254_740_993n)
       const { text } = scrape("pm_bigint_")
       assert.include(text, "pm_bigint_total 9007199254740993\n")
     })
@@ -137,14 +135,13 @@ describe("internal/prometheus", () => {
   it.effect("renders a histogram as cumulative buckets ending in +Inf, _sum and _count", () =>
     Effect.gen(function* () {
       // Boundaries 1, 2, 4, 8, and the +Inf Effect appends.
-      const rtt = Metric.histogram(
-        "pm_histogram_rtt_seconds",
-        MetricBoundaries.exponential({ start: 1, factor: 2, count: 5 }),
-        "Heartbeat round trips."
-      )
-      const a = Metric.tagged(rtt, "server_id", "a")
+      const rtt = Metric.histogram("pm_histogram_rtt_seconds", {
+        boundaries: Metric.exponentialBoundaries({ start: 1, factor: 2, count: 5 }),
+        description: "Heartbeat round trips."
+      })
+      const a = Metric.withAttributes(rtt, { server_id: "a" })
       for (const value of [0.5, 1, 3, 10]) yield* Metric.update(a, value)
-      yield* Metric.update(Metric.tagged(rtt, "server_id", "b"), 2)
+      yield* Metric.update(Metric.withAttributes(rtt, { server_id: "b" }), 2)
 
       const { text, families } = scrape("pm_histogram_")
       const found = family(families, "pm_histogram_rtt_seconds")
@@ -172,12 +169,12 @@ describe("internal/prometheus", () => {
         description: "Frames by kind.",
         preregisteredWords: ["PING"]
       })
-      const a = Metric.tagged(kinds, "server_id", "a")
+      const a = Metric.withAttributes(kinds, { server_id: "a" })
       yield* Metric.update(a, "WAKE")
       yield* Metric.update(a, "WAKE")
       yield* Metric.update(a, "HELLO")
       // A tag named like the occurrence label gives way to it.
-      yield* Metric.update(Metric.tagged(kinds, "key", "shadowed"), "WAKE")
+      yield* Metric.update(Metric.withAttributes(kinds, { key: "shadowed" }), "WAKE")
 
       const found = family(scrape("pm_frequency_").families, "pm_frequency_frames_total")
       assert.strictEqual(found.type, "counter")
@@ -190,31 +187,24 @@ describe("internal/prometheus", () => {
     })
   )
 
-  it.effect("renders a summary with quantile labels, NaN before any observation", () =>
+  // Live: a summary's observations are stamped with the clock, and the scrape reads them by the real one.
+  it.live("renders a summary with quantile labels, NaN before any observation", () =>
     Effect.gen(function* () {
-      const latency = Metric.summary({
-        name: "pm_summary_latency",
+      const latency = Metric.summary("pm_summary_latency", {
         maxAge: "1 minute",
         maxSize: 100,
-        error: 0.01,
         quantiles: [0.5, 0.99]
       })
-      const empty = Metric.summary({
-        name: "pm_summary_empty",
+      const empty = Metric.summary("pm_summary_empty", {
         maxAge: "1 minute",
         maxSize: 100,
-        error: 0.01,
         quantiles: [0.5]
       })
       for (const value of [1, 2, 3]) yield* Metric.update(latency, value)
       yield* Metric.value(empty)
       // The quantiles are Effect's own estimate; the encoder only carries them.
       const state = yield* Metric.value(latency)
-      const estimate = (q: number) =>
-        Option.getOrElse(
-          state.quantiles.find(([quantile]) => quantile === q)?.[1] ?? Option.none(),
-          () => Number.NaN
-        )
+      const estimate = (q: number) => state.quantiles.find(([quantile]) => quantile === q)?.[1] ?? Number.NaN
 
       const { families } = scrape("pm_summary_")
       const found = family(families, "pm_summary_latency")
@@ -232,7 +222,7 @@ describe("internal/prometheus", () => {
       const help = 'Back\\slash, "quotes"\nand a second line.'
       const value = 'a "quoted" \\ value\nover two lines'
       const odd = Metric.counter("pm_escape_total", { description: help })
-      yield* Metric.increment(Metric.tagged(odd, "peer", value))
+      yield* Metric.update(Metric.withAttributes(odd, { peer: value }), 1)
 
       const { text, families } = scrape("pm_escape_")
       assert.include(text, '# HELP pm_escape_total Back\\\\slash, "quotes"\\nand a second line.\n')
@@ -246,7 +236,10 @@ describe("internal/prometheus", () => {
   it.effect("sorts labels, and turns characters Prometheus does not allow in names into _", () =>
     Effect.gen(function* () {
       const dotted = Metric.counter("pm_names.dotted-name_total")
-      yield* Metric.increment(Metric.tagged(Metric.tagged(dotted, "zone", "z"), "app-id", "q"))
+      yield* Metric.update(
+        Metric.withAttributes(Metric.withAttributes(dotted, { zone: "z" }), { "app-id": "q" }),
+        1
+      )
       const { text } = scrape("pm_names")
       assert.include(
         text,
@@ -258,12 +251,17 @@ describe("internal/prometheus", () => {
   it.effect("keeps the output valid when keys collide", () =>
     Effect.gen(function* () {
       // Same name, another kind: the first registered decides the family.
-      yield* Metric.increment(Metric.counter("pm_collide_kind"))
-      yield* Metric.set(Metric.gauge("pm_collide_kind"), 7)
+      yield* Metric.update(Metric.counter("pm_collide_kind"), 1)
+      yield* Metric.update(Metric.gauge("pm_collide_kind"), 7)
       // Same name and tags but another description: two registry entries, one series.
-      yield* Metric.increment(Metric.tagged(Metric.counter("pm_collide_series_total"), "server_id", "a"))
-      yield* Metric.incrementBy(
-        Metric.tagged(Metric.counter("pm_collide_series_total", { description: "Other." }), "server_id", "a"),
+      yield* Metric.update(
+        Metric.withAttributes(Metric.counter("pm_collide_series_total"), { server_id: "a" }),
+        1
+      )
+      yield* Metric.update(
+        Metric.withAttributes(Metric.counter("pm_collide_series_total", { description: "Other." }), {
+          server_id: "a"
+        }),
         5
       )
 
@@ -278,26 +276,32 @@ describe("internal/prometheus", () => {
   )
 
   it("renders the whole registry, Effect's runtime metrics included, as a valid exposition", () => {
-    Effect.runSync(Effect.fork(Effect.void).pipe(Effect.flatMap((fiber) => fiber.await)))
-    const all = parse(Prometheus.render(Metric.unsafeSnapshot()))
-    assert.strictEqual(family(all, "effect_fiber_started").type, "counter")
-    assert.strictEqual(family(all, "effect_fiber_lifetimes").type, "histogram")
+    // Effect 4 records its runtime metrics (`child_fiber*`) only under `Metric.enableRuntimeMetrics`.
+    Effect.runSync(
+      Effect.forkChild(Effect.void).pipe(Effect.flatMap(Fiber.await), Metric.enableRuntimeMetrics)
+    )
+    const all = parse(Prometheus.render(Metric.snapshotUnsafe(registry)))
+    assert.strictEqual(family(all, "child_fibers_started").type, "counter")
+    assert.strictEqual(family(all, "child_fibers_active").type, "gauge")
     const without = parse(
-      Prometheus.render(Metric.unsafeSnapshot(), { include: Prometheus.withoutRuntimeMetrics })
+      Prometheus.render(Metric.snapshotUnsafe(registry), { include: Prometheus.withoutRuntimeMetrics })
     )
     assert.isFalse(Array.from(without.keys()).some(Prometheus.isRuntimeMetric))
     assert.isAbove(without.size, 0)
   })
 
+  // Effect 3's `RuntimeFlags.RuntimeMetrics` is effect 4's `Metric.FiberRuntimeMetrics` reference: off
+  // by default, turned on or off for a program by `Metric.enableRuntimeMetrics` /
+  // `Metric.disableRuntimeMetrics` or their layers. It counts child fibers only.
   describe("the runtime-metrics switch (RuntimeFlags.RuntimeMetrics)", () => {
-    /** `effect_fiber_started` over all tag sets; reading the registry starts no fiber. */
+    /** `child_fibers_started` over all tag sets; reading the registry starts no fiber. */
     const started = (): number =>
-      Metric.unsafeSnapshot()
-        .filter((pair) => pair.metricKey.name === "effect_fiber_started")
-        .map(({ metricState }) => (MetricState.isCounterState(metricState) ? Number(metricState.count) : 0))
+      Metric.snapshotUnsafe(registry)
+        .filter((snapshot) => snapshot.id === "child_fibers_started")
+        .map((snapshot) => (snapshot.type === "Counter" ? Number(snapshot.state.count) : 0))
         .reduce((a, b) => a + b, 0)
     const tenFibers = Effect.forEach(Array.from({ length: 10 }), () =>
-      Effect.fork(Effect.void).pipe(Effect.flatMap((fiber) => fiber.await))
+      Effect.forkChild(Effect.void).pipe(Effect.flatMap(Fiber.await))
     )
     const delta = (run: () => void): number => {
       const before = started()
@@ -306,40 +310,47 @@ describe("internal/prometheus", () => {
     }
 
     it("is on in the default runtime", () => {
-      // The root fiber of runSync and the ten forks.
-      assert.isAtLeast(
+      // Effect 4: off in the default runtime, on under `Metric.enableRuntimeMetrics` (the ten forks).
+      assert.strictEqual(
         delta(() => Effect.runSync(tenFibers)),
-        11
+        0
+      )
+      assert.strictEqual(
+        delta(() => Effect.runSync(tenFibers.pipe(Metric.enableRuntimeMetrics))),
+        10
       )
     })
 
     it("is off for a program under Effect.withRuntimeFlagsPatch, or the RuntimeFlags.disableRuntimeMetrics layer", () => {
+      // Effect 4: `Metric.disableRuntimeMetrics`, or the `Metric.disableRuntimeMetricsLayer` layer,
+      // inside a program that has them on.
       const patched = delta(() =>
-        Effect.runSync(
-          tenFibers.pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
-        )
+        Effect.runSync(tenFibers.pipe(Metric.disableRuntimeMetrics, Metric.enableRuntimeMetrics))
       )
       const layered = delta(() =>
-        Effect.runSync(tenFibers.pipe(Effect.provide(RuntimeFlags.disableRuntimeMetrics)))
+        Effect.runSync(
+          tenFibers.pipe(Effect.provide(Metric.disableRuntimeMetricsLayer), Metric.enableRuntimeMetrics)
+        )
       )
-      // Only the root fiber, started before the patch applies.
-      assert.strictEqual(patched, 1)
-      assert.strictEqual(layered, 1)
+      assert.strictEqual(patched, 0)
+      assert.strictEqual(layered, 0)
     })
 
     it("is off from the root fiber on in a runtime built with Runtime.disableRuntimeFlag", () => {
-      const runtime = Runtime.defaultRuntime.pipe(Runtime.disableRuntimeFlag(RuntimeFlags.RuntimeMetrics))
+      // Effect 4 has no runtime flags: a program run with the reference off counts nothing.
       assert.strictEqual(
-        delta(() => Runtime.runSync(runtime)(tenFibers)),
+        delta(() => Effect.runSync(tenFibers.pipe(Metric.disableRuntimeMetrics))),
         0
       )
     })
 
     it("comes back inside a program with the RuntimeFlags.enableRuntimeMetrics layer", () => {
-      const runtime = Runtime.defaultRuntime.pipe(Runtime.disableRuntimeFlag(RuntimeFlags.RuntimeMetrics))
+      // Effect 4: the `Metric.enableRuntimeMetricsLayer` layer, inside a program that has them off.
       assert.isAtLeast(
         delta(() =>
-          Runtime.runSync(runtime)(tenFibers.pipe(Effect.provide(RuntimeFlags.enableRuntimeMetrics)))
+          Effect.runSync(
+            tenFibers.pipe(Effect.provide(Metric.enableRuntimeMetricsLayer), Metric.disableRuntimeMetrics)
+          )
         ),
         10
       )

@@ -4,7 +4,7 @@
  * samples creates no metric.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Metric, MetricState, Option } from "effect"
+import { Context, Metric, Option, Predicate } from "effect"
 import { only, row, TableSync } from "../../../src/internal/metrics/tableSync.js"
 import { seriesValue } from "../../../src/MeshMetrics.js"
 
@@ -40,12 +40,12 @@ const table = [
 
 const counter = (name: string, tags: Readonly<Record<string, string>>): number | undefined => {
   const state = Option.getOrUndefined(seriesValue(name, tags))
-  return MetricState.isCounterState(state) ? Number(state.count) : undefined
+  return Predicate.hasProperty(state, "count") ? Number(state.count) : undefined
 }
 
 const gauge = (name: string, tags: Readonly<Record<string, string>>): number | undefined => {
   const state = Option.getOrUndefined(seriesValue(name, tags))
-  return MetricState.isGaugeState(state) ? Number(state.value) : undefined
+  return Predicate.hasProperty(state, "value") ? Number(state.value) : undefined
 }
 
 describe("TableSync", () => {
@@ -86,9 +86,9 @@ describe("TableSync", () => {
     new TableSync<Fake>(b, table).apply({ total: 9, byPeer: [], depth: 1 })
     assert.strictEqual(counter(names.total, { server_id: a }), 2)
     assert.strictEqual(counter(names.total, { server_id: b }), 9)
-    const pair = Metric.unsafeSnapshot().find(
-      (p) => p.metricKey.name === names.total && p.metricKey.tags.some((t) => t.value === a)
+    const snapshot = Metric.snapshotUnsafe(Context.empty()).find(
+      (s) => s.id === names.total && s.attributes?.server_id === a
     )
-    assert.strictEqual(Option.getOrUndefined(pair?.metricKey.description ?? Option.none()), "a total")
+    assert.strictEqual(snapshot?.description, "a total")
   })
 })

@@ -4,7 +4,8 @@
  * `interval`; never on a timer of its own while nothing happens (an idle node is mostly its wake-ups).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import * as PeerBook from "../../../src/internal/view/peerBook.js"
 import { StatsFetchError } from "../../../src/internal/view/statsFetch.js"
 import * as MeshConfig from "../../../src/MeshConfig.js"
@@ -61,15 +62,13 @@ describe("PeerBook", () => {
     assert.isUndefined(book.nextRetry(2000))
   })
 
-  it.scoped("an answered peer: the members are read again only on a change or after `interval`", () =>
+  it.effect("an answered peer: the members are read again only on a change or after `interval`", () =>
     Effect.gen(function* () {
       const { mesh, reads } = yield* pair
       const asked: Array<string> = []
       const ask: PeerBook.Ask = (serverId) =>
         Effect.sync(() => asked.push(serverId)).pipe(
-          Effect.zipRight(
-            Effect.fail(new StatsFetchError({ reason: "other_node", detail: "not asked here" }))
-          )
+          Effect.andThen(Effect.fail(new StatsFetchError({ reason: "other_node", detail: "not asked here" })))
         )
       yield* PeerBook.learn(mesh, { ask, interval: "30 seconds" })
       yield* advance(3_000)
@@ -85,7 +84,7 @@ describe("PeerBook", () => {
     })
   )
 
-  it.scoped(
+  it.effect(
     "a peer that cannot be reached is asked again after 1 s, then 2 s, with nothing else happening",
     () =>
       Effect.gen(function* () {

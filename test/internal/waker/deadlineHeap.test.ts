@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { DeadlineHeap } from "../../../src/internal/waker/deadlineHeap.js"
 
 class Entry {

@@ -1,20 +1,21 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { DeadlineReaper } from "../../../src/internal/waker/deadlineReaper.js"
 import { ParkedPops } from "../../../src/internal/waker/parkedPops.js"
 
 /** An index, its reaper, and a way to park pops that note when (by the `Clock`) they ended, and how. */
 const setup = (resolution: number) =>
   Effect.gen(function* () {
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const pops = new ParkedPops()
     const reaper = yield* DeadlineReaper.make(pops, resolution)
     const ended: Array<string> = []
     const park = (name: string, after: number, resume?: () => void) => {
-      const deadline = clock.unsafeCurrentTimeMillis() + after
+      const deadline = clock.currentTimeMillisUnsafe() + after
       pops.park("q", name, deadline, (outcome) => {
         resume?.()
-        ended.push(`${name}:${Effect.runSync(outcome)}@${clock.unsafeCurrentTimeMillis()}`)
+        ended.push(`${name}:${Effect.runSync(outcome)}@${clock.currentTimeMillisUnsafe()}`)
       })
       reaper.parked(deadline)
     }
@@ -22,7 +23,7 @@ const setup = (resolution: number) =>
   })
 
 describe("DeadlineReaper", () => {
-  it.scoped("times pops out at their deadlines, passes at least the resolution apart", () =>
+  it.effect("times pops out at their deadlines, passes at least the resolution apart", () =>
     Effect.gen(function* () {
       const { reaper, ended, park } = yield* setup(25)
       assert.strictEqual(reaper.nextWake, Number.POSITIVE_INFINITY)
@@ -43,7 +44,7 @@ describe("DeadlineReaper", () => {
     })
   )
 
-  it.scoped("an earlier park restarts it; with resolution 0 every pop ends exactly on time", () =>
+  it.effect("an earlier park restarts it; with resolution 0 every pop ends exactly on time", () =>
     Effect.gen(function* () {
       const { reaper, ended, park } = yield* setup(0)
       park("late", 1_000)
@@ -58,7 +59,7 @@ describe("DeadlineReaper", () => {
     })
   )
 
-  it.scoped("a pop woken before its deadline is skipped; one with no deadline never wakes it", () =>
+  it.effect("a pop woken before its deadline is skipped; one with no deadline never wakes it", () =>
     Effect.gen(function* () {
       const { pops, reaper, ended, park } = yield* setup(0)
       park("woken", 50)
@@ -71,7 +72,7 @@ describe("DeadlineReaper", () => {
     })
   )
 
-  it.scoped("a pass that fails is logged, and the reaper carries on after a pause", () =>
+  it.effect("a pass that fails is logged, and the reaper carries on after a pause", () =>
     Effect.gen(function* () {
       const { ended, park } = yield* setup(0)
       park("throws", 10, () => {

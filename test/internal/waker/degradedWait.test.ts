@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, SubscriptionRef, TestClock } from "effect"
+import { Duration, Effect, SubscriptionRef } from "effect"
+import { TestClock } from "effect/testing"
 import { DegradedWait } from "../../../src/internal/waker/degradedWait.js"
 import { ParkedPops } from "../../../src/internal/waker/parkedPops.js"
 import * as MeshHealth from "../../../src/MeshHealth.js"
@@ -28,7 +29,7 @@ const setup = Effect.gen(function* () {
 })
 
 describe("DegradedWait", () => {
-  it.scoped("while the mesh is degraded a pop waits at most the short wait; trusted, what it asked", () =>
+  it.effect("while the mesh is degraded a pop waits at most the short wait; trusted, what it asked", () =>
     Effect.gen(function* () {
       const { health, wait } = yield* setup
       assert.deepStrictEqual(wait.cap(ten), ten)
@@ -42,7 +43,7 @@ describe("DegradedWait", () => {
     })
   )
 
-  it.scoped("pops parked when the mesh degrades time out the short wait after it did", () =>
+  it.effect("pops parked when the mesh degrades time out the short wait after it did", () =>
     Effect.gen(function* () {
       const { health, pops, outcomes } = yield* setup
       yield* SubscriptionRef.set(health, degraded)
@@ -54,7 +55,7 @@ describe("DegradedWait", () => {
     })
   )
 
-  it.scoped("trusted again before then, the parked pops keep waiting", () =>
+  it.effect("trusted again before then, the parked pops keep waiting", () =>
     Effect.gen(function* () {
       const { health, pops, outcomes } = yield* setup
       yield* SubscriptionRef.set(health, degraded)
@@ -66,7 +67,7 @@ describe("DegradedWait", () => {
     })
   )
 
-  it.scoped("without the health value, or without a short wait, it never shortens", () =>
+  it.effect("without the health value, or without a short wait, it never shortens", () =>
     Effect.gen(function* () {
       const pops = new ParkedPops()
       const noHealth = yield* DegradedWait.make(pops, "1 second")

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck as fc } from "effect"
+import { Effect } from "effect"
+import * as fc from "fast-check"
 import { BatchScanner, parseItems, type ScanResult, scan } from "../../../src/internal/wire/batchScan.js"
 import { numRuns } from "../../fixtures/budget.js"
 
@@ -304,63 +305,68 @@ describe("BatchScanner", () => {
     console.log(lines.join("\n"))
   })
 
-  it.prop(
-    "(1) says valid iff JSON.parse succeeds",
-    [anyText],
-    ([text]) => {
-      const result = scanWith(text)
-      assert.strictEqual(result._tag !== "Invalid", oracle(text).ok, JSON.stringify(text.slice(0, 80)))
-    },
-    { fastCheck: { numRuns: numRuns(3000) } }
-  )
-
-  it.prop(
-    "(2) records exactly the items JSON.parse finds",
-    [anyText],
-    ([text]) => {
-      checkAgainstOracle(text, scanWith(text))
-    },
-    { fastCheck: { numRuns: numRuns(2000) } }
-  )
-
-  it.prop(
-    "(3) gives the same result whatever the step budgets",
-    [anyText, budgets],
-    ([text, bs]) => {
-      const whole = scanWith(text)
-      const split = scanWith(text, bs)
-      sameResult(whole, split)
-      checkAgainstOracle(text, split)
-    },
-    { fastCheck: { numRuns: numRuns(2000) } }
-  )
-
-  it.prop("(5) accepts whitespace everywhere JSON allows it", [batchValue, style, budgets], ([v, s, bs]) => {
-    const w = writer(s)
-    const text = `${w.ws()}${w.value(v)}${w.ws()}`
-    const result = scanWith(text, bs)
-    assert.strictEqual(result._tag, "Items")
-    checkAgainstOracle(text, result)
+  it("(1) says valid iff JSON.parse succeeds", () => {
+    fc.assert(
+      fc.property(anyText, (text) => {
+        const result = scanWith(text)
+        assert.strictEqual(result._tag !== "Invalid", oracle(text).ok, JSON.stringify(text.slice(0, 80)))
+      }),
+      { numRuns: numRuns(3000) }
+    )
   })
 
-  it.prop(
-    "(6) keeps the last of duplicate items keys, compared after unescaping",
-    [
-      fc.array(
-        fc.tuple(
-          fc.constantFrom("items", "item", "itemss", "Items", "other", "__proto__"),
-          fc.oneof(fc.array(jsonish, { maxLength: 4 }), jsonish),
-          style
+  it("(2) records exactly the items JSON.parse finds", () => {
+    fc.assert(
+      fc.property(anyText, (text) => {
+        checkAgainstOracle(text, scanWith(text))
+      }),
+      { numRuns: numRuns(2000) }
+    )
+  })
+
+  it("(3) gives the same result whatever the step budgets", () => {
+    fc.assert(
+      fc.property(anyText, budgets, (text, bs) => {
+        const whole = scanWith(text)
+        const split = scanWith(text, bs)
+        sameResult(whole, split)
+        checkAgainstOracle(text, split)
+      }),
+      { numRuns: numRuns(2000) }
+    )
+  })
+
+  it("(5) accepts whitespace everywhere JSON allows it", () => {
+    fc.assert(
+      fc.property(batchValue, style, budgets, (v, s, bs) => {
+        const w = writer(s)
+        const text = `${w.ws()}${w.value(v)}${w.ws()}`
+        const result = scanWith(text, bs)
+        assert.strictEqual(result._tag, "Items")
+        checkAgainstOracle(text, result)
+      })
+    )
+  })
+
+  it("(6) keeps the last of duplicate items keys, compared after unescaping", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.constantFrom("items", "item", "itemss", "Items", "other", "__proto__"),
+            fc.oneof(fc.array(jsonish, { maxLength: 4 }), jsonish),
+            style
+          ),
+          { minLength: 1, maxLength: 5 }
         ),
-        { minLength: 1, maxLength: 5 }
-      ),
-      budgets
-    ],
-    ([entries, bs]) => {
-      const text = `{${entries.map(([k, v, s]) => `${writer(s).str(k)}:${JSON.stringify(v)}`).join(",")}}`
-      checkAgainstOracle(text, scanWith(text, bs))
-    }
-  )
+        budgets,
+        (entries, bs) => {
+          const text = `{${entries.map(([k, v, s]) => `${writer(s).str(k)}:${JSON.stringify(v)}`).join(",")}}`
+          checkAgainstOracle(text, scanWith(text, bs))
+        }
+      )
+    )
+  })
 
   it("(6) handles duplicate and escaped items keys (examples)", () => {
     const cases: ReadonlyArray<readonly [string, string]> = [

@@ -4,7 +4,8 @@
  * anything is allocated.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Result } from "effect"
+import * as fc from "fast-check"
 import * as Frame from "../../../src/Frame.js"
 import * as FrameDecoder from "../../../src/internal/wire/frameDecoder.js"
 import { FramingError } from "../../../src/MeshError.js"
@@ -104,27 +105,27 @@ const stream: fc.Arbitrary<Uint8Array> = fc.oneof(
 
 describe("FrameDecoder", () => {
   describe("round trip", () => {
-    it.prop(
-      "any frame list, encoded, concatenated and cut any way, decodes to the same frames",
-      [fc.array(Arb.wireFrame, { maxLength: 12 }), Arb.chunking],
-      ([frames, how]) => {
-        const decoder = new FrameDecoder.FrameDecoder()
-        const out: Array<Frame.Frame | Frame.UnknownFrame> = []
-        for (const chunk of Arb.cut(Arb.concat(frames.map(Arb.encodeWire)), how)) {
-          const error = decoder.push(chunk, (tag, payload) => {
-            const frame = Either.getOrThrow(Frame.decodePayload(tag, payload))
-            out.push(frame._tag === "Unknown" ? { ...frame, payload: payload.slice() } : frame)
-          })
-          assert.isUndefined(error)
-          // A socket may reuse its buffer: the decoder must not keep pointing into a pushed chunk.
-          chunk.fill(0xa5)
-        }
-        assert.isUndefined(decoder.end())
-        assert.strictEqual(decoder.buffered, 0)
-        assertEqual(out, frames)
-      },
-      { fastCheck: { numRuns: numRuns(250) } }
-    )
+    it("any frame list, encoded, concatenated and cut any way, decodes to the same frames", () => {
+      fc.assert(
+        fc.property(fc.array(Arb.wireFrame, { maxLength: 12 }), Arb.chunking, (frames, how) => {
+          const decoder = new FrameDecoder.FrameDecoder()
+          const out: Array<Frame.Frame | Frame.UnknownFrame> = []
+          for (const chunk of Arb.cut(Arb.concat(frames.map(Arb.encodeWire)), how)) {
+            const error = decoder.push(chunk, (tag, payload) => {
+              const frame = Result.getOrThrow(Frame.decodePayload(tag, payload))
+              out.push(frame._tag === "Unknown" ? { ...frame, payload: payload.slice() } : frame)
+            })
+            assert.isUndefined(error)
+            // A socket may reuse its buffer: the decoder must not keep pointing into a pushed chunk.
+            chunk.fill(0xa5)
+          }
+          assert.isUndefined(decoder.end())
+          assert.strictEqual(decoder.buffered, 0)
+          assertEqual(out, frames)
+        }),
+        { numRuns: numRuns(250) }
+      )
+    })
 
     it("decodes one frame split across many chunks, holding exactly the bytes seen so far", () => {
       const frame: Frame.Frame = {
@@ -140,7 +141,7 @@ describe("FrameDecoder", () => {
       for (const chunk of Arb.cut(bytes, { _tag: "Sizes", sizes: [3, 1, 7] })) {
         assert.isUndefined(
           decoder.push(chunk, (tag, payload) =>
-            out.push(Either.getOrThrow(Frame.decodePayload(tag, payload)))
+            out.push(Result.getOrThrow(Frame.decodePayload(tag, payload)))
           )
         )
         fed += chunk.length
@@ -158,7 +159,7 @@ describe("FrameDecoder", () => {
       const decoder = new FrameDecoder.FrameDecoder()
       const out: Array<Frame.Frame | Frame.UnknownFrame> = []
       decoder.push(Arb.concat(frames.map(Arb.encodeWire)), (tag, payload) =>
-        out.push(Either.getOrThrow(Frame.decodePayload(tag, payload)))
+        out.push(Result.getOrThrow(Frame.decodePayload(tag, payload)))
       )
       assertEqual(out, frames)
       assert.strictEqual(decoder.buffered, 0)
@@ -196,55 +197,57 @@ describe("FrameDecoder", () => {
   })
 
   describe("hostile input", () => {
-    it.prop(
-      "arbitrary bytes in arbitrary chunks never throw and match a whole-buffer parse",
-      [stream, Arb.chunking],
-      ([bytes, how]) => {
-        const expected = reference(bytes)
-        const decoder = new FrameDecoder.FrameDecoder()
-        const frames: Array<RawFrame> = []
-        let fed = 0
-        let failure: FramingError | undefined
-        for (const chunk of Arb.cut(bytes, how)) {
-          const seen = frames.length
-          const error = decoder.push(chunk, (tag, payload) => frames.push({ tag, payload: payload.slice() }))
-          fed += chunk.length
-          assert.isAtMost(decoder.buffered, 4 + MAX)
-          if (failure !== undefined) {
-            // After an error every push returns that same error and delivers nothing.
-            assert.strictEqual(error, failure)
-            assert.strictEqual(frames.length, seen)
-          } else if (error !== undefined) {
-            failure = error
-            // Rejected in the push that completed the bad prefix, not later.
-            assert.isDefined(expected.rejected)
-            assert.isAtLeast(fed, expected.rejected!.at)
-            assert.isBelow(fed - chunk.length, expected.rejected!.at)
-            assert.strictEqual(decoder.buffered, 0)
-          } else {
-            // At most one partial frame: exactly the bytes since the last frame boundary.
-            const boundary = expected.boundaries.filter((b) => b <= fed).at(-1) ?? 0
-            assert.strictEqual(decoder.buffered, fed - boundary)
+    it("arbitrary bytes in arbitrary chunks never throw and match a whole-buffer parse", () => {
+      fc.assert(
+        fc.property(stream, Arb.chunking, (bytes, how) => {
+          const expected = reference(bytes)
+          const decoder = new FrameDecoder.FrameDecoder()
+          const frames: Array<RawFrame> = []
+          let fed = 0
+          let failure: FramingError | undefined
+          for (const chunk of Arb.cut(bytes, how)) {
+            const seen = frames.length
+            const error = decoder.push(chunk, (tag, payload) =>
+              frames.push({ tag, payload: payload.slice() })
+            )
+            fed += chunk.length
+            assert.isAtMost(decoder.buffered, 4 + MAX)
+            if (failure !== undefined) {
+              // After an error every push returns that same error and delivers nothing.
+              assert.strictEqual(error, failure)
+              assert.strictEqual(frames.length, seen)
+            } else if (error !== undefined) {
+              failure = error
+              // Rejected in the push that completed the bad prefix, not later.
+              assert.isDefined(expected.rejected)
+              assert.isAtLeast(fed, expected.rejected!.at)
+              assert.isBelow(fed - chunk.length, expected.rejected!.at)
+              assert.strictEqual(decoder.buffered, 0)
+            } else {
+              // At most one partial frame: exactly the bytes since the last frame boundary.
+              const boundary = expected.boundaries.filter((b) => b <= fed).at(-1) ?? 0
+              assert.strictEqual(decoder.buffered, fed - boundary)
+            }
+            chunk.fill(0x5a)
           }
-          chunk.fill(0x5a)
-        }
-        assertEqual(frames, expected.frames)
-        const end = decoder.end()
-        if (expected.rejected !== undefined) {
-          assertFraming(failure, expected.rejected.reason, expected.rejected.length)
-          assert.strictEqual(end, failure)
-          assert.strictEqual(
-            decoder.push(Uint8Array.of(0, 0, 0, 1, 3), () => assert.fail("delivered")),
-            failure
-          )
-        } else {
-          assert.isUndefined(failure)
-          if (expected.trailing === 0) assert.isUndefined(end)
-          else assertFraming(end, "Truncated", expected.trailing)
-        }
-      },
-      { fastCheck: { numRuns: numRuns(400) } }
-    )
+          assertEqual(frames, expected.frames)
+          const end = decoder.end()
+          if (expected.rejected !== undefined) {
+            assertFraming(failure, expected.rejected.reason, expected.rejected.length)
+            assert.strictEqual(end, failure)
+            assert.strictEqual(
+              decoder.push(Uint8Array.of(0, 0, 0, 1, 3), () => assert.fail("delivered")),
+              failure
+            )
+          } else {
+            assert.isUndefined(failure)
+            if (expected.trailing === 0) assert.isUndefined(end)
+            else assertFraming(end, "Truncated", expected.trailing)
+          }
+        }),
+        { numRuns: numRuns(400) }
+      )
+    })
 
     it("rejects the 4-byte header 0xFFFFFFFF immediately, holding nothing", () => {
       const decoder = new FrameDecoder.FrameDecoder()

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck as fc, Option } from "effect"
+import { Option } from "effect"
+import * as fc from "fast-check"
 import * as Rules from "../../../src/internal/wire/names.js"
 
 // The 8-4-4-4-12 form the wire rule states (spec "The frame set"), written as a regular expression for
