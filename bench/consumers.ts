@@ -847,7 +847,9 @@ const runSaturated = async (
     await ledger.allReceived(120_000).catch(() => undefined)
     const claims = sum(s1.stats.map((stats, i) => stats.claims - window!.s0.stats[i]!.claims))
     const waitedMs = distribution(
-      groups.flatMap((group) => group.pops.filter((pop) => pop.at >= from && pop.at <= to).map((pop) => pop.ms))
+      groups.flatMap((group) =>
+        group.pops.filter((pop) => pop.at >= from && pop.at <= to).map((pop) => pop.ms)
+      )
     )
     return {
       feed,
