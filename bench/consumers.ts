@@ -31,13 +31,15 @@
  * Then, on the TCP cluster, saturated runs: each consumer spends `workMs` per message before its ack, and
  * pushes on A either keep a backlog standing (throughput against the consumers' capacity, 3·P·1000/workMs)
  * or come at a fixed rate above what A's consumers alone can take (how the messages spread over the
- * replicas); the backlog run again with a lighter `relaxedWorkMs`. The lease sweep is slowed to once in ten minutes on every replica: nothing here lets a lease run
- * out, and its statements would be counted.
+ * replicas). Their consumers pop their next message as they start on one, so that a pop's round trip
+ * runs during the work; the backlog run again with consumers that pop only after their work (`serial`)
+ * shows what that round trip costs. The lease sweep is slowed to once in ten minutes on every replica:
+ * nothing here lets a lease run out, and its statements would be counted.
  */
 
 import * as Fs from "node:fs"
 import * as Os from "node:os"
-import { BrokerClient, type BrokerStats } from "../examples/broker/harness/client.js"
+import { BrokerClient, type BrokerStats, type PopAnswer } from "../examples/broker/harness/client.js"
 import { type Database, freshDatabase, startDatabase } from "../examples/broker/harness/database.js"
 import { Ledger } from "../examples/broker/harness/load.js"
 import {
@@ -65,13 +67,6 @@ export interface SaturatedPlan {
   readonly backlog: number
   /** The fixed-rate run's pushes, as a multiple of one replica's consumers' capacity. */
   readonly overOneReplica: number
-  /**
-   * A backlog run's work per message light enough for this machine to serve the consumers' capacity
-   * (at `workMs` it may not: a message's pop and ack cost the replicas, PostgreSQL and the client some
-   * milliseconds of CPU between them): whether every replica's consumers are kept busy where the
-   * machine is not the bound.
-   */
-  readonly relaxedWorkMs: number
 }
 
 export interface ConsumersPlan {
@@ -116,8 +111,7 @@ const saturated: SaturatedPlan = {
   durationMs: 5_000,
   warmMs: 1_000,
   backlog: 200,
-  overOneReplica: 1.5,
-  relaxedWorkMs: 100
+  overOneReplica: 1.5
 }
 
 export const fullPlan: ConsumersPlan = {
@@ -216,6 +210,8 @@ export interface Cell {
 
 export interface SaturatedRun {
   readonly feed: "backlog" | "rate"
+  /** Whether each consumer popped its next message while working on one (else after its work). */
+  readonly prefetch: boolean
   /** Pushes per second asked for (the rate run), or kept waiting (the backlog run). */
   readonly asked: number
   readonly consumers: number
@@ -230,6 +226,11 @@ export interface SaturatedRun {
   /** Share of each replica's consumers' time spent on messages in the window. */
   readonly busyByReplica: ReadonlyArray<number>
   readonly claimsPerMessage: number
+  /**
+   * A consumer's wait for each message it took: its pop's round trip after its work, or what was left
+   * of a prefetched pop's when the work ended. Time not spent on work.
+   */
+  readonly waitedMs: Distribution
   /** Cores busy over the window: the replicas (each), PostgreSQL, this driving process. */
   readonly cores: {
     readonly replicas: ReadonlyArray<number>
@@ -254,7 +255,7 @@ export type ConsumersRun =
       readonly saturated: {
         readonly backlog: SaturatedRun
         readonly rate: SaturatedRun
-        readonly relaxed: SaturatedRun
+        readonly serial: SaturatedRun
       } | null
       readonly lost: number
       readonly duplicated: number
@@ -282,6 +283,11 @@ class ConsumerGroup {
   failures = 0
   /** Acks sent and not yet answered. */
   acking = 0
+  /**
+   * Each pop that carried messages: how long the consumer waited for it (ms; from its request, or from
+   * the end of the work it was prefetched during), and when it was answered.
+   */
+  readonly pops: Array<{ readonly ms: number; readonly at: bigint }> = []
 
   constructor(
     readonly replica: Replica,
@@ -291,6 +297,8 @@ class ConsumerGroup {
       readonly ledger: Ledger
       readonly waitMs: number
       readonly workMs: number
+      /** Pop the next message while working on this one (the saturated runs' consumers). */
+      readonly prefetch?: boolean
     }
   ) {
     this.client = new BrokerClient(replica.client.host, replica.client.port, {
@@ -314,10 +322,22 @@ class ConsumerGroup {
   }
 
   private async loop(index: number): Promise<void> {
-    const { queue, ledger, waitMs, workMs } = this.options
+    const { queue, ledger, waitMs, workMs, prefetch } = this.options
+    const pop = () => {
+      const answer = this.client.pop(queue, { batch: 1, waitMs })
+      // Handled where it is awaited; marked handled now, as a prefetched pop may fail during the work.
+      answer.catch(() => undefined)
+      return answer
+    }
+    let next: Promise<PopAnswer> | undefined
     while (this.running) {
       try {
-        const answer = await this.client.pop(queue, { batch: 1, waitMs })
+        const from = nowNs()
+        const popped = next ?? pop()
+        next = undefined
+        const answer = await popped
+        const answered = nowNs()
+        if (answer.messages.length > 0) this.pops.push({ ms: Number(answered - from) / 1e6, at: answered })
         const key = answer.messages.length === 0 ? `${answer.wake}-empty` : answer.wake
         this.answers.set(key, (this.answers.get(key) ?? 0) + 1)
         if (answer.lease === null || answer.messages.length === 0) continue
@@ -339,6 +359,9 @@ class ConsumerGroup {
           await ack()
           continue
         }
+        // A prefetching consumer asks for its next message as it starts on this one, as consumer
+        // clients that fetch ahead do: the pop's round trip runs during the work, not after it.
+        if (prefetch) next = pop()
         // A working consumer acks in the background and pops its next message at once, as consumer
         // clients do: its time goes to its work, not to waiting on its ack's round trip.
         await sleep(workMs)
@@ -736,18 +759,26 @@ const runSaturated = async (
   run: CarrierRun,
   plan: SaturatedPlan,
   feed: "backlog" | "rate",
+  prefetch: boolean,
   waitMs: number,
   attempt: number
 ): Promise<SaturatedRun> => {
   const { replicas } = run
-  const queue = `saturated-${feed}-${plan.workMs}-t${attempt}`
+  const queue = `saturated-${feed}-${prefetch ? "prefetch" : "serial"}-t${attempt}`
   const ledger = new Ledger()
   const perConsumer = 1000 / plan.workMs
   const capacityPerSec = replicas.length * plan.consumers * perConsumer
   const ratePerSec = plan.overOneReplica * plan.consumers * perConsumer
   const groups = replicas.map(
     (replica) =>
-      new ConsumerGroup(replica, { queue, count: plan.consumers, ledger, waitMs, workMs: plan.workMs })
+      new ConsumerGroup(replica, {
+        queue,
+        count: plan.consumers,
+        ledger,
+        waitMs,
+        workMs: plan.workMs,
+        prefetch
+      })
   )
   try {
     await Promise.all(groups.map((group) => group.start(waitMs)))
@@ -815,8 +846,14 @@ const runSaturated = async (
     const taken = sum(takenByReplica)
     await ledger.allReceived(120_000).catch(() => undefined)
     const claims = sum(s1.stats.map((stats, i) => stats.claims - window!.s0.stats[i]!.claims))
+    const waitedMs = distribution(
+      groups.flatMap((group) =>
+        group.pops.filter((pop) => pop.at >= from && pop.at <= to).map((pop) => pop.ms)
+      )
+    )
     return {
       feed,
+      prefetch,
       asked: feed === "backlog" ? plan.backlog : round(ratePerSec, 0),
       consumers: plan.consumers,
       workMs: plan.workMs,
@@ -830,6 +867,7 @@ const runSaturated = async (
         round((n * plan.workMs) / (plan.consumers * seconds * 1000), 3)
       ),
       claimsPerMessage: round(claims / Math.max(1, taken), 2),
+      waitedMs,
       cores: {
         replicas: s1.replicasNs.map((ns, i) => round((ns - window!.s0.replicasNs[i]!) / windowNs, 2)),
         postgres: round((s1.postgresNs - window.s0.postgresNs) / windowNs, 2),
@@ -971,37 +1009,37 @@ export const runConsumers = async (
         })
       )
     )
-    let saturatedRuns: { backlog: SaturatedRun; rate: SaturatedRun; relaxed: SaturatedRun } | null = null
+    let saturatedRuns: { backlog: SaturatedRun; rate: SaturatedRun; serial: SaturatedRun } | null = null
     const tcp = runs.get("tcp")
     if (tcp !== undefined && plan.saturated.durationMs > 0) {
       const s = plan.saturated
       // The saturated runs get tries of their own: a minute past the cells' budget, at most.
       const saturatedDeadline = Math.max(deadline, Date.now()) + 60_000
-      const saturatedRun = (what: string, runPlan: SaturatedPlan, feed: "backlog" | "rate") =>
+      const saturatedRun = (what: string, feed: "backlog" | "rate", prefetch: boolean) =>
         leastDisturbed(
           plan,
           saturatedDeadline,
           (one: SaturatedRun) => one.cores.others,
           async (attempt) => {
-            const one = await runSaturated(tcp, runPlan, feed, plan.waitMs, attempt)
+            const one = await runSaturated(tcp, s, feed, prefetch, plan.waitMs, attempt)
             progress(
-              `consumers: saturated, ${what}${attempt > 0 ? `, try ${attempt + 1}` : ""}: ${one.takenPerSec} taken/s of ${one.capacityPerSec}; other work ${one.cores.others} cores`
+              `consumers: saturated, ${what}${attempt > 0 ? `, try ${attempt + 1}` : ""}: ${one.takenPerSec} taken/s of ${one.capacityPerSec}; waited p50 ${one.waitedMs.p50} ms; other work ${one.cores.others} cores`
             )
             return one
           }
         ).then(({ kept, tries }) => ({ ...kept, tries }))
-      const backlog = await saturatedRun(`${s.workMs} ms a message, backlog kept`, s, "backlog")
+      const backlog = await saturatedRun(`${s.workMs} ms a message, backlog kept`, "backlog", true)
       const rate = await saturatedRun(
         `pushes at ${s.overOneReplica}x one replica's consumers' capacity`,
-        s,
-        "rate"
+        "rate",
+        true
       )
-      const relaxed = await saturatedRun(
-        `${s.relaxedWorkMs} ms a message, backlog kept`,
-        { ...s, workMs: s.relaxedWorkMs },
-        "backlog"
+      const serial = await saturatedRun(
+        `${s.workMs} ms a message, backlog kept, each pop after the work`,
+        "backlog",
+        false
       )
-      saturatedRuns = { backlog, rate, relaxed }
+      saturatedRuns = { backlog, rate, serial }
     }
     const all = [...cells, ...(saturatedRuns === null ? [] : Object.values(saturatedRuns))]
     return {
