@@ -88,14 +88,9 @@ export const ensureDist = (progress: (text: string) => void) => {
   const built = Fs.existsSync(Path.join(root, "dist", "index.js")) ? newest(Path.join(root, "dist")) : 0
   if (built >= newest(Path.join(root, "src"))) return
   progress("broker: dist/ is older than src/, building it")
-  execFileSync(
-    process.execPath,
-    [Path.join(root, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.build.json"],
-    {
-      cwd: root,
-      stdio: "inherit"
-    }
-  )
+  // The whole build, as `npm run build` (tsc alone would put the unbundled entry over the CLI's bundled
+  // launcher, dist/cli.js).
+  execFileSync("npm", ["run", "build"], { cwd: root, stdio: "inherit" })
 }
 
 let database: Database | undefined
