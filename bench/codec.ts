@@ -63,7 +63,7 @@ const runCase = (name: string, items: number, params: CodecParams): CodecCase =>
   const tag = items === 1 ? Baseline.TAG_MESSAGE_AVAILABLE : Baseline.TAG_MESSAGE_AVAILABLE_BATCH
   const basePayload: object = items === 1 ? plain[0]! : { items: plain }
 
-  const encodedOurs = Frame.encodeEither(ours)
+  const encodedOurs = Frame.encodeResult(ours)
   if (Result.isFailure(encodedOurs)) throw new Error(`${name}: ${encodedOurs.failure.message}`)
   const bytes = Buffer.from(encodedOurs.success)
   const baseBytes = Baseline.encodeFrame(tag, basePayload)

@@ -347,18 +347,18 @@ export const heartbeat: (serverId?: string) => Heartbeat = Frames.heartbeat
 export const frameBytes: (tag: number, json: string) => Uint8Array = Codec.frameBytes
 
 /**
- * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap. A
- * `Result` (an `Either` before effect 4); the name is kept.
+ * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap (named
+ * `encodeEither` before effect 4, when it returned an `Either`).
  *
  * @since 0.1.0
  * @category encoding
  */
-export const encodeEither: (frame: Frame) => Result.Result<Uint8Array, FrameTooLargeError> =
-  Codec.encodeEither
+export const encodeResult: (frame: Frame) => Result.Result<Uint8Array, FrameTooLargeError> =
+  Codec.encodeResult
 
 /**
  * Encodes a frame as `u32 BE length | u8 tag | JSON`. Every frame but an oversized batch fits the cap;
- * for batches built from untrusted sizes use {@link encodeEither}, which reports the overflow.
+ * for batches built from untrusted sizes use {@link encodeResult}, which reports the overflow.
  *
  * @example
  * ```ts

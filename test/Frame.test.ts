@@ -228,11 +228,11 @@ describe("Frame", () => {
       )
     })
 
-    it("encode = encodeEither, and its bytes decode back to the frame", () => {
+    it("encode = encodeResult, and its bytes decode back to the frame", () => {
       fc.assert(
         fc.property(Arb.frame, (frame) => {
           const bytes = Frame.encode(frame)
-          assertEqual(Frame.encodeEither(frame), Result.succeed(bytes))
+          assertEqual(Frame.encodeResult(frame), Result.succeed(bytes))
           const payload = Codec.payloadOf(frame)
           assert.strictEqual(
             jsonOf(bytes, expectedTag[frame._tag]),
@@ -740,12 +740,12 @@ describe("Frame", () => {
         })
       )
 
-    it("encodeEither rejects a batch above 16 MiB with FrameTooLargeError; encode throws it", () => {
+    it("encodeResult rejects a batch above 16 MiB with FrameTooLargeError; encode throws it", () => {
       const frame: Frame.Frame = {
         _tag: "MessageAvailableBatch",
         items: items(17_000, () => "q".repeat(1024))
       }
-      const result = Frame.encodeEither(frame)
+      const result = Frame.encodeResult(frame)
       if (Result.isSuccess(result)) assert.fail("expected FrameTooLargeError")
       assert.instanceOf(result.failure, FrameTooLargeError)
       assert.isAbove(result.failure.length, Frame.MAX_FRAME_LENGTH)
@@ -761,7 +761,7 @@ describe("Frame", () => {
           group: i % 3 === 0 ? Option.some(`group-${i % 5}`) : Option.none()
         }))
       }
-      const bytes = Result.getOrThrow(Frame.encodeEither(frame))
+      const bytes = Result.getOrThrow(Frame.encodeResult(frame))
       assert.isAtMost(bytes.length - 4, Frame.MAX_FRAME_LENGTH)
       const back = Result.getOrThrow(Frame.decodePayload(bytes[4]!, bytes.subarray(5)))
       if (back._tag !== "HotlistDirtyBatch") return assert.fail(`decoded as ${back._tag}`)
@@ -786,11 +786,11 @@ describe("Frame", () => {
         v2: Option.none()
       })
       const overhead = 1 + Buffer.byteLength(JSON.stringify(Codec.payloadOf(hello(0))))
-      const exact = Result.getOrThrow(Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead)))
+      const exact = Result.getOrThrow(Frame.encodeResult(hello(Frame.MAX_FRAME_LENGTH - overhead)))
       assert.strictEqual(exact.length, 4 + Frame.MAX_FRAME_LENGTH)
       assert.strictEqual(new DataView(exact.buffer, exact.byteOffset).getUint32(0), Frame.MAX_FRAME_LENGTH)
       assertEqual(
-        Frame.encodeEither(hello(Frame.MAX_FRAME_LENGTH - overhead + 1)),
+        Frame.encodeResult(hello(Frame.MAX_FRAME_LENGTH - overhead + 1)),
         Result.fail(new FrameTooLargeError({ length: Frame.MAX_FRAME_LENGTH + 1 }))
       )
     })

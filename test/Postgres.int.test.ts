@@ -534,7 +534,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "180 seconds" })("Postgre
         }).length
         const count = Math.floor((Frame.MAX_FRAME_LENGTH - one) / (two - one))
         const items = Array.from({ length: count }, (_, i) => item(i))
-        const bytes = Frame.encodeEither({ _tag: "MessageAvailableBatch", items: items.map(Frame.queueItem) })
+        const bytes = Frame.encodeResult({ _tag: "MessageAvailableBatch", items: items.map(Frame.queueItem) })
         assert.isTrue(Result.isSuccess(bytes), "one frame")
         if (Result.isSuccess(bytes))
           assert.isAbove(bytes.success.length, Frame.MAX_FRAME_LENGTH - 2 * (two - one))

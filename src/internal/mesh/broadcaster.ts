@@ -34,7 +34,7 @@ export class Broadcaster {
   frame(frame: Frames.Frame): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (!this.hasReceivers()) return Effect.void
-      const encoded = Codec.encodeEither(frame)
+      const encoded = Codec.encodeResult(frame)
       if (Result.isSuccess(encoded)) {
         this.send(encoded.success)
         return Effect.void

@@ -47,7 +47,7 @@ export const frameBytes = (tag: number, json: string): Uint8Array => {
 /**
  * Encodes a frame as `u32 BE length | u8 tag | JSON`, or fails when it would exceed the 16 MiB cap.
  */
-export const encodeEither = (frame: Frame): Result.Result<Uint8Array, FrameTooLargeError> => {
+export const encodeResult = (frame: Frame): Result.Result<Uint8Array, FrameTooLargeError> => {
   const payload = payloadOf(frame)
   const json = payload === undefined ? "" : JSON.stringify(payload)
   const length = 1 + Buffer.byteLength(json, "utf8")
@@ -65,7 +65,7 @@ export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
 
 /**
  * Encodes a frame as `u32 BE length | u8 tag | JSON`. Every frame but an oversized batch fits the cap;
- * for batches built from untrusted sizes use {@link encodeEither}, which reports the overflow.
+ * for batches built from untrusted sizes use {@link encodeResult}, which reports the overflow.
  *
  * @example
  * ```ts
@@ -86,7 +86,7 @@ export const encodeMessageAvailable = (item: QueueItem): Uint8Array =>
  * ```
  */
 export const encode = (frame: Frame): Uint8Array => {
-  const result = encodeEither(frame)
+  const result = encodeResult(frame)
   if (Result.isFailure(result)) throw result.failure
   return result.success
 }
