@@ -92,8 +92,11 @@ const wakeTimes = (transport: TransportShape, rounds: number) =>
             buffered += chunk.length
             if (buffered >= FRAME_BYTES && pending !== undefined) {
               buffered -= FRAME_BYTES
-              Deferred.doneUnsafe(pending.done, Exit.succeed(micros(at - pending.sent)))
+              // Cleared before it is completed: effect 4 runs the waiting fiber's continuation inside
+              // `doneUnsafe`, and that fiber sets the next round's `pending` before this call returns.
+              const round = pending
               pending = undefined
+              Deferred.doneUnsafe(round.done, Exit.succeed(micros(at - round.sent)))
             }
             return undefined
           })

@@ -85,6 +85,14 @@ export const parseLevel = (source: string, raw: string): Result.Result<LogLevel.
     : Result.fail(`${source}: expected one of ${Object.keys(LEVELS).join(", ")}, got ${JSON.stringify(raw)}`)
 
 /**
+ * The label a line shows for `level` (`WARN`, `OFF`).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const levelLabel = (level: LogLevel.LogLevel): string => LABELS[level]
+
+/**
  * The name operators type for `level` (`warning`, not `WARN`).
  *
  * @since 0.1.0
