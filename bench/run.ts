@@ -28,6 +28,7 @@ import { codec } from "./sections/codec.js"
 import { consumers } from "./sections/consumers.js"
 import { fair } from "./sections/fair.js"
 import { flood } from "./sections/flood.js"
+import { floor } from "./sections/floor.js"
 import { idle } from "./sections/idle.js"
 import { lane } from "./sections/lane.js"
 import { parked } from "./sections/parked.js"
@@ -55,6 +56,7 @@ const sections: ReadonlyArray<Registered> = [
   idle,
   startupSection,
   broker,
+  floor,
   consumers,
   writeload
 ]

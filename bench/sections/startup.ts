@@ -29,6 +29,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { Schema } from "effect"
 import { CliNode, envFor, isEvent, modulesEntry } from "../cli.js"
 import { type Driver, freePort, Numbers, SECRET, stopAll } from "../driver.js"
+import { breakdown, memoryProbe, readProbe } from "../memoryProbe.js"
 import { check, fmt, row } from "../report.js"
 import { section } from "../section.js"
 import { median, round, sleep } from "../stats.js"
@@ -88,23 +89,6 @@ const spread = (values: ReadonlyArray<number>) => ({
   min: round(Math.min(...values), 1),
   max: round(Math.max(...values), 1)
 })
-
-/**
- * Preloaded into a node whose memory is broken down: on SIGUSR2, after a full GC when exposed, it
- * writes what the node's own heap holds to the file named by the environment.
- */
-const MEMORY_PROBE = `import v8 from "node:v8"
-import fs from "node:fs"
-process.on("SIGUSR2", () => {
-  globalThis.gc?.()
-  const code = v8.getHeapCodeStatistics()
-  fs.writeFileSync(process.env.QUEEN_BENCH_MEMORY_FILE, JSON.stringify({
-    usage: process.memoryUsage(),
-    spaces: Object.fromEntries(v8.getHeapSpaceStatistics().map((s) => [s.space_name, s.physical_space_size])),
-    code: code.code_and_metadata_size + code.bytecode_and_metadata_size,
-    source: code.external_script_source_size
-  }))
-})`
 
 /**
  * Preloaded into a node whose start is split into stages. It marks (in ms of the node's own clock,
@@ -178,76 +162,15 @@ const StagesReport = Schema.Struct({
   cpuMs: Schema.Number
 })
 
-/** A probe's report, read once the probe has written its file (within 10 s). */
-const readProbe = async <S extends Schema.ConstraintDecoder<unknown>>(
-  schema: S,
-  file: string,
-  probe: string
-): Promise<S["Type"]> => {
-  const deadline = Date.now() + 10_000
-  while (!Fs.existsSync(file) || Fs.statSync(file).size === 0) {
-    if (Date.now() > deadline) throw new Error(`the ${probe} probe wrote nothing`)
-    await sleep(20)
-  }
-  await sleep(50)
-  return Schema.decodeUnknownSync(Schema.fromJsonString(schema))(Fs.readFileSync(file, "utf8"))
-}
-
 /** The probes a start may preload: each one's module and the variable naming its file. */
 const probes = {
-  memory: {
-    flags: ["--expose-gc", `--import=data:text/javascript,${encodeURIComponent(MEMORY_PROBE)}`],
-    variable: "QUEEN_BENCH_MEMORY_FILE"
-  },
+  memory: memoryProbe,
   stages: {
     flags: [`--import=data:text/javascript,${encodeURIComponent(STAGES_PROBE)}`],
     variable: "QUEEN_BENCH_STAGES_FILE"
   }
 } as const
 type Probe = keyof typeof probes
-
-const MemoryReport = Schema.Struct({
-  usage: Schema.Struct({
-    rss: Schema.Number,
-    heapTotal: Schema.Number,
-    heapUsed: Schema.Number,
-    external: Schema.Number
-  }),
-  spaces: Schema.Record(Schema.String, Schema.Number),
-  code: Schema.Number,
-  source: Schema.Number
-})
-
-/** `RssAnon`, `RssFile` and `RssShmem` of a process, in bytes (`/proc/<pid>/status`). */
-const rssParts = (pid: number | undefined) => {
-  const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
-  const kB = (name: string) =>
-    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024
-  return { anon: kB("RssAnon"), file: kB("RssFile"), shmem: kB("RssShmem") }
-}
-
-const mib = (bytes: number) => round(bytes / MiB, 1)
-
-/** What the idle node's RSS is spent on, read once (MiB). */
-const breakdown = async (node: CliNode, file: string) => {
-  const rss = rssParts(node.process.pid)
-  node.process.kill("SIGUSR2")
-  const report = await readProbe(MemoryReport, file, "memory")
-  const spaces = report.spaces
-  return {
-    rssAnon: mib(rss.anon),
-    rssFile: mib(rss.file),
-    heapTotal: mib(report.usage.heapTotal),
-    heapUsed: mib(report.usage.heapUsed),
-    newSpace: mib(spaces.new_space ?? 0),
-    oldSpace: mib(spaces.old_space ?? 0),
-    codeSpace: mib((spaces.code_space ?? 0) + (spaces.code_large_object_space ?? 0)),
-    largeObjects: mib(spaces.large_object_space ?? 0),
-    external: mib(report.usage.external),
-    codeAndBytecode: mib(report.code),
-    scriptSource: mib(report.source)
-  }
-}
 
 /**
  * One `queen-mesh node --quiet`: spawn to `listening`, CPU then, and optionally RSS once idle. `probe`
@@ -287,7 +210,10 @@ const startNode = async (
       await sleep(idle.ms)
       rssMiB = node.rssBytes() / MiB
     }
-    const memory = probe === "memory" ? await breakdown(node, probeFile) : undefined
+    const memory =
+      probe === "memory"
+        ? await breakdown(node.process.pid, () => node.process.kill("SIGUSR2"), probeFile)
+        : undefined
     const stages = probe === "stages" ? await readProbe(StagesReport, probeFile, "stages") : undefined
     return { listeningMs, cpuMs, rssMiB, memory, stages }
   } finally {

@@ -15,11 +15,17 @@
  *
  * Every queue route takes `?tenant=<uuid>` (default: upstream Queen's default tenant).
  */
-import { Duration, Effect, Layer, Metric, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as HttpRouter from "effect/http/HttpRouter"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import { HttpRoutes, LocalWaker, Mesh } from "queen-mesh"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Schema from "effect/Schema"
+import * as HttpRoutes from "queen-mesh/HttpRoutes"
+import * as LocalWaker from "queen-mesh/LocalWaker"
+import * as Mesh from "queen-mesh/Mesh"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { metrics, Queues, type QueuesShape } from "./Queues.js"
 import { Stages } from "./Stages.js"

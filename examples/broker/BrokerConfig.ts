@@ -4,7 +4,12 @@
  * (`QUEEN_SERVER_ID`, `QUEEN_MESH_PEERS`, `QUEEN_MESH_PORT`, `QUEEN_SYNC_SECRET`, `QUEEN_MESH_PG_URL`,
  * ...); these are the broker's.
  */
-import { Config, Context, Duration, Layer, type Redacted, Schema } from "effect"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Layer from "effect/Layer"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 
 export interface BrokerConfigShape {
   /** The HTTP API's address; port 0 asks for an ephemeral port. */

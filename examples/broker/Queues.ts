@@ -5,20 +5,22 @@
  * maintenance goes through the mesh's flags, and queue settings through the mesh's queue-config cache.
  * Everything the mesh is told is a hint: when one is lost, the group's re-poll finds the message anyway.
  */
-import {
-  Context,
-  Data,
-  type Duration,
-  Effect,
-  Layer,
-  Metric,
-  Option,
-  Schedule,
-  Stream,
-  SubscriptionRef
-} from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as SqlError from "effect/sql/SqlError"
-import { type GroupedPops, LocalWaker, MaintenanceFlags, Mesh, QueueConfigCache } from "queen-mesh"
+import type * as GroupedPops from "queen-mesh/GroupedPops"
+import * as LocalWaker from "queen-mesh/LocalWaker"
+import * as MaintenanceFlags from "queen-mesh/MaintenanceFlags"
+import * as Mesh from "queen-mesh/Mesh"
+import * as QueueConfigCache from "queen-mesh/QueueConfigCache"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { Stages } from "./Stages.js"
 import { type Claimed, type Outgoing, type QueueSettings, Store } from "./Store.js"

@@ -9,9 +9,12 @@
  * (`handler`, `decoded`, `insert`, `committed`, `hinted`; a pop's `woke`, `claim`, `claimed`), and
  * `out` (the answer handed to Node's socket).
  */
-import { Config, Context, Effect, Layer } from "effect"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as HttpMiddleware from "effect/http/HttpMiddleware"
 import type * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Layer from "effect/Layer"
 
 /** One request's marks, gathered on its fiber. */
 interface Trail {

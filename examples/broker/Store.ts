@@ -6,7 +6,13 @@
  * has committed when its effect succeeds: that is the moment the mesh may be told.
  */
 import { randomUUID } from "node:crypto"
-import { Array as Arr, Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import * as Arr from "effect/Array"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlError from "effect/sql/SqlError"
 
@@ -115,8 +121,8 @@ const Id = Schema.BigInt.pipe(
 
 const IdRow = Schema.Struct({ id: Id })
 const decodeIds = decodeRows(IdRow)
-/** A claimed row, with how many rows the claim picked (one more than it leases, when there were). */
-const ClaimedRow = Schema.Struct({ ...Claimed.fields, id: Id, picked: Schema.Number })
+/** A claimed row, with whether the claim left a visible row unleased. */
+const ClaimedRow = Schema.Struct({ ...Claimed.fields, id: Id, more: Schema.Boolean })
 const decodeClaimed = decodeRows(ClaimedRow)
 const SettingsRow = Schema.Struct({ lease_time_seconds: Schema.Number, encrypted: Schema.Boolean })
 const decodeSettings = decodeRows(SettingsRow)
@@ -181,33 +187,39 @@ export const make: Effect.Effect<StoreShape, SqlError.SqlError, SqlClient.SqlCli
       // The rows are picked once, in a materialized CTE: as `WHERE id IN (SELECT ... LIMIT n FOR UPDATE
       // SKIP LOCKED)` PostgreSQL may run the subquery again for a row a concurrent claim changed, and
       // then claim more than `batch` rows (seen under the bench's load: a pop of 1,000 answered more).
-      // One row more than the batch is picked, and only locked until the statement ends: whether it
-      // was there tells the waiting pops' group whether to claim again, and the push whether its peers
-      // have news (a claim that filled its batch could not say).
+      // `more` (whether a visible row was left: the waiting pops' group claims again, and a push's
+      // peers have news) looks without locking. A probe row locked until the statement ends would be
+      // skipped by a concurrent claim on another replica, and neither would lease it: a pop waiting
+      // there would wait for its re-poll. Looking without a lock sees rows a concurrent claim is
+      // about to lease, so a claim that leased nothing says nothing is left: its group does not claim
+      // again and again while another statement holds the rows.
       return sql`WITH picked AS MATERIALIZED (
         SELECT id FROM broker_messages
         WHERE tenant = ${tenant} AND queue = ${queue} AND visible_at <= now()
         ORDER BY id
-        LIMIT ${batch + 1}
+        LIMIT ${batch}
         FOR UPDATE SKIP LOCKED
-      ), chosen AS (
-        SELECT id FROM picked ORDER BY id LIMIT ${batch}
+      ), claimed AS (
+        UPDATE broker_messages AS m
+        SET lease = ${lease},
+            visible_at = now() + make_interval(secs => ${leaseSeconds}),
+            deliveries = m.deliveries + 1
+        FROM picked
+        WHERE m.id = picked.id
+        RETURNING m.id, m.partition, m.payload, m.deliveries
       )
-      UPDATE broker_messages AS m
-      SET lease = ${lease},
-          visible_at = now() + make_interval(secs => ${leaseSeconds}),
-          deliveries = m.deliveries + 1
-      FROM chosen
-      WHERE m.id = chosen.id
-      RETURNING m.id, m.partition, m.payload, m.deliveries, (SELECT count(*) FROM picked)::int AS picked`.pipe(
+      SELECT id, partition, payload, deliveries, EXISTS (
+        SELECT 1 FROM broker_messages
+        WHERE tenant = ${tenant} AND queue = ${queue} AND visible_at <= now()
+          AND id NOT IN (SELECT id FROM picked)
+      ) AS more
+      FROM claimed
+      ORDER BY id`.pipe(
         Effect.flatMap(decodeClaimed),
-        // RETURNING follows no order; the queue's does.
         Effect.map((rows) => ({
           lease,
-          messages: [...rows]
-            .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
-            .map(({ picked: _, ...message }) => message),
-          more: (rows[0]?.picked ?? 0) > batch
+          messages: rows.map(({ more: _, ...message }) => message),
+          more: rows[0]?.more ?? false
         }))
       )
     }

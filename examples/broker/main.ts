@@ -4,7 +4,7 @@
  * order `Broker.ts` describes.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import * as Broker from "./Broker.js"
 
 Layer.launch(Broker.layer).pipe(NodeRuntime.runMain({ teardown: Broker.teardown }))
