@@ -8,8 +8,9 @@
  * picker hands out the ports of its range in turn, none twice before it has tried all the others.
  * Elsewhere the kernel picks.
  *
- * The demo, the bench, the example broker's harness and the test suite (each worker its own slice of
- * the range) all choose their ports here.
+ * The demo, the bench and the test suite (each worker its own slice of the range) choose their ports
+ * here; the example broker's harness has a picker of its own (`examples/broker/harness/ports.ts`), as a
+ * copy of the example imports nothing of the library but its public modules.
  *
  * @internal
  */

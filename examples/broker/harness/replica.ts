@@ -7,13 +7,13 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
-import { freePort } from "../../../src/internal/ports.js"
 import { BrokerClient } from "./client.js"
+import { freePort } from "./ports.js"
 
 /** The compiled broker next to this file's compiled copy (`.examples-dist`, `.bench-dist`). */
 export const defaultEntry = fileURLToPath(new URL("../main.js", import.meta.url))
 
-/** Ports named before their servers bind them, below the ephemeral range (`src/internal/ports.ts`). */
+/** Ports named before their servers bind them, below the ephemeral range (`./ports.ts`). */
 export { freePort }
 
 const Listening = Schema.fromJsonString(
