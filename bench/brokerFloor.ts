@@ -29,9 +29,9 @@ import * as Path from "node:path"
 import { Schema } from "effect"
 import { PushBody } from "../examples/broker/Api.js"
 import { BrokerClient } from "../examples/broker/harness/client.js"
-import { latencyRounds, pushThroughput } from "../examples/broker/harness/load.js"
-import { clusterEnv, clustered, Replica } from "../examples/broker/harness/replica.js"
-import { collectStages } from "./broker.js"
+import { LatencySeries, latencyRounds, pushThroughput } from "../examples/broker/harness/load.js"
+import { clusterEnv, clustered, Replica, startCluster } from "../examples/broker/harness/replica.js"
+import { collectStages, stagesOf } from "./broker.js"
 import { type Database, startDatabase } from "./embeddedDatabase.js"
 import * as Handoff from "./handoff.js"
 import { breakdown, type MemoryBreakdown, memoryProbe } from "./memoryProbe.js"
@@ -123,8 +123,32 @@ SELECT id, partition, payload, deliveries, EXISTS (
 ) AS more
 FROM claimed ORDER BY id`
 
-type Kind = "httpPost" | "httpGet" | "push" | "pop" | "readyz" | "insert" | "claim"
-const kinds: ReadonlyArray<Kind> = ["httpPost", "httpGet", "push", "pop", "readyz", "insert", "claim"]
+/**
+ * The request kinds and their floors. `pg` runs each statement both ways: unnamed (parsed and planned
+ * every time, as `pool.query(text, values)` does) and as a named statement, prepared once per
+ * connection, which is how `@effect/sql-pg` 4 runs every statement.
+ */
+type Kind =
+  | "httpPost"
+  | "httpGet"
+  | "push"
+  | "pop"
+  | "readyz"
+  | "insert"
+  | "insertPrepared"
+  | "claim"
+  | "claimPrepared"
+const kinds: ReadonlyArray<Kind> = [
+  "httpPost",
+  "httpGet",
+  "push",
+  "pop",
+  "readyz",
+  "insert",
+  "insertPrepared",
+  "claim",
+  "claimPrepared"
+]
 
 const Popped = Schema.Struct({
   lease: Schema.NullOr(Schema.String),
@@ -159,6 +183,12 @@ export interface FloorSection {
     readonly medianRestMiB: number
     readonly breakdown: MemoryBreakdown
     readonly poolConnections: number
+    /** Each part's cost to load, alone in a fresh `node` (heap after GC, anonymous RSS), MiB. */
+    readonly parts: ReadonlyArray<{
+      readonly part: string
+      readonly heapMiB: number
+      readonly anonMiB: number
+    }>
   }
   readonly requestsUs: Readonly<Record<Kind, Distribution>>
   readonly cross: {
@@ -173,6 +203,11 @@ export interface FloorSection {
   readonly stagesUs: {
     readonly push: Readonly<Record<string, number>>
     readonly pop: Readonly<Record<string, number>>
+    /** A push on A to a pop parked on B or C, with the tracer on in all three (their p50s). */
+    readonly cross: Readonly<Record<string, number>>
+    /** The bare hand-off's stages and the mesh library's (bench/handoff.ts), p50. */
+    readonly bareHandoff: Readonly<Record<string, number>>
+    readonly meshHandoff: Readonly<Record<string, number>>
   }
   readonly decodeUs: { readonly jsonParse: number; readonly schema: number }
   readonly ratios: {
@@ -212,7 +247,17 @@ const requestRounds = async (
     insert: async () => {
       await pool.query(INSERT, [TENANT, "floor-bare", "Default", JSON.stringify(payloadOf(seq++))])
     },
+    insertPrepared: async () => {
+      await pool.query({
+        name: "floor_insert",
+        text: INSERT,
+        values: [TENANT, "floor-bare", "Default", JSON.stringify(payloadOf(seq++))]
+      })
+    },
     claim: async () => {
+      throw new Error("claims run apart: each needs its row first")
+    },
+    claimPrepared: async () => {
       throw new Error("claims run apart: each needs its row first")
     }
   }
@@ -236,12 +281,17 @@ const requestRounds = async (
             popped.lease,
             popped.messages.map((message) => message.id)
           )
-        } else if (kind === "claim") {
+        } else if (kind === "claim" || kind === "claimPrepared") {
           await pool.query(INSERT, [TENANT, "floor-claim", "Default", JSON.stringify(payloadOf(seq++))])
+          const values = [TENANT, "floor-claim", 1, crypto.randomUUID(), 30]
           let rows = 0
           us = await elapsedUs(async () => {
             rows =
-              (await pool.query(CLAIM, [TENANT, "floor-claim", 1, crypto.randomUUID(), 30])).rowCount ?? 0
+              (
+                await (kind === "claim"
+                  ? pool.query(CLAIM, values)
+                  : pool.query({ name: "floor_claim", text: CLAIM, values }))
+              ).rowCount ?? 0
           })
           if (rows !== 1) throw new Error("a bare claim found nothing")
           await pool.query("DELETE FROM broker_messages WHERE queue = 'floor-claim'")
@@ -342,6 +392,67 @@ const stageRounds = async (plan: FloorPlan, traced: Replica) => {
   }
 }
 
+/**
+ * What each part of a replica costs to load, alone in a fresh `node`: the parts imported one set after
+ * another (each set adds to the one before), the heap used after two full GCs and `RssAnon`, in MiB.
+ */
+const importParts = [
+  ["node", []],
+  [
+    "effect (Effect, Schema, Layer, Stream)",
+    ["effect/Effect", "effect/Schema", "effect/Layer", "effect/Stream"]
+  ],
+  [
+    "the mesh (queen-mesh/Mesh, /Postgres, /HttpRoutes, /ClusterView)",
+    ["queen-mesh/Mesh", "queen-mesh/Postgres", "queen-mesh/HttpRoutes", "queen-mesh/ClusterView"]
+  ],
+  ["@effect/sql-pg (PgClient)", ["@effect/sql-pg/PgClient"]],
+  ["@effect/platform-node (NodeHttpServer)", ["@effect/platform-node/NodeHttpServer"]],
+  ["the broker's own modules (main.js's imports)", ["../examples/broker/Broker.js"]]
+] as const
+
+const IMPORT_PROBE = `import fs from "node:fs"
+const sets = JSON.parse(process.argv[1])
+const out = []
+const read = () => {
+  globalThis.gc(); globalThis.gc()
+  const status = fs.readFileSync("/proc/self/status", "utf8")
+  return { heap: process.memoryUsage().heapUsed, anon: Number(/^RssAnon:\\s+(\\d+) kB/m.exec(status)[1]) * 1024 }
+}
+for (const set of sets) { for (const m of set) await import(m); out.push(read()) }
+process.stdout.write(JSON.stringify(out))`
+
+const ImportReadings = Schema.Array(Schema.Struct({ heap: Schema.Number, anon: Schema.Number }))
+
+const importCosts = async () => {
+  const sets = importParts.map(([, modules]) =>
+    modules.map((m) => (m.startsWith("..") ? new URL(m, import.meta.url).href : m))
+  )
+  const child = spawn(
+    process.execPath,
+    ["--expose-gc", "--input-type=module", "-e", IMPORT_PROBE, JSON.stringify(sets)],
+    {
+      cwd: Path.dirname(new URL(import.meta.url).pathname),
+      stdio: ["ignore", "pipe", "inherit"]
+    }
+  )
+  let out = ""
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8")
+  })
+  await new Promise((resolve) => child.once("exit", resolve))
+  const readings = Schema.decodeUnknownSync(Schema.fromJsonString(ImportReadings))(out)
+  return importParts.map(([part], i) => {
+    const before = i === 0 ? { heap: 0, anon: 0 } : readings[i - 1]!
+    const now = readings[i]!
+    return {
+      part,
+      heapMiB: round((now.heap - before.heap) / 1048576, 1),
+      anonMiB: round((now.anon - before.anon) / 1048576, 1)
+    }
+  })
+}
+
 export const runFloor = async (
   plan: FloorPlan,
   progress: (line: string) => void
@@ -389,6 +500,7 @@ export const runFloor = async (
       )[0]?.n ?? 0
     )
 
+    const parts = await importCosts()
     progress(`floor: requests, ${plan.warmup} + ${plan.rounds} rounds of each, and their floors`)
     bare = await bareHttp()
     pool = new pg.Pool({ connectionString: url, max: 10 })
@@ -421,7 +533,45 @@ export const runFloor = async (
       env: { ...tracedEnv, QUEEN_SERVER_ID: "broker-traced", BROKER_TRACE_STAGES: "true" }
     })
     replicas.push(traced)
-    const stagesUs = await stageRounds(plan, traced)
+    const requestStages = await stageRounds(plan, traced)
+    await traced.stop()
+    replicas.pop()
+    progress(`floor: stages across replicas, a traced TCP cluster, x ${plan.cross.rounds}`)
+    const tracedCluster = await startCluster({
+      carrier: "tcp",
+      databaseUrl: await db.urlFor("floor_traced"),
+      env: { BROKER_TRACE_STAGES: "true" }
+    })
+    replicas.push(...tracedCluster)
+    await clustered(tracedCluster, "tcp")
+    const [ta, tb, tc] = tracedCluster as [Replica, Replica, Replica]
+    const series = new LatencySeries({
+      pusher: ta,
+      poppers: [tb, tc],
+      queue: "floor-traced",
+      loops: 2,
+      jitterMs: 2
+    })
+    let crossStages: Record<string, number>
+    try {
+      for (let i = 0; i < plan.cross.warmup; i++) await series.round(false)
+      const collecting = collectStages(tracedCluster)
+      for (let i = 0; i < plan.cross.rounds; i++) await series.round()
+      await sleep(200)
+      crossStages = Object.fromEntries(
+        Object.entries(stagesOf(series, collecting.stop())).map(([name, d]) => [name, round(d.p50, 0)])
+      )
+    } finally {
+      await series.close()
+    }
+    const stageTable = (stages: ReadonlyArray<Handoff.Stage>) =>
+      Object.fromEntries(stages.map((stage) => [stage.stage, round(stage.us.p50, 0)]))
+    const stagesUs = {
+      ...requestStages,
+      cross: crossStages,
+      bareHandoff: stageTable(handoff.bare.stages),
+      meshHandoff: stageTable(handoff.mesh.stages)
+    }
     const decodeUs = decodeFloor(plan.decodeIterations)
 
     const version = String((await db.query("SHOW server_version"))[0]?.server_version ?? "?")
@@ -439,7 +589,8 @@ export const runFloor = async (
         medianIdleMiB: median(idleMiB),
         medianRestMiB: median(restMiB),
         breakdown: memory,
-        poolConnections
+        poolConnections,
+        parts
       },
       requestsUs,
       cross: {

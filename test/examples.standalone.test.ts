@@ -16,7 +16,13 @@ describe("examples/broker stands alone", () => {
 
   it("the scan finds the example's imports, static, type-only and dynamic", () => {
     const found = new Set(sources().flatMap((file) => specifiers(Fs.readFileSync(file, "utf8"))))
-    for (const expected of ["queen-mesh", "queen-mesh/Postgres", "./harness/database.js", "./ports.js", "pg"])
+    for (const expected of [
+      "queen-mesh/Mesh",
+      "queen-mesh/Postgres",
+      "./harness/database.js",
+      "./ports.js",
+      "pg"
+    ])
       assert.isTrue(found.has(expected), expected)
     assert.deepStrictEqual(
       specifiers(

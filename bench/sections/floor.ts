@@ -41,15 +41,19 @@ export const floor = section<FloorSectionPlan, Result>({
         `${fmt(m.rssAnon)} / ${fmt(m.rssFile)}; ${fmt(m.heapUsed)} / ${fmt(m.heapTotal)}; ${fmt(m.codeAndBytecode)}; ${fmt(m.scriptSource)}; ${fmt(m.external)}; ${result.rss.poolConnections}`
       ),
       row(
-        "broker push p50, µs (floor: bare node:http POST + bare INSERT)",
+        "broker replica's parts, each loaded alone after the ones before: heap / anon RSS (MiB)",
+        result.rss.parts.map((p) => `${p.part} ${fmt(p.heapMiB)} / ${fmt(p.anonMiB)}`).join("; ")
+      ),
+      row(
+        "broker push p50, µs (floor: bare node:http POST + bare INSERT; prepared)",
         us(r.push.p50),
-        `${us(r.httpPost.p50)} + ${us(r.insert.p50)}`,
+        `${us(r.httpPost.p50)} + ${us(r.insert.p50)}; ${us(r.insertPrepared.p50)}`,
         fmt(result.ratios.push, 2)
       ),
       row(
-        "broker ready pop p50, µs (floor: bare node:http GET + bare claim)",
+        "broker ready pop p50, µs (floor: bare node:http GET + bare claim; prepared)",
         us(r.pop.p50),
-        `${us(r.httpGet.p50)} + ${us(r.claim.p50)}`,
+        `${us(r.httpGet.p50)} + ${us(r.claim.p50)}; ${us(r.claimPrepared.p50)}`,
         fmt(result.ratios.pop, 2)
       ),
       row(
@@ -74,6 +78,17 @@ export const floor = section<FloorSectionPlan, Result>({
           .map(([name, value]) => `${name} ${us(value)}`)
           .join("; "),
         `JSON.parse ${fmt(result.decodeUs.jsonParse, 2)} + Schema ${fmt(result.decodeUs.schema, 2)}; INSERT ${us(r.insert.p50)}`
+      ),
+      row(
+        "broker push-to-pop across replicas, stages p50 (tracer on), µs",
+        Object.entries(result.stagesUs.cross)
+          .map(([name, value]) => `${name} ${us(value)}`)
+          .join("; "),
+        `bare hand-off: ${Object.entries(result.stagesUs.bareHandoff)
+          .map(([name, value]) => `${name} ${us(value)}`)
+          .join("; ")}; the mesh's library: ${Object.entries(result.stagesUs.meshHandoff)
+          .map(([name, value]) => `${name} ${us(value)}`)
+          .join("; ")}`
       ),
       row(
         "broker ready pop stages p50, µs",

@@ -26,6 +26,7 @@ import * as Schema from "effect/Schema"
 import * as HttpRoutes from "queen-mesh/HttpRoutes"
 import * as LocalWaker from "queen-mesh/LocalWaker"
 import * as Mesh from "queen-mesh/Mesh"
+import * as Body from "./Body.js"
 import { BrokerConfig } from "./BrokerConfig.js"
 import { metrics, Queues, type QueuesShape } from "./Queues.js"
 import { Stages } from "./Stages.js"
@@ -87,10 +88,10 @@ const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body
  */
 const queuePath = HttpRouter.schemaPathParams(QueuePath)
 const popQuery = HttpServerRequest.schemaSearchParams(PopQuery)
-const pushBody = HttpServerRequest.schemaBodyJson(PushBody)
-const ackBody = HttpServerRequest.schemaBodyJson(AckBody)
-const configBody = HttpServerRequest.schemaBodyJson(ConfigBody)
-const switchBody = HttpServerRequest.schemaBodyJson(SwitchBody)
+const pushBody = Body.schemaBodyJson(PushBody)
+const ackBody = Body.schemaBodyJson(AckBody)
+const configBody = Body.schemaBodyJson(ConfigBody)
+const switchBody = Body.schemaBodyJson(SwitchBody)
 
 /** The queue and tenant a queue route names; tenants are UUIDs, kept lowercase as the mesh keeps them. */
 const queueOf = Effect.all({
@@ -208,6 +209,12 @@ export const app = Effect.map(HttpRouter.toHttpEffect(router), (handler) =>
   handler.pipe(
     Effect.catchTags({
       SchemaError: (error) => Effect.succeed(json({ error: "bad_request", detail: error.message }, 400)),
+      BodyError: (error) =>
+        Effect.succeed(
+          error.reason === "too_large"
+            ? json({ error: "too_large", detail: error.message }, 413)
+            : json({ error: "bad_request", detail: error.message }, 400)
+        ),
       HttpServerError: (error) =>
         error.reason._tag === "RouteNotFound"
           ? HttpRoutes.notFound

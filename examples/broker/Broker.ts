@@ -63,7 +63,7 @@ const ServicesLive = Queues.layer.pipe(
 
 const ServerLive = Layer.unwrap(
   Effect.map(BrokerConfig, (config) =>
-    NodeHttpServer.layer(Server.createServer, { host: config.host, port: config.port })
+    NodeHttpServer.layerServer(Server.createServer, { host: config.host, port: config.port })
   )
 )
 
