@@ -268,6 +268,47 @@ export const stagesOf = (
   >
 }
 
+/**
+ * A round's stages across replicas: a TCP cluster of three of its own with the stage tracer on over
+ * `databaseUrl`, pushes on A to pops parked on B and C, `warmup` rounds and then `rounds` traced; the
+ * cluster is stopped before it returns.
+ */
+export const tracedStageTable = async (options: {
+  readonly databaseUrl: string
+  readonly queue: string
+  readonly warmup: number
+  readonly rounds: number
+  readonly jitterMs: number
+}): Promise<Record<StageName, Distribution>> => {
+  const traced = await startCluster({
+    carrier: "tcp",
+    databaseUrl: options.databaseUrl,
+    env: { BROKER_TRACE_STAGES: "true" }
+  })
+  for (const replica of traced) running.add(replica)
+  try {
+    await clustered(traced, "tcp", 60_000)
+    const [ta, tb, tc] = traced as [Replica, Replica, Replica]
+    const series = new LatencySeries({
+      pusher: ta,
+      poppers: [tb, tc],
+      queue: options.queue,
+      loops: 2,
+      jitterMs: options.jitterMs
+    })
+    try {
+      for (let i = 0; i < options.warmup; i++) await series.round(false)
+      const collecting = collectStages(traced)
+      for (let i = 0; i < options.rounds; i++) await series.round()
+      return stagesOf(series, collecting.stop())
+    } finally {
+      await series.close()
+    }
+  } finally {
+    await stopAll(traced)
+  }
+}
+
 const median = (values: ReadonlyArray<number>): number => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
@@ -416,28 +457,13 @@ export const runBroker = async (
     // The stages of a round, from the replicas' own timestamps: a TCP cluster of its own, tracer on.
     await stopAll([...clusters.values()].flat())
     progress(`broker: stages, a traced TCP cluster x ${plan.stages.warmup + plan.stages.rounds}`)
-    const traced = await startCluster({
-      carrier: "tcp",
+    const stageTableUs = await tracedStageTable({
       databaseUrl: await freshDatabase(database, "bench_broker_stages"),
-      env: { BROKER_TRACE_STAGES: "true" }
-    })
-    for (const replica of traced) running.add(replica)
-    await clustered(traced, "tcp", 60_000)
-    const [ta, tb, tc] = traced as [Replica, Replica, Replica]
-    const stageSeries = new LatencySeries({
-      pusher: ta,
-      poppers: [tb, tc],
       queue: "stages",
-      loops: 2,
+      warmup: plan.stages.warmup,
+      rounds: plan.stages.rounds,
       jitterMs: 1
     })
-    for (let i = 0; i < plan.stages.warmup; i++) await stageSeries.round(false)
-    const collecting = collectStages(traced)
-    for (let i = 0; i < plan.stages.rounds; i++) await stageSeries.round()
-    const stageLines = collecting.stop()
-    await stageSeries.close()
-    const stageTableUs = stagesOf(stageSeries, stageLines)
-    await stopAll(traced)
 
     // Write load: a PostgreSQL at its defaults (fsync on), pushers on every replica, pops on every replica.
     progress("broker: write load, starting a PostgreSQL with fsync on")

@@ -29,9 +29,9 @@ import * as Path from "node:path"
 import { Schema } from "effect"
 import { PushBody } from "../examples/broker/Api.js"
 import { BrokerClient } from "../examples/broker/harness/client.js"
-import { LatencySeries, latencyRounds, pushThroughput } from "../examples/broker/harness/load.js"
-import { clusterEnv, clustered, Replica, startCluster } from "../examples/broker/harness/replica.js"
-import { collectStages, stagesOf } from "./broker.js"
+import { latencyRounds, pushThroughput } from "../examples/broker/harness/load.js"
+import { clusterEnv, clustered, Replica } from "../examples/broker/harness/replica.js"
+import { collectStages, tracedStageTable } from "./broker.js"
 import { type Database, startDatabase } from "./embeddedDatabase.js"
 import * as Handoff from "./handoff.js"
 import { breakdown, type MemoryBreakdown, memoryProbe } from "./memoryProbe.js"
@@ -537,33 +537,17 @@ export const runFloor = async (
     await traced.stop()
     replicas.pop()
     progress(`floor: stages across replicas, a traced TCP cluster, x ${plan.cross.rounds}`)
-    const tracedCluster = await startCluster({
-      carrier: "tcp",
-      databaseUrl: await db.urlFor("floor_traced"),
-      env: { BROKER_TRACE_STAGES: "true" }
-    })
-    replicas.push(...tracedCluster)
-    await clustered(tracedCluster, "tcp")
-    const [ta, tb, tc] = tracedCluster as [Replica, Replica, Replica]
-    const series = new LatencySeries({
-      pusher: ta,
-      poppers: [tb, tc],
-      queue: "floor-traced",
-      loops: 2,
-      jitterMs: 2
-    })
-    let crossStages: Record<string, number>
-    try {
-      for (let i = 0; i < plan.cross.warmup; i++) await series.round(false)
-      const collecting = collectStages(tracedCluster)
-      for (let i = 0; i < plan.cross.rounds; i++) await series.round()
-      await sleep(200)
-      crossStages = Object.fromEntries(
-        Object.entries(stagesOf(series, collecting.stop())).map(([name, d]) => [name, round(d.p50, 0)])
-      )
-    } finally {
-      await series.close()
-    }
+    const crossStages = Object.fromEntries(
+      Object.entries(
+        await tracedStageTable({
+          databaseUrl: await db.urlFor("floor_traced"),
+          queue: "floor-traced",
+          warmup: plan.cross.warmup,
+          rounds: plan.cross.rounds,
+          jitterMs: 2
+        })
+      ).map(([name, d]) => [name, round(d.p50, 0)])
+    )
     const stageTable = (stages: ReadonlyArray<Handoff.Stage>) =>
       Object.fromEntries(stages.map((stage) => [stage.stage, round(stage.us.p50, 0)]))
     const stagesUs = {
