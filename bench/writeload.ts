@@ -29,7 +29,9 @@
  * server process's schedstat over the window, over the commits), and each process's CPU.
  */
 import * as Fs from "node:fs"
-import { Duration, Effect, Option, Schema } from "effect"
+import * as Os from "node:os"
+import { Duration, Effect, Metric, Option, Schema } from "effect"
+import { flushHistograms } from "../src/internal/metrics/metricNames.js"
 import * as LocalWaker from "../src/LocalWaker.js"
 import * as Mesh from "../src/Mesh.js"
 import { type Claimed, type Committed, spread, tally } from "./deliveries.js"
@@ -66,6 +68,12 @@ export interface LoadPlan {
    * follow-up owed to the wakes that landed while it ran.
    */
   readonly followUpMs: number
+  /**
+   * `tcp`, `lane`: the consumers receive the hints (their nodes apply them to a `LocalWaker` nothing
+   * waits on) but claim as the `none` consumers do, re-polling: what the hints alone cost, apart from
+   * the prompt claims they make.
+   */
+  readonly hintsOnly: boolean
   /** After the window, how long the consumers get to claim what is left before it counts as lost. */
   readonly drainMs: number
 }
@@ -111,7 +119,8 @@ const Done = Schema.Struct({
   lane: Schema.NullOr(Schema.Struct({ notifications: Schema.Number, frames: Schema.Number })),
   errors: Schema.Number,
   wallNs: Schema.Number,
-  cpuUs: Schema.Number
+  cpuUs: Schema.Number,
+  writeCalls: Schema.Number
 })
 const Arm = Schema.Struct({ connections: Schema.Number, cell: Schema.Number })
 const ClaimedReport = Schema.Struct({
@@ -120,7 +129,9 @@ const ClaimedReport = Schema.Struct({
   atNs: Schema.Array(Schema.Number),
   claims: Schema.Number,
   emptyClaims: Schema.Number,
-  cpuUs: Schema.Number
+  cpuUs: Schema.Number,
+  wakeups: Schema.Number,
+  meshReads: Schema.Number
 })
 
 export interface Cell {
@@ -155,6 +166,29 @@ export interface Cell {
   readonly consumerCpuUsPerCommit: number
   /** The whole machine's CPU busy over the window (all cores, /proc/stat), in %: 100 is saturated. */
   readonly machineBusyPercent: number
+  /**
+   * The machine's CPU over the window not spent by this cell's PostgreSQL, producers or consumers, in
+   * cores (the driver's share included): other work on the machine, which makes a cell's rate unfit to
+   * compare when it is more than a few hundredths.
+   */
+  readonly otherCores: number
+  /** The whole machine's context switches over the window (/proc/stat), over the commits. */
+  readonly switchesPerCommit: number
+  /**
+   * Each consumer process's voluntary context switches per second over the window, from its reset to
+   * its report: how often it went to sleep and was woken (a read, a timer).
+   */
+  readonly consumerWakeupsPerSec: ReadonlyArray<number>
+  /**
+   * The mesh's socket reads in the consumers (chunks handed to the receive path), over the commits:
+   * every commit's hint reaches both consumers, so 2 would be a read per hint. `null` without the mesh.
+   */
+  readonly consumerMeshReadsPerCommit: number | null
+  /**
+   * The producers' write system calls over the window (/proc/self/io), less one per commit (its
+   * statement), over the commits: with the mesh, about its socket writes per commit.
+   */
+  readonly producerExtraWritesPerCommit: number
   /** Claims made, and those that found nothing (woken or polled for no message). */
   readonly claims: number
   readonly emptyClaims: number
@@ -186,7 +220,8 @@ const startSet = async (db: Database, carrier: Carrier, plan: LoadPlan, sets: Ar
     batch: plan.batch,
     pollMs: plan.pollMs,
     fallbackMs: plan.fallbackMs,
-    followUpMs: plan.followUpMs
+    followUpMs: plan.followUpMs,
+    hintsOnly: plan.hintsOnly
   }
   const consumers = consumerPorts.map((port, i) =>
     startChild("consumer", { ...common, index: i, port, peers: producerPorts })
@@ -232,19 +267,23 @@ export const runLoad = async (
   }
 }
 
-/** The machine's CPU ticks since boot, all cores: busy and idle (idle and iowait), from /proc/stat. */
-const machineTicks = (): { readonly busy: number; readonly idle: number } => {
+/**
+ * The machine's CPU ticks since boot, all cores: busy and idle (idle and iowait), and its context
+ * switches, from /proc/stat.
+ */
+const machineTicks = (): { readonly busy: number; readonly idle: number; readonly switches: number } => {
   try {
-    const fields = Fs.readFileSync("/proc/stat", "utf8")
-      .split("\n")[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number)
+    const lines = Fs.readFileSync("/proc/stat", "utf8").split("\n")
+    const fields = lines[0]!.trim().split(/\s+/).slice(1).map(Number)
     const idle = (fields[3] ?? 0) + (fields[4] ?? 0)
-    return { busy: fields.reduce((a, b) => a + b, 0) - idle, idle }
+    const ctxt = lines.find((line) => line.startsWith("ctxt "))
+    return {
+      busy: fields.reduce((a, b) => a + b, 0) - idle,
+      idle,
+      switches: ctxt === undefined ? Number.NaN : Number(ctxt.slice(5))
+    }
   } catch {
-    return { busy: Number.NaN, idle: Number.NaN }
+    return { busy: Number.NaN, idle: Number.NaN, switches: Number.NaN }
   }
 }
 
@@ -255,6 +294,42 @@ const machineBusy = (
   const busy = after.busy - before.busy
   const idle = after.idle - before.idle
   return (busy * 100) / Math.max(1, busy + idle)
+}
+
+/** This process's write system calls so far (/proc/self/io `syscw`). */
+const writeCalls = (): number => {
+  try {
+    const line = Fs.readFileSync("/proc/self/io", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("syscw:"))
+    return line === undefined ? Number.NaN : Number(line.split(/\s+/)[1])
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** Chunks the mesh's receive path has read in this process: its receive-to-apply histogram's count. */
+const meshReads = (): number => {
+  flushHistograms()
+  let chunks = 0
+  for (const metric of Effect.runSync(Metric.snapshot)) {
+    if (metric.id === "queen_mesh_receive_apply_seconds" && metric.type === "Histogram") {
+      chunks += metric.state.count
+    }
+  }
+  return chunks
+}
+
+/** This process's voluntary context switches so far (its waits for I/O or a timer that ended). */
+const voluntarySwitches = (): number => {
+  try {
+    const line = Fs.readFileSync("/proc/self/status", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("voluntary_ctxt_switches:"))
+    return line === undefined ? Number.NaN : Number(line.split(/\s+/)[1])
+  } catch {
+    return Number.NaN
+  }
 }
 
 /** Numbers the cells: a message's source names its cell, so a late claim of an earlier one stays apart. */
@@ -291,7 +366,8 @@ const runCell = async (
   const windowNs = nowNs() - start
   const pgNs = cpuDeltaNs(cpuBefore, db.cpuByPid())
   for (const p of active) p.send({ kind: "close" })
-  const machine = machineBusy(machineBefore, machineTicks())
+  const machineAfter = machineTicks()
+  const machine = machineBusy(machineBefore, machineAfter)
   // What is left is the consumers' to claim, within `drainMs`.
   const drainUntil = Date.now() + plan.drainMs
   for (;;) {
@@ -330,6 +406,25 @@ const runCell = async (
     producerCpuUsPerCommit: round(done.reduce((n, d) => n + d.cpuUs, 0) / Math.max(1, commits), 1),
     consumerCpuUsPerCommit: round(claimed.reduce((n, c) => n + c.cpuUs, 0) / Math.max(1, commits), 1),
     machineBusyPercent: round(machine, 1),
+    otherCores: round(
+      ((machineAfter.busy - machineBefore.busy) /
+        Math.max(1, machineAfter.busy - machineBefore.busy + machineAfter.idle - machineBefore.idle)) *
+        Os.availableParallelism() -
+        pgNs / windowNs -
+        (done.reduce((n, d) => n + d.cpuUs, 0) + claimed.reduce((n, c) => n + c.cpuUs, 0)) /
+          (windowNs / 1000),
+      2
+    ),
+    switchesPerCommit: round((machineAfter.switches - machineBefore.switches) / Math.max(1, commits), 2),
+    consumerWakeupsPerSec: claimed.map((c) => Math.round((c.wakeups * 1e9) / windowNs)),
+    consumerMeshReadsPerCommit:
+      carrier === "tcp"
+        ? round(claimed.reduce((n, c) => n + c.meshReads, 0) / Math.max(1, commits), 2)
+        : null,
+    producerExtraWritesPerCommit: round(
+      (done.reduce((n, d) => n + d.writeCalls, 0) - commits) / Math.max(1, commits),
+      2
+    ),
     consumerCpuPercent: claimed.map((c) => round((c.cpuUs * 1000 * 100) / windowNs, 1)),
     claims: claimed.reduce((n, c) => n + c.claims, 0),
     emptyClaims: claimed.reduce((n, c) => n + c.emptyClaims, 0),
@@ -354,6 +449,7 @@ export interface RoleParams {
   readonly pollMs: number
   readonly fallbackMs: number
   readonly followUpMs: number
+  readonly hintsOnly: boolean
 }
 
 /** The node a carrier needs in a process (`tcp`, `lane`), ready: its links up or the others heard. */
@@ -403,6 +499,7 @@ export const producer = async (params: RoleParams): Promise<void> => {
     const windowMs = typeof go.data === "number" ? go.data : 1000
     const laneBefore = runtime === undefined ? null : await runtime.runPromise(laneSent)
     const cpu = process.cpuUsage()
+    const writesBefore = writeCalls()
     const start = nowNs()
     const end = start + windowMs * 1e6
     let errors = 0
@@ -428,6 +525,7 @@ export const producer = async (params: RoleParams): Promise<void> => {
     )
     const wallNs = nowNs() - start
     const used = process.cpuUsage(cpu)
+    const writes = writeCalls() - writesBefore
     const laneAfter = runtime === undefined ? null : await runtime.runPromise(laneSent)
     const lane =
       laneBefore === null || laneAfter === null
@@ -436,7 +534,10 @@ export const producer = async (params: RoleParams): Promise<void> => {
             notifications: laneAfter.notifications - laneBefore.notifications,
             frames: laneAfter.frames - laneBefore.frames
           }
-    toParent({ kind: "done", data: { committed, errors, wallNs, cpuUs: used.user + used.system, lane } })
+    toParent({
+      kind: "done",
+      data: { committed, errors, wallNs, cpuUs: used.user + used.system, lane, writeCalls: writes }
+    })
     // Held until the driver has read PostgreSQL's CPU: a backend gone takes its CPU out of the count.
     await inbox.take("close", LONG_WAIT_MS * 10)
     // Closed after each cell: every carrier's producers stay up for the whole section, and their
@@ -464,6 +565,8 @@ class ConsumerTally {
   private claims = 0
   private emptyClaims = 0
   private cpu = process.cpuUsage()
+  private wakeups = voluntarySwitches()
+  private reads = meshReads()
   /** Claims in flight, and rows claimed but not yet recorded or given back. */
   private claiming = 0
   private inHand = 0
@@ -476,6 +579,8 @@ class ConsumerTally {
     this.claims = 0
     this.emptyClaims = 0
     this.cpu = process.cpuUsage()
+    this.wakeups = voluntarySwitches()
+    this.reads = meshReads()
   }
 
   claimStarted(): void {
@@ -519,7 +624,16 @@ class ConsumerTally {
     const { source, seq, atNs, claims, emptyClaims } = this
     toParent({
       kind: "claimed",
-      data: { source, seq, atNs, claims, emptyClaims, cpuUs: used.user + used.system }
+      data: {
+        source,
+        seq,
+        atNs,
+        claims,
+        emptyClaims,
+        cpuUs: used.user + used.system,
+        wakeups: voluntarySwitches() - this.wakeups,
+        meshReads: meshReads() - this.reads
+      }
     })
     this.source = []
     this.seq = []
@@ -552,7 +666,7 @@ export const consumer = async (params: RoleParams): Promise<void> => {
     toParent({ kind: "reset" })
   })
   inbox.handle("report", () => tally.report())
-  if (runtime !== undefined) {
+  if (runtime !== undefined && !params.hintsOnly) {
     const giveBack = async (rows: ReadonlyArray<Stamped>) => {
       await client.query(GIVE_BACK, [rows.map((row) => row.source), rows.map((row) => row.seq), PAYLOAD])
       tally.givenBack(rows.length)

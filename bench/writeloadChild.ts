@@ -20,7 +20,8 @@ const RoleParams = Schema.Struct({
   batch: Schema.Number,
   pollMs: Schema.Number,
   fallbackMs: Schema.Number,
-  followUpMs: Schema.Number
+  followUpMs: Schema.Number,
+  hintsOnly: Schema.Boolean
 })
 const HandoffParams = Schema.Struct({
   way: Schema.Literals(["bare", "mesh"]),

@@ -30,6 +30,7 @@ const full: WriteLoadSectionPlan = {
       // A consumer's claims come at most every 5 ms while commits stream: from 5 to 20 ms the commit
       // rate over no carrier's stayed level while each ms went on push-to-pop (bench/README.md).
       followUpMs: 5,
+      hintsOnly: false,
       drainMs: 5000
     },
     handoff: { warmup: 100, rounds: 1000, block: 100 }
@@ -46,7 +47,8 @@ const quick: WriteLoadSectionPlan = {
 /**
  * Knobs for a short development run, on top of `--quick` or the full plan: `--writeload-ks=32,64` (the
  * Ks to run), `--writeload-cell-ms=3000` (each cell's window), `--writeload-carriers=tcp,none` (a subset
- * of the carriers) and `--writeload-follow-up-ms=5` (the grouped pops' follow-up interval). The driver
+ * of the carriers), `--writeload-follow-up-ms=5` (the grouped pops' follow-up interval) and
+ * `--writeload-hints-only` (the tcp and lane consumers receive the hints but claim as no carrier's do). The driver
  * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
  */
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
@@ -57,6 +59,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
     .filter((k) => Number.isSafeInteger(k) && k >= 1)
   const cellMs = Number(flag("writeload-cell-ms"))
   const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
+  const hintsOnly = process.argv.includes("--writeload-hints-only")
   const carriers = WriteLoad.CARRIERS.filter(
     (c) => flag("writeload-carriers")?.split(",").includes(c) ?? true
   )
@@ -68,6 +71,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
         ...(ks === undefined || ks.length === 0 ? {} : { ks }),
         ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
         ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
+        ...(hintsOnly ? { hintsOnly } : {}),
         ...(carriers.length === 0 ? {} : { carriers })
       }
     }

@@ -41,6 +41,7 @@ import * as Frames from "../wire/frames.js"
 import * as PayloadChecks from "../wire/payloadChecks.js"
 import type * as Payloads from "../wire/payloads.js"
 import { printable } from "../wire/peerText.js"
+import { sameBytes, WakeMemo } from "../wire/wakeMemo.js"
 import * as Handshake from "./handshake.js"
 import { type ListenerState, refusal } from "./listenerState.js"
 import type { LivenessShape, Refresh } from "./liveness.js"
@@ -109,6 +110,8 @@ export class InboundLink {
    * decode (a heartbeat does nothing on receipt beyond the liveness every chunk refreshes).
    */
   private heartbeatBytes: Uint8Array | undefined = undefined
+  /** The wakes this peer sent lately, decoded: a repeat is not decoded again. */
+  private readonly wakes = new WakeMemo()
 
   constructor(
     private readonly deps: InboundDeps,
@@ -290,7 +293,8 @@ export class InboundLink {
       this.later.push(this.slicedBatch(from, tag, text))
       return
     }
-    const frame = Codec.decodeFrame(tag, payload)
+    const frame =
+      tag === Frames.Tag.MESSAGE_AVAILABLE ? this.wakes.decode(payload) : Codec.decodeFrame(tag, payload)
     if (frame instanceof FrameDecodeError) {
       state.frameInvalid()
       this.note(tag, frame.detail)
@@ -404,13 +408,6 @@ export class InboundLink {
       }
     })
   }
-}
-
-/** Whether two short byte strings are equal. */
-const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
 }
 
 /** A verified first frame written back by a v2 listener: the challenge, or none in legacy mode. */

@@ -10,7 +10,9 @@
  * - whether a claim is in flight, and the reason for the one owed after it (a wake, an arrival), which
  *   waits out `followUpInterval` from the start of the claim before it when the host asked for one;
  * - one timer fiber, armed for the earliest of the next re-poll (the fallback for a lost hint, shortened
- *   while the mesh is degraded) and the earliest pop's deadline (at most `resolution` late).
+ *   while the mesh is degraded) and the earliest pop's deadline (at most `resolution` late). A group
+ *   with no pop left keeps it and stays in the index until it fires, so a pop that comes back (a
+ *   consumer popping again after each answer) finds the group with its timer armed.
  *
  * Rows never strand: rows claimed for pops that left during the claim, or handed to a pop whose fiber
  * was interrupted before it took them, go to the next waiting pop of the group or back to the host's
@@ -153,6 +155,11 @@ export interface GroupSink {
   releaseAll(): number
   /** The mesh degraded: groups re-poll within `short` from now. */
   shortenRepoll(short: Duration.Duration): void
+}
+
+/** The tenants of a queue's groups that have pops waiting. */
+function* waitingTenants(byTenant: ReadonlyMap<string, { readonly live: number }>): Iterable<string> {
+  for (const [tenant, group] of byTenant) if (group.live > 0) yield tenant
 }
 
 const isResult = <A>(result: ReadonlyArray<A> | ClaimResult<A>): result is ClaimResult<A> =>
@@ -312,6 +319,13 @@ export class PopGroups<A, E> implements GroupSink {
     return this.waiters - this.fresh
   }
 
+  /** The groups in the index, those with no pop waiting for their timer included (for tests). */
+  get groupCount(): number {
+    let count = 0
+    for (const byTenant of this.byQueue.values()) count += byTenant.size
+    return count
+  }
+
   /** The host's API, as effects. */
   api(): GroupedPops<A, E> {
     return {
@@ -338,7 +352,11 @@ export class PopGroups<A, E> implements GroupSink {
   }
 
   tenantsOn(queue: string): Iterable<string> | undefined {
-    return this.byQueue.get(queue)?.keys()
+    const byTenant = this.byQueue.get(queue)
+    if (byTenant === undefined) return undefined
+    // Groups that wait for their timer to leave have no pop: they are not waiting for hints.
+    for (const group of byTenant.values()) if (group.live === 0) return waitingTenants(byTenant)
+    return byTenant.keys()
   }
 
   releaseAll(): number {
@@ -728,11 +746,18 @@ export class PopGroups<A, E> implements GroupSink {
     for (const probe of probes) probe(drained)
   }
 
-  /** A group with no pop and no claim leaves the index, its timer stopped. */
+  /**
+   * A group with no pop and no claim leaves the index once it has no timer armed. One whose last pop
+   * was just answered keeps its timer (armed for that pop's deadline or the group's re-poll, so it
+   * lingers no longer than a pop of it would have waited) and stays until the timer fires: a pop that
+   * comes back meanwhile (a consumer popping again after each answer) finds its group with its timer
+   * armed, where it used to make a new group, fork a timer fiber for it and interrupt the old one, once
+   * per message.
+   */
   private settleIdle(group: Group<A, E>): void {
     if (group.live > 0 || group.inFlight) return
     this.resolveProbes(group, false)
-    this.stopTimer(group)
+    if (group.timer !== undefined) return
     const byTenant = this.byQueue.get(group.queue)
     if (byTenant?.get(group.tenant) !== group) return
     byTenant.delete(group.tenant)
@@ -756,10 +781,8 @@ export class PopGroups<A, E> implements GroupSink {
 
   /** Arms the group's timer for its next deadline or re-poll, if it would otherwise wake later. */
   private arm(group: Group<A, E>): void {
-    if (group.live === 0) {
-      this.stopTimer(group)
-      return
-    }
+    // A group with no pop keeps the timer it has, and leaves the index when that fires (`settleIdle`).
+    if (group.live === 0) return
     const deadline = this.firstDeadline(group)
     const due = Math.min(
       group.repollAt,
