@@ -54,8 +54,9 @@ export interface Options<A, E> extends Internal.GroupedPopsOptions<A, E> {}
 export interface ClaimRequest extends Internal.ClaimRequest {}
 
 /**
- * A claim's rows and whether it left rows to claim, for a claim that can tell (say, by picking one row
- * more than it leases). A claim that returns only its rows is taken to have left some when it filled
+ * A claim's rows and whether it left rows to claim, for a claim that can tell (say, with an `EXISTS`
+ * that locks nothing: a row locked only to be looked at is skipped by a concurrent claim elsewhere, and
+ * then leased by neither). A claim that returns only its rows is taken to have left some when it filled
  * its limit.
  *
  * @since 0.1.0

@@ -51,8 +51,9 @@ export interface ClaimRequest {
 
 /**
  * A claim's rows, and whether it left rows to claim. A claim that returns only its rows is taken to
- * have left some when it filled its limit; one that can tell (say, by picking one row more than it
- * leases) saves the follow-up claim and the peers' wake a full claim would cost.
+ * have left some when it filled its limit; one that can tell (say, with an `EXISTS` that locks nothing:
+ * a row locked only to be looked at is skipped by a concurrent claim elsewhere, and then leased by
+ * neither) saves the follow-up claim and the peers' wake a full claim would cost.
  */
 export interface ClaimResult<A> {
   readonly rows: ReadonlyArray<A>
