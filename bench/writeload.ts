@@ -296,17 +296,20 @@ const machineBusy = (
   return (busy * 100) / Math.max(1, busy + idle)
 }
 
-/** This process's write system calls so far (/proc/self/io `syscw`). */
-const writeCalls = (): number => {
+/** A `name: value` field of one of this process's `/proc/self` files, as a number (NaN where unreadable). */
+const procField = (file: string, name: string): number => {
   try {
-    const line = Fs.readFileSync("/proc/self/io", "utf8")
+    const line = Fs.readFileSync(`/proc/self/${file}`, "utf8")
       .split("\n")
-      .find((l) => l.startsWith("syscw:"))
+      .find((l) => l.startsWith(`${name}:`))
     return line === undefined ? Number.NaN : Number(line.split(/\s+/)[1])
   } catch {
     return Number.NaN
   }
 }
+
+/** This process's write system calls so far (/proc/self/io `syscw`). */
+const writeCalls = (): number => procField("io", "syscw")
 
 /** Chunks the mesh's receive path has read in this process: its receive-to-apply histogram's count. */
 const meshReads = (): number => {
@@ -321,16 +324,7 @@ const meshReads = (): number => {
 }
 
 /** This process's voluntary context switches so far (its waits for I/O or a timer that ended). */
-const voluntarySwitches = (): number => {
-  try {
-    const line = Fs.readFileSync("/proc/self/status", "utf8")
-      .split("\n")
-      .find((l) => l.startsWith("voluntary_ctxt_switches:"))
-    return line === undefined ? Number.NaN : Number(line.split(/\s+/)[1])
-  } catch {
-    return Number.NaN
-  }
-}
+const voluntarySwitches = (): number => procField("status", "voluntary_ctxt_switches")
 
 /** Numbers the cells: a message's source names its cell, so a late claim of an earlier one stays apart. */
 let cellsRun = 0
