@@ -76,6 +76,13 @@ export interface LoadPlan {
   readonly hintsOnly: boolean
   /** After the window, how long the consumers get to claim what is left before it counts as lost. */
   readonly drainMs: number
+  /**
+   * Paced cells, after the saturated ones: `k` connections committing `rate` commits a second in all
+   * (each connection on its own schedule), `repeats` times for each of `tcp` and `none` taking turns.
+   * At one rate, short of what the machine can take, the CPU per commit of each process is what the
+   * carrier costs, not what a saturated machine's scheduling makes of it. `undefined`: none.
+   */
+  readonly paced?: { readonly k: number; readonly rate: number; readonly repeats: number } | undefined
 }
 
 export const CARRIERS: ReadonlyArray<Carrier> = ["tcp", "lane", "notify", "none"]
@@ -123,6 +130,8 @@ const Done = Schema.Struct({
   writeCalls: Schema.Number
 })
 const Arm = Schema.Struct({ connections: Schema.Number, cell: Schema.Number })
+/** A cell's start: its window, and each connection's commits a second (0: back to back). */
+const Go = Schema.Struct({ windowMs: Schema.Number, perConnectionRate: Schema.Number })
 const ClaimedReport = Schema.Struct({
   source: Schema.Array(Schema.Number),
   seq: Schema.Array(Schema.Number),
@@ -137,6 +146,8 @@ const ClaimedReport = Schema.Struct({
 export interface Cell {
   readonly carrier: Carrier
   readonly k: number
+  /** A paced cell's commits a second in all (`LoadPlan.paced`); `null`: back to back. */
+  readonly pacedRate: number | null
   readonly producerProcesses: number
   readonly commits: number
   readonly commitsPerSec: number
@@ -207,7 +218,7 @@ const startSet = async (db: Database, carrier: Carrier, plan: LoadPlan, sets: Ar
   const url = await db.urlFor(`wl_${carrier}`)
   const admin = await pgClient(url)
   await admin.query(TABLE_DDL)
-  const maxK = Math.max(...plan.ks)
+  const maxK = Math.max(...plan.ks, plan.paced?.k ?? 0)
   const producerCount = Math.ceil(maxK / plan.perProducer)
   const ports = await Promise.all(Array.from({ length: producerCount + 2 }, () => freePort()))
   const producerPorts = ports.slice(0, producerCount)
@@ -256,10 +267,23 @@ export const runLoad = async (
       for (let j = 0; j < sets.length; j++) {
         const set = sets[(turn + j) % sets.length]!
         progress(`writeload: K = ${k}, ${set.carrier}, ${plan.cellMs} ms`)
-        cells.push(await runCell(db, set.admin, set.carrier, k, plan, set.producers, set.consumers))
+        cells.push(await runCell(db, set.admin, set.carrier, k, null, plan, set.producers, set.consumers))
       }
     }
-    const order = (c: Cell) => plan.carriers.indexOf(c.carrier) * 1e6 + c.k
+    const paced = plan.paced
+    const pacedSets = sets.filter((set) => set.carrier === "tcp" || set.carrier === "none")
+    for (let turn = 0; paced !== undefined && turn < paced.repeats; turn++) {
+      for (let j = 0; j < pacedSets.length; j++) {
+        const set = pacedSets[(turn + j) % pacedSets.length]!
+        progress(
+          `writeload: paced, K = ${paced.k} at ${paced.rate} commits/s, ${set.carrier}, ${plan.cellMs} ms`
+        )
+        cells.push(
+          await runCell(db, set.admin, set.carrier, paced.k, paced.rate, plan, set.producers, set.consumers)
+        )
+      }
+    }
+    const order = (c: Cell) => (c.pacedRate === null ? 0 : 1e9) + plan.carriers.indexOf(c.carrier) * 1e6 + c.k
     return cells.sort((a, b) => order(a) - order(b))
   } finally {
     await stopAll(sets.flatMap((set) => [...set.producers, ...set.consumers]))
@@ -334,6 +358,7 @@ const runCell = async (
   admin: PgClient,
   carrier: Carrier,
   k: number,
+  pacedRate: number | null,
   plan: LoadPlan,
   producers: ReadonlyArray<Child>,
   consumers: ReadonlyArray<Child>
@@ -352,7 +377,8 @@ const runCell = async (
   await sleep(300)
   const cpuBefore = db.cpuByPid()
   const start = nowNs()
-  for (const p of active) p.send({ kind: "go", data: plan.cellMs })
+  const perConnectionRate = pacedRate === null ? 0 : pacedRate / k
+  for (const p of active) p.send({ kind: "go", data: { windowMs: plan.cellMs, perConnectionRate } })
   const machineBefore = machineTicks()
   const done = await Promise.all(
     active.map(async (p) => Schema.decodeUnknownSync(Done)((await p.take("done", LONG_WAIT_MS)).data))
@@ -383,6 +409,7 @@ const runCell = async (
   return {
     carrier,
     k,
+    pacedRate,
     producerProcesses: active.length,
     commits,
     commitsPerSec: Math.round((commits / maxWallNs) * 1e9),
@@ -489,8 +516,10 @@ export const producer = async (params: RoleParams): Promise<void> => {
     while (clients.length < count) clients.push(await pgClient(params.url))
     toParent({ kind: "armed" })
     if (count === 0) continue
-    const go = await inbox.take("go", LONG_WAIT_MS * 10)
-    const windowMs = typeof go.data === "number" ? go.data : 1000
+    const go = Schema.decodeUnknownSync(Go)((await inbox.take("go", LONG_WAIT_MS * 10)).data)
+    const windowMs = go.windowMs
+    // Paced: each connection's n-th commit is due n intervals after the start, and waits until then.
+    const intervalNs = go.perConnectionRate > 0 ? 1e9 / go.perConnectionRate : 0
     const laneBefore = runtime === undefined ? null : await runtime.runPromise(laneSent)
     const cpu = process.cpuUsage()
     const writesBefore = writeCalls()
@@ -502,7 +531,15 @@ export const producer = async (params: RoleParams): Promise<void> => {
         const source = arm.cell * 100_000 + params.index * 1000 + c
         const stamps: Array<number> = []
         const begun: Array<number> = []
+        // Connections' schedules staggered over one interval, so they do not all commit at once.
+        let due = start + (intervalNs * c) / count
         while (nowNs() < end) {
+          if (intervalNs > 0) {
+            const early = due - nowNs()
+            due += intervalNs
+            if (early > 0) await sleep(early / 1e6)
+            if (nowNs() >= end) break
+          }
           const at = nowNs()
           try {
             await client.query(statement, [source, stamps.length, PAYLOAD])

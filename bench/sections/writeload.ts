@@ -9,7 +9,8 @@ import { type Database, startDatabase } from "../embeddedDatabase.js"
 import * as Handoff from "../handoff.js"
 import { check, fmt, info, type Row, row, type Target } from "../report.js"
 import { section } from "../section.js"
-import { ratio } from "../stats.js"
+import { median, ratio, round } from "../stats.js"
+import { timerWakeCpuUs } from "../wakeCost.js"
 import * as WriteLoad from "../writeload.js"
 import { killChildren, setExecArgv } from "../writeloadProcs.js"
 
@@ -31,7 +32,9 @@ const full: WriteLoadSectionPlan = {
       // rate over no carrier's stayed level while each ms went on push-to-pop (bench/README.md).
       followUpMs: 5,
       hintsOnly: false,
-      drainMs: 5000
+      drainMs: 5000,
+      // Well short of what the machine commits back to back (10,000 to 15,000 a second with no carrier).
+      paced: { k: 32, rate: 4000, repeats: 3 }
     },
     handoff: { warmup: 100, rounds: 1000, block: 100 }
   }
@@ -39,7 +42,7 @@ const full: WriteLoadSectionPlan = {
 
 const quick: WriteLoadSectionPlan = {
   writeload: {
-    load: { ...full.writeload.load, cellMs: 2000, drainMs: 3000 },
+    load: { ...full.writeload.load, cellMs: 2000, drainMs: 3000, paced: { k: 32, rate: 4000, repeats: 2 } },
     handoff: { warmup: 50, rounds: 300, block: 50 }
   }
 }
@@ -48,7 +51,8 @@ const quick: WriteLoadSectionPlan = {
  * Knobs for a short development run, on top of `--quick` or the full plan: `--writeload-ks=32,64` (the
  * Ks to run), `--writeload-cell-ms=3000` (each cell's window), `--writeload-carriers=tcp,none` (a subset
  * of the carriers), `--writeload-follow-up-ms=5` (the grouped pops' follow-up interval) and
- * `--writeload-hints-only` (the tcp and lane consumers receive the hints but claim as no carrier's do). The driver
+ * `--writeload-hints-only` (the tcp and lane consumers receive the hints but claim as no carrier's do),
+ * `--writeload-paced=32:4000:2` (the paced cells' K, commits a second and repeats; `off`: none). The driver
  * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
  */
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
@@ -60,6 +64,18 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
   const cellMs = Number(flag("writeload-cell-ms"))
   const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
   const hintsOnly = process.argv.includes("--writeload-hints-only")
+  const pacedFlag = flag("writeload-paced")
+  const [pacedK, pacedRate, pacedRepeats] = (pacedFlag ?? "").split(":").map(Number)
+  const paced =
+    pacedFlag === "off"
+      ? { paced: undefined }
+      : Number.isSafeInteger(pacedK) &&
+          pacedK! >= 1 &&
+          pacedRate! > 0 &&
+          Number.isSafeInteger(pacedRepeats) &&
+          pacedRepeats! >= 1
+        ? { paced: { k: pacedK!, rate: pacedRate!, repeats: pacedRepeats! } }
+        : {}
   const carriers = WriteLoad.CARRIERS.filter(
     (c) => flag("writeload-carriers")?.split(",").includes(c) ?? true
   )
@@ -72,6 +88,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
         ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
         ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
         ...(hintsOnly ? { hintsOnly } : {}),
+        ...paced,
         ...(carriers.length === 0 ? {} : { carriers })
       }
     }
@@ -93,14 +110,18 @@ const run = async (driver: Driver, plan: WriteLoadSectionPlan) => {
     const { handoff: handoffPlan, load: loadPlan } = plan.writeload
     driver.progress(`writeload: hand-off, bare LISTEN/NOTIFY and the TCP mesh, ${handoffPlan.rounds} rounds`)
     const handoff = await Handoff.runHandoff(db, handoffPlan)
+    driver.progress("writeload: what one timer wake of an idle node process costs this machine")
+    const machineWakeUs = { every1ms: await timerWakeCpuUs(1, 2), every5ms: await timerWakeCpuUs(5, 2) }
     const cells = await WriteLoad.runLoad(db, loadPlan, driver.progress)
     return {
+      machineWakeUs,
       measured: true as const,
       postgres: db.version,
       settings: Object.fromEntries(settings.map((s) => [String(s.name), String(s.setting)])),
       handoff,
       cells,
-      comparisons: comparisons(cells)
+      comparisons: comparisons(cells),
+      paced: pacedSummary(cells)
     }
   } finally {
     await db.stop()
@@ -124,7 +145,8 @@ const cpuPerCommit = (cell: WriteLoad.Cell | undefined): number | undefined =>
     ? undefined
     : cell.pgCpuUsPerCommit + cell.producerCpuUsPerCommit + cell.consumerCpuUsPerCommit
 
-const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
+const comparisons = (all: ReadonlyArray<WriteLoad.Cell>) => {
+  const cells = all.filter((c) => c.pacedRate === null)
   const ks = [...new Set(cells.map((c) => c.k))]
   return ks.map((k) => {
     const of = (carrier: WriteLoad.Carrier) => cells.find((c) => c.k === k && c.carrier === carrier)
@@ -143,21 +165,105 @@ const comparisons = (cells: ReadonlyArray<WriteLoad.Cell>) => {
   })
 }
 
-const cellRows = (cells: ReadonlyArray<WriteLoad.Cell>): ReadonlyArray<Row> =>
-  cells.flatMap((c) => [
-    row(
-      `write load K=${c.k}, ${c.carrier}: commits/s; commit-to-claim p50 / p99 (ms); lost/dup; PG CPU per commit (µs)`,
-      `${fmt(c.commitsPerSec, 0)}; ${fmt(c.pushToPopUs.p50 / 1000, 2)} / ${fmt(c.pushToPopUs.p99 / 1000, 2)}; ${c.lost + c.unknown}/${c.duplicated}; ${fmt(c.pgCpuUsPerCommit)}`
-    ),
-    row(
-      `  K=${c.k}, ${c.carrier}: statement-sent-to-claim p50 / p99 (ms); claims (empty); producer CPU max (%)${c.laneNotifications === null ? "" : "; lane notifications (hints)"}`,
-      `${fmt(c.sentToPopUs.p50 / 1000, 2)} / ${fmt(c.sentToPopUs.p99 / 1000, 2)}; ${c.claims} (${c.emptyClaims}); ${fmt(c.producerCpuPercentMax, 0)}${c.laneNotifications === null ? "" : `; ${c.laneNotifications} (${c.laneFrames})`}`
-    ),
-    row(
-      `  K=${c.k}, ${c.carrier}: CPU per commit (µs), PostgreSQL + producers + consumers; machine busy (%)`,
-      `${fmt(c.pgCpuUsPerCommit)} + ${fmt(c.producerCpuUsPerCommit)} + ${fmt(c.consumerCpuUsPerCommit)} = ${fmt(c.pgCpuUsPerCommit + c.producerCpuUsPerCommit + c.consumerCpuUsPerCommit)}; ${fmt(c.machineBusyPercent, 0)}`
+/** One carrier's paced cells: the median over the repeats of each figure. */
+const pacedOf = (cells: ReadonlyArray<WriteLoad.Cell>) => {
+  if (cells.length === 0) return undefined
+  const mid = (f: (c: WriteLoad.Cell) => number) => round(median(cells.map(f)), 1)
+  return {
+    cells: cells.length,
+    commitsPerSec: mid((c) => c.commitsPerSec),
+    sentToPopP99Us: mid((c) => c.sentToPopUs.p99),
+    pgUs: mid((c) => c.pgCpuUsPerCommit),
+    producersUs: mid((c) => c.producerCpuUsPerCommit),
+    consumersUs: mid((c) => c.consumerCpuUsPerCommit),
+    machineBusyPercent: mid((c) => c.machineBusyPercent)
+  }
+}
+
+/**
+ * The paced cells: each part's CPU per commit with the TCP mesh and with no carrier at one rate the
+ * machine is not saturated at, and their difference, the mesh's own CPU per commit. Beside it, the
+ * ratio of commits a saturated machine would keep if that CPU came out of the commits and nothing else
+ * changed: no carrier's CPU per commit, saturated at the same K, over itself plus the mesh's.
+ */
+const pacedSummary = (all: ReadonlyArray<WriteLoad.Cell>) => {
+  const paced = all.filter((c) => c.pacedRate !== null)
+  const first = paced[0]
+  if (first === undefined) return null
+  const tcp = pacedOf(paced.filter((c) => c.carrier === "tcp"))
+  const none = pacedOf(paced.filter((c) => c.carrier === "none"))
+  const mesh =
+    tcp === undefined || none === undefined
+      ? undefined
+      : {
+          pgUs: round(tcp.pgUs - none.pgUs, 1),
+          producersUs: round(tcp.producersUs - none.producersUs, 1),
+          consumersUs: round(tcp.consumersUs - none.consumersUs, 1),
+          totalUs: round(
+            tcp.pgUs + tcp.producersUs + tcp.consumersUs - none.pgUs - none.producersUs - none.consumersUs,
+            1
+          )
+        }
+  const saturatedNone = cpuPerCommit(
+    all.find((c) => c.pacedRate === null && c.carrier === "none" && c.k === first.k)
+  )
+  return {
+    k: first.k,
+    rate: first.pacedRate,
+    tcp,
+    none,
+    mesh,
+    ratioIfOnlyCpu:
+      mesh === undefined || saturatedNone === undefined
+        ? null
+        : round(saturatedNone / (saturatedNone + Math.max(0, mesh.totalUs)), 3)
+  }
+}
+
+const pacedRows = (summary: ReturnType<typeof pacedSummary>): ReadonlyArray<Row> => {
+  if (summary === null) return []
+  const rows: Array<Row> = []
+  for (const [name, p] of [
+    ["TCP mesh", summary.tcp],
+    ["no carrier", summary.none]
+  ] as const) {
+    if (p === undefined) continue
+    rows.push(
+      row(
+        `write load paced, K=${summary.k} at ${summary.rate} commits/s, ${name}: CPU per commit (µs), PostgreSQL + producers + consumers; commits/s; machine busy (%); statement-sent-to-claim p99 (ms)`,
+        `${fmt(p.pgUs)} + ${fmt(p.producersUs)} + ${fmt(p.consumersUs)} = ${fmt(p.pgUs + p.producersUs + p.consumersUs)}; ${fmt(p.commitsPerSec, 0)}; ${fmt(p.machineBusyPercent, 0)}; ${fmt(p.sentToPopP99Us / 1000, 2)}`
+      )
     )
-  ])
+  }
+  if (summary.mesh !== undefined) {
+    const m = summary.mesh
+    rows.push(
+      row(
+        `write load paced, K=${summary.k}: the TCP mesh's own CPU per commit (µs), PostgreSQL + producers + consumers`,
+        `${fmt(m.pgUs)} + ${fmt(m.producersUs)} + ${fmt(m.consumersUs)} = ${fmt(m.totalUs)}`
+      )
+    )
+  }
+  return rows
+}
+
+const cellRows = (all: ReadonlyArray<WriteLoad.Cell>): ReadonlyArray<Row> =>
+  all
+    .filter((c) => c.pacedRate === null)
+    .flatMap((c) => [
+      row(
+        `write load K=${c.k}, ${c.carrier}: commits/s; commit-to-claim p50 / p99 (ms); lost/dup; PG CPU per commit (µs)`,
+        `${fmt(c.commitsPerSec, 0)}; ${fmt(c.pushToPopUs.p50 / 1000, 2)} / ${fmt(c.pushToPopUs.p99 / 1000, 2)}; ${c.lost + c.unknown}/${c.duplicated}; ${fmt(c.pgCpuUsPerCommit)}`
+      ),
+      row(
+        `  K=${c.k}, ${c.carrier}: statement-sent-to-claim p50 / p99 (ms); claims (empty); producer CPU max (%)${c.laneNotifications === null ? "" : "; lane notifications (hints)"}`,
+        `${fmt(c.sentToPopUs.p50 / 1000, 2)} / ${fmt(c.sentToPopUs.p99 / 1000, 2)}; ${c.claims} (${c.emptyClaims}); ${fmt(c.producerCpuPercentMax, 0)}${c.laneNotifications === null ? "" : `; ${c.laneNotifications} (${c.laneFrames})`}`
+      ),
+      row(
+        `  K=${c.k}, ${c.carrier}: CPU per commit (µs), PostgreSQL + producers + consumers; machine busy (%)`,
+        `${fmt(c.pgCpuUsPerCommit)} + ${fmt(c.producerCpuUsPerCommit)} + ${fmt(c.consumerCpuUsPerCommit)} = ${fmt(c.pgCpuUsPerCommit + c.producerCpuUsPerCommit + c.consumerCpuUsPerCommit)}; ${fmt(c.machineBusyPercent, 0)}`
+      )
+    ])
 
 const handoffRows = (h: Measured["handoff"]): ReadonlyArray<Row> => {
   const rows: Array<Row> = []
@@ -238,6 +344,29 @@ const targets = (result: Result | undefined): ReadonlyArray<Target> => {
         info(`write load K=${k}: machine CPU busy with the TCP mesh (%)`, c?.tcpMachineBusy)
       )
     }
+    const paced = measured.paced
+    if (paced !== null) {
+      out.push(
+        info(
+          `write load paced, K=${paced.k} at ${paced.rate} commits/s: the TCP mesh's own CPU per commit (µs)`,
+          paced.mesh?.totalUs
+        ),
+        info(
+          `write load K=${paced.k}: commits/s over no carrier's that the paced CPU per commit allows (estimate)`,
+          paced.ratioIfOnlyCpu ?? undefined
+        )
+      )
+    }
+    out.push(
+      info(
+        "machine: CPU of one wake of an idle node process, timer every 1 ms (µs)",
+        measured.machineWakeUs.every1ms ?? undefined
+      ),
+      info(
+        "machine: CPU of one wake of an idle node process, timer every 5 ms (µs)",
+        measured.machineWakeUs.every5ms ?? undefined
+      )
+    )
   }
   return out
 }
@@ -258,7 +387,7 @@ export const writeload = section({
   results: (result) => ({ writeload: result }),
   rows: (result) =>
     result.measured
-      ? [...handoffRows(result.handoff), ...cellRows(result.cells)]
+      ? [...handoffRows(result.handoff), ...cellRows(result.cells), ...pacedRows(result.paced)]
       : [row("write load", "skipped (see notes)")],
   targets,
   notes: (result, plan) => (result === undefined ? [] : [note(result, plan.writeload)]),
