@@ -52,7 +52,8 @@ const quick: WriteLoadSectionPlan = {
  * Ks to run), `--writeload-cell-ms=3000` (each cell's window), `--writeload-carriers=tcp,none` (a subset
  * of the carriers), `--writeload-follow-up-ms=5` (the grouped pops' follow-up interval) and
  * `--writeload-hints-only` (the tcp and lane consumers receive the hints but claim as no carrier's do),
- * `--writeload-paced=32:4000:2` (the paced cells' K, commits a second and repeats; `off`: none). The driver
+ * `--writeload-paced=32:4000:2` (the paced cells' K, commits a second and repeats; `off`: none),
+ * `--writeload-poll-ms=5` (no carrier's re-poll interval: what promptness costs without hints). The driver
  * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
  */
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
@@ -63,6 +64,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
     .filter((k) => Number.isSafeInteger(k) && k >= 1)
   const cellMs = Number(flag("writeload-cell-ms"))
   const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
+  const pollMs = Number(flag("writeload-poll-ms") ?? Number.NaN)
   const hintsOnly = process.argv.includes("--writeload-hints-only")
   const pacedFlag = flag("writeload-paced")
   const [pacedK, pacedRate, pacedRepeats] = (pacedFlag ?? "").split(":").map(Number)
@@ -87,6 +89,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
         ...(ks === undefined || ks.length === 0 ? {} : { ks }),
         ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
         ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
+        ...(Number.isFinite(pollMs) && pollMs >= 1 ? { pollMs } : {}),
         ...(hintsOnly ? { hintsOnly } : {}),
         ...paced,
         ...(carriers.length === 0 ? {} : { carriers })
