@@ -5,6 +5,10 @@
  * is the unit the mesh's consumers' wake-ups are paid in (bench/README.md, write load).
  */
 import { execFile } from "node:child_process"
+import { Option, Schema } from "effect"
+
+/** What the probe prints: its wakes and its CPU over them. */
+const Report = Schema.Struct({ wakes: Schema.Number, cpuUs: Schema.Number })
 
 const PROBE = `
 const interval = Number(process.argv[1]), until = performance.now() + Number(process.argv[2]) * 1000
@@ -28,20 +32,12 @@ export const timerWakeCpuUs = (intervalMs: number, seconds: number): Promise<num
       { timeout: (seconds + 10) * 1000 },
       (error, stdout) => {
         if (error !== null) return resolve(null)
-        try {
-          const parsed: unknown = JSON.parse(stdout)
-          const wakes =
-            typeof parsed === "object" && parsed !== null ? Reflect.get(parsed, "wakes") : undefined
-          const cpuUs =
-            typeof parsed === "object" && parsed !== null ? Reflect.get(parsed, "cpuUs") : undefined
-          resolve(
-            typeof wakes === "number" && typeof cpuUs === "number" && wakes > 0
-              ? Math.round((cpuUs / wakes) * 10) / 10
-              : null
-          )
-        } catch {
-          resolve(null)
-        }
+        const report = Schema.decodeUnknownOption(Schema.fromJsonString(Report))(stdout)
+        resolve(
+          Option.isSome(report) && report.value.wakes > 0
+            ? Math.round((report.value.cpuUs / report.value.wakes) * 10) / 10
+            : null
+        )
       }
     )
   })

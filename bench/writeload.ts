@@ -531,7 +531,7 @@ export const producer = async (params: RoleParams): Promise<void> => {
         const source = arm.cell * 100_000 + params.index * 1000 + c
         const stamps: Array<number> = []
         const begun: Array<number> = []
-        // Connections' schedules staggered over one interval, so they do not all commit at once.
+        // This process's connections staggered over one interval, so they do not all commit at once.
         let due = start + (intervalNs * c) / count
         while (nowNs() < end) {
           if (intervalNs > 0) {

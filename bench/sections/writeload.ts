@@ -56,6 +56,12 @@ const quick: WriteLoadSectionPlan = {
  * `--writeload-poll-ms=5` (no carrier's re-poll interval: what promptness costs without hints). The driver
  * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
  */
+/** A knob's value the section cannot run with: said in one line, and the bench exits 2 before it starts. */
+const refuse = (message: string): never => {
+  process.stderr.write(`bench: ${message}\n`)
+  process.exit(2)
+}
+
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
   const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
   const ks = flag("writeload-ks")
@@ -64,19 +70,31 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
     .filter((k) => Number.isSafeInteger(k) && k >= 1)
   const cellMs = Number(flag("writeload-cell-ms"))
   const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
-  const pollMs = Number(flag("writeload-poll-ms") ?? Number.NaN)
+  const pollFlag = flag("writeload-poll-ms")
+  const pollMs = Number(pollFlag ?? Number.NaN)
+  if (pollFlag !== undefined && !(Number.isFinite(pollMs) && pollMs >= 1)) {
+    refuse(`--writeload-poll-ms=${pollFlag}: a number of milliseconds, at least 1`)
+  }
   const hintsOnly = process.argv.includes("--writeload-hints-only")
   const pacedFlag = flag("writeload-paced")
-  const [pacedK, pacedRate, pacedRepeats] = (pacedFlag ?? "").split(":").map(Number)
+  const [pacedK = Number.NaN, pacedRate = Number.NaN, pacedRepeats = Number.NaN, ...rest] = (pacedFlag ?? "")
+    .split(":")
+    .map(Number)
+  const pacedValid =
+    rest.length === 0 &&
+    Number.isSafeInteger(pacedK) &&
+    pacedK >= 1 &&
+    pacedRate > 0 &&
+    Number.isSafeInteger(pacedRepeats) &&
+    pacedRepeats >= 1
+  if (pacedFlag !== undefined && pacedFlag !== "off" && !pacedValid) {
+    refuse(`--writeload-paced=${pacedFlag}: K:rate:repeats (e.g. 32:4000:3), or off`)
+  }
   const paced =
     pacedFlag === "off"
       ? { paced: undefined }
-      : Number.isSafeInteger(pacedK) &&
-          pacedK! >= 1 &&
-          pacedRate! > 0 &&
-          Number.isSafeInteger(pacedRepeats) &&
-          pacedRepeats! >= 1
-        ? { paced: { k: pacedK!, rate: pacedRate!, repeats: pacedRepeats! } }
+      : pacedValid
+        ? { paced: { k: pacedK, rate: pacedRate, repeats: pacedRepeats } }
         : {}
   const carriers = WriteLoad.CARRIERS.filter(
     (c) => flag("writeload-carriers")?.split(",").includes(c) ?? true
@@ -89,7 +107,7 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
         ...(ks === undefined || ks.length === 0 ? {} : { ks }),
         ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
         ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
-        ...(Number.isFinite(pollMs) && pollMs >= 1 ? { pollMs } : {}),
+        ...(pollFlag === undefined ? {} : { pollMs }),
         ...(hintsOnly ? { hintsOnly } : {}),
         ...paced,
         ...(carriers.length === 0 ? {} : { carriers })
