@@ -10,7 +10,7 @@ import * as Consumers from "../consumers.js"
 import { writeChart } from "../consumersChart.js"
 import type { Driver } from "../driver.js"
 import type { GroupedWakeResult } from "../groupedWake.js"
-import { check, fmt, info, type Row, row, type Target } from "../report.js"
+import { check, fmt, info, type Row, refuse, row, type Target } from "../report.js"
 import { section } from "../section.js"
 import { ratio } from "../stats.js"
 
@@ -20,7 +20,7 @@ interface ConsumersSectionPlan {
 
 /**
  * Knobs for a short development run, on top of `--quick` or the full plan: `--consumers-carriers=tcp,lane`,
- * `--consumers-counts=1,100`, `--consumers-pushing=one`, `--consumers-saturated=off`. results.json's
+ * `--consumers-counts=1,100`, `--consumers-pushing=one`, `--consumers-saturated=off`, `--consumers-rounds=N`. results.json's
  * `meta.plan` shows the plan as run.
  */
 const withKnobs = (plan: Consumers.ConsumersPlan): Consumers.ConsumersPlan => {
@@ -38,12 +38,18 @@ const withKnobs = (plan: Consumers.ConsumersPlan): Consumers.ConsumersPlan => {
     .filter((n) => Number.isSafeInteger(n) && n >= 1)
   const pushing = list("pushing")?.filter((p): p is Consumers.Pushing => p === "one" || p === "spread")
   const saturatedOff = list("saturated")?.[0] === "off"
+  const roundsFlag = list("rounds")?.join(",")
+  const rounds = Number(roundsFlag ?? Number.NaN)
+  if (roundsFlag !== undefined && !(Number.isSafeInteger(rounds) && rounds >= 1)) {
+    refuse(`--consumers-rounds=${roundsFlag}: a whole number of rounds, at least 1`)
+  }
   return {
     ...plan,
     ...(carriers === undefined || carriers.length === 0 ? {} : { carriers }),
     ...(counts === undefined || counts.length === 0 ? {} : { consumers: counts }),
     ...(pushing === undefined || pushing.length === 0 ? {} : { pushing }),
-    ...(saturatedOff ? { saturated: { ...plan.saturated, durationMs: 0 } } : {})
+    ...(saturatedOff ? { saturated: { ...plan.saturated, durationMs: 0 } } : {}),
+    ...(roundsFlag === undefined ? {} : { rounds })
   }
 }
 

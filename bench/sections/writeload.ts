@@ -7,7 +7,7 @@
 import type { Driver } from "../driver.js"
 import { type Database, startDatabase } from "../embeddedDatabase.js"
 import * as Handoff from "../handoff.js"
-import { check, fmt, info, type Row, row, type Target } from "../report.js"
+import { check, fmt, info, type Row, refuse, row, type Target } from "../report.js"
 import { section } from "../section.js"
 import { median, ratio, round } from "../stats.js"
 import { timerWakeCpuUs } from "../wakeCost.js"
@@ -56,11 +56,6 @@ const quick: WriteLoadSectionPlan = {
  * `--writeload-poll-ms=5` (no carrier's re-poll interval: what promptness costs without hints). The driver
  * leaves flags it does not know to the sections; results.json's `meta.plan` shows the plan as run.
  */
-/** A knob's value the section cannot run with: said in one line, and the bench exits 2 before it starts. */
-const refuse = (message: string): never => {
-  process.stderr.write(`bench: ${message}\n`)
-  process.exit(2)
-}
 
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
   const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
