@@ -3,7 +3,8 @@
  * every stats body has a row in docs/operating.md's table and no row names a field that does not exist;
  * every variable `queen-mesh node` reads is in its `--help` and in docs/configuration.md (the variables
  * are recorded as the node's configuration reads them, and every `QUEEN_*` name the sources mention is
- * counted too); and no committed file names a path of one machine.
+ * counted too); README's list of what is in it names every namespace the package exports; and no
+ * committed file names a path of one machine.
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -252,6 +253,34 @@ describe("docs/cli.md's environment table", () => {
       [...inPage].filter((name) => !inHelp.has(name)).sort(),
       [],
       "in docs/cli.md, not in --help"
+    )
+  })
+})
+
+describe("README's list of what is in it", () => {
+  it("names every namespace the package's index exports, and nothing else", () => {
+    const exported = new Set(
+      [...read("src/index.ts").matchAll(/^export \* as (\w+) from /gm)].map((m) => m[1]!)
+    )
+    const readme = read("README.md")
+    const start = readme.indexOf("## What is in it")
+    const section = readme.slice(start, readme.indexOf("\n## ", start + 1))
+    // The bold names at the head of each bullet: **`Mesh`** or **`Waker`, `HotList`**.
+    const named = new Set(
+      [...section.matchAll(/\*\*([^*]+)\*\*/g)].flatMap((m) =>
+        [...m[1]!.matchAll(/`(\w+)`/g)].map((n) => n[1]!)
+      )
+    )
+    assert.isAbove(exported.size, 10)
+    assert.deepStrictEqual(
+      [...exported].filter((name) => !named.has(name)).sort(),
+      [],
+      "exported, not in README"
+    )
+    assert.deepStrictEqual(
+      [...named].filter((name) => !exported.has(name)).sort(),
+      [],
+      "in README, not exported"
     )
   })
 })
