@@ -54,6 +54,7 @@ import { type Distribution, distribution, median, round } from "./stats.js"
 
 /** How the replicas learn of a push on another replica. */
 export type CarrierName = "tcp" | "lane" | "repoll"
+export const CARRIER_NAMES: ReadonlyArray<CarrierName> = ["tcp", "lane", "repoll"]
 /** Pushes all on replica A, or round robin over A, B and C. */
 export type Pushing = "one" | "spread"
 

@@ -6,12 +6,6 @@ import { execFileSync } from "node:child_process"
 import * as Os from "node:os"
 import { round } from "./stats.js"
 
-/** A knob's value a section cannot run with: said in one line, and the bench exits 2 before it starts. */
-export const refuse = (message: string): never => {
-  process.stderr.write(`bench: ${message}\n`)
-  process.exit(2)
-}
-
 /** One line of the table: what is measured, queen-mesh's figure, the baseline's, the ratio. */
 export type Row = readonly [benchmark: string, ours: string, baseline: string, ratio: string]
 

@@ -19,6 +19,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Driver, findUpstream } from "./driver.js"
+import { knobs, refuse } from "./knobs.js"
 import { machine, type Row, row, table, targetTable } from "./report.js"
 import type { Outcome, Registered } from "./section.js"
 import { broker } from "./sections/broker.js"
@@ -64,22 +65,20 @@ const sections: ReadonlyArray<Registered> = [
 const here = Path.dirname(fileURLToPath(import.meta.url))
 const benchDir = Path.resolve(here, "../../bench")
 
-const args = process.argv.slice(2)
-const flag = (name: string): string | undefined =>
-  args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const listFlag = (name: string): ReadonlyArray<string> | undefined =>
-  flag(name)
+  knobs
+    .value(name)
     ?.split(",")
     .filter((s) => s !== "")
 
-const quick = args.includes("--quick")
+const quick = knobs.flag("quick")
 const only = listFlag("only")
 const driver = new Driver({
   quick,
   only,
   profiled: new Set(listFlag("cpu-prof") ?? []),
   profileDir: Path.join(benchDir, "profiles"),
-  upstream: findUpstream(flag("upstream"))
+  upstream: findUpstream(knobs.value("upstream"))
 })
 
 const cleanup = () => {
@@ -162,10 +161,11 @@ const main = async () => {
 }
 
 const unknown = unknownSections()
-if (unknown !== undefined) {
-  process.stderr.write(`bench: ${unknown}\n`)
-  process.exit(2)
-}
+if (unknown !== undefined) refuse(unknown)
+// Every section has read its knobs as it was imported: what is left, nothing reads.
+const unread = knobs.unread()
+if (unread.length > 0)
+  refuse(`${unread.join(" ")}: no such flag (bench/README.md, "Reproducing", lists them)`)
 
 main().then(
   () => {

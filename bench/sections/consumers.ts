@@ -10,7 +10,8 @@ import * as Consumers from "../consumers.js"
 import { writeChart } from "../consumersChart.js"
 import type { Driver } from "../driver.js"
 import type { GroupedWakeResult } from "../groupedWake.js"
-import { check, fmt, info, type Row, refuse, row, type Target } from "../report.js"
+import { knobs } from "../knobs.js"
+import { check, fmt, info, type Row, row, type Target } from "../report.js"
 import { section } from "../section.js"
 import { ratio } from "../stats.js"
 
@@ -20,36 +21,23 @@ interface ConsumersSectionPlan {
 
 /**
  * Knobs for a short development run, on top of `--quick` or the full plan: `--consumers-carriers=tcp,lane`,
- * `--consumers-counts=1,100`, `--consumers-pushing=one`, `--consumers-saturated=off`, `--consumers-rounds=N`. results.json's
- * `meta.plan` shows the plan as run.
+ * `--consumers-counts=1,100`, `--consumers-pushing=one`, `--consumers-saturated=off`,
+ * `--consumers-rounds=N` (bench/knobs.ts refuses a bad value). results.json's `meta.plan` shows the
+ * plan as run.
  */
 const withKnobs = (plan: Consumers.ConsumersPlan): Consumers.ConsumersPlan => {
-  const list = (name: string) =>
-    process.argv
-      .find((a) => a.startsWith(`--consumers-${name}=`))
-      ?.slice(`--consumers-${name}=`.length)
-      .split(",")
-      .filter((s) => s !== "")
-  const carriers = list("carriers")?.filter((c): c is Consumers.CarrierName =>
-    ["tcp", "lane", "repoll"].includes(c)
-  )
-  const counts = list("counts")
-    ?.map(Number)
-    .filter((n) => Number.isSafeInteger(n) && n >= 1)
-  const pushing = list("pushing")?.filter((p): p is Consumers.Pushing => p === "one" || p === "spread")
-  const saturatedOff = list("saturated")?.[0] === "off"
-  const roundsFlag = list("rounds")?.join(",")
-  const rounds = Number(roundsFlag ?? Number.NaN)
-  if (roundsFlag !== undefined && !(Number.isSafeInteger(rounds) && rounds >= 1)) {
-    refuse(`--consumers-rounds=${roundsFlag}: a whole number of rounds, at least 1`)
-  }
+  const carriers = knobs.list("consumers-carriers", Consumers.CARRIER_NAMES)
+  const counts = knobs.counts("consumers-counts", 1)
+  const pushing = knobs.list("consumers-pushing", ["one", "spread"] as const)
+  const saturated = knobs.list("consumers-saturated", ["on", "off"] as const)
+  const rounds = knobs.number("consumers-rounds", { min: 1, whole: true, unit: "rounds" })
   return {
     ...plan,
-    ...(carriers === undefined || carriers.length === 0 ? {} : { carriers }),
-    ...(counts === undefined || counts.length === 0 ? {} : { consumers: counts }),
-    ...(pushing === undefined || pushing.length === 0 ? {} : { pushing }),
-    ...(saturatedOff ? { saturated: { ...plan.saturated, durationMs: 0 } } : {}),
-    ...(roundsFlag === undefined ? {} : { rounds })
+    ...(carriers === undefined ? {} : { carriers }),
+    ...(counts === undefined ? {} : { consumers: counts }),
+    ...(pushing === undefined ? {} : { pushing }),
+    ...(saturated?.includes("off") ? { saturated: { ...plan.saturated, durationMs: 0 } } : {}),
+    ...(rounds === undefined ? {} : { rounds })
   }
 }
 

@@ -7,7 +7,8 @@
 import type { Driver } from "../driver.js"
 import { type Database, startDatabase } from "../embeddedDatabase.js"
 import * as Handoff from "../handoff.js"
-import { check, fmt, info, type Row, refuse, row, type Target } from "../report.js"
+import { knobs, refuse } from "../knobs.js"
+import { check, fmt, info, type Row, row, type Target } from "../report.js"
 import { section } from "../section.js"
 import { median, ratio, round } from "../stats.js"
 import { timerWakeCpuUs } from "../wakeCost.js"
@@ -58,20 +59,13 @@ const quick: WriteLoadSectionPlan = {
  */
 
 const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
-  const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-  const ks = flag("writeload-ks")
-    ?.split(",")
-    .map(Number)
-    .filter((k) => Number.isSafeInteger(k) && k >= 1)
-  const cellMs = Number(flag("writeload-cell-ms"))
-  const followUpMs = Number(flag("writeload-follow-up-ms") ?? Number.NaN)
-  const pollFlag = flag("writeload-poll-ms")
-  const pollMs = Number(pollFlag ?? Number.NaN)
-  if (pollFlag !== undefined && !(Number.isFinite(pollMs) && pollMs >= 1)) {
-    refuse(`--writeload-poll-ms=${pollFlag}: a number of milliseconds, at least 1`)
-  }
-  const hintsOnly = process.argv.includes("--writeload-hints-only")
-  const pacedFlag = flag("writeload-paced")
+  const ks = knobs.counts("writeload-ks", 1)
+  const cellMs = knobs.number("writeload-cell-ms", { min: 1, unit: "milliseconds" })
+  const followUpMs = knobs.number("writeload-follow-up-ms", { min: 0, unit: "milliseconds" })
+  const pollMs = knobs.number("writeload-poll-ms", { min: 1, unit: "milliseconds" })
+  const hintsOnly = knobs.flag("writeload-hints-only")
+  const carriers = knobs.list("writeload-carriers", WriteLoad.CARRIERS)
+  const pacedFlag = knobs.value("writeload-paced")
   const [pacedK = Number.NaN, pacedRate = Number.NaN, pacedRepeats = Number.NaN, ...rest] = (pacedFlag ?? "")
     .split(":")
     .map(Number)
@@ -91,21 +85,21 @@ const withKnobs = (plan: WriteLoadSectionPlan): WriteLoadSectionPlan => {
       : pacedValid
         ? { paced: { k: pacedK, rate: pacedRate, repeats: pacedRepeats } }
         : {}
-  const carriers = WriteLoad.CARRIERS.filter(
-    (c) => flag("writeload-carriers")?.split(",").includes(c) ?? true
-  )
   return {
     writeload: {
       ...plan.writeload,
       load: {
         ...plan.writeload.load,
-        ...(ks === undefined || ks.length === 0 ? {} : { ks }),
-        ...(Number.isFinite(cellMs) && cellMs > 0 ? { cellMs } : {}),
-        ...(Number.isFinite(followUpMs) && followUpMs >= 0 ? { followUpMs } : {}),
-        ...(pollFlag === undefined ? {} : { pollMs }),
+        ...(ks === undefined ? {} : { ks }),
+        ...(cellMs === undefined ? {} : { cellMs }),
+        ...(followUpMs === undefined ? {} : { followUpMs }),
+        ...(pollMs === undefined ? {} : { pollMs }),
         ...(hintsOnly ? { hintsOnly } : {}),
         ...paced,
-        ...(carriers.length === 0 ? {} : { carriers })
+        // In the bench's own order, whatever the flag's.
+        ...(carriers === undefined
+          ? {}
+          : { carriers: WriteLoad.CARRIERS.filter((c) => carriers.includes(c)) })
       }
     }
   }
