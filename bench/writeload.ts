@@ -245,6 +245,17 @@ const startSet = async (db: Database, carrier: Carrier, plan: LoadPlan, sets: Ar
   await Promise.all([...consumers, ...producers].map((c) => c.take("ready", 60_000)))
 }
 
+/** Each set in each of `turns` turns, one after another, the sets' order rotated by one every turn. */
+const inTurns = async (
+  sets: ReadonlyArray<CarrierSet>,
+  turns: number,
+  each: (set: CarrierSet, turn: number) => Promise<void>
+): Promise<void> => {
+  for (let turn = 0; turn < turns; turn++) {
+    for (let j = 0; j < sets.length; j++) await each(sets[(turn + j) % sets.length]!, turn)
+  }
+}
+
 /**
  * Every carrier's cells. All carriers' processes run for the whole section, and at each K the carriers
  * take turns, the first of each K a different one, so a machine whose load drifts over the minutes
@@ -262,26 +273,22 @@ export const runLoad = async (
       await startSet(db, carrier, plan, sets)
     }
     const cells: Array<Cell> = []
-    for (let turn = 0; turn < plan.ks.length; turn++) {
+    await inTurns(sets, plan.ks.length, async (set, turn) => {
       const k = plan.ks[turn]!
-      for (let j = 0; j < sets.length; j++) {
-        const set = sets[(turn + j) % sets.length]!
-        progress(`writeload: K = ${k}, ${set.carrier}, ${plan.cellMs} ms`)
-        cells.push(await runCell(db, set.admin, set.carrier, k, null, plan, set.producers, set.consumers))
-      }
-    }
+      progress(`writeload: K = ${k}, ${set.carrier}, ${plan.cellMs} ms`)
+      cells.push(await runCell(db, set.admin, set.carrier, k, null, plan, set.producers, set.consumers))
+    })
     const paced = plan.paced
-    const pacedSets = sets.filter((set) => set.carrier === "tcp" || set.carrier === "none")
-    for (let turn = 0; paced !== undefined && turn < paced.repeats; turn++) {
-      for (let j = 0; j < pacedSets.length; j++) {
-        const set = pacedSets[(turn + j) % pacedSets.length]!
+    if (paced !== undefined) {
+      const pacedSets = sets.filter((set) => set.carrier === "tcp" || set.carrier === "none")
+      await inTurns(pacedSets, paced.repeats, async (set) => {
         progress(
           `writeload: paced, K = ${paced.k} at ${paced.rate} commits/s, ${set.carrier}, ${plan.cellMs} ms`
         )
         cells.push(
           await runCell(db, set.admin, set.carrier, paced.k, paced.rate, plan, set.producers, set.consumers)
         )
-      }
+      })
     }
     const order = (c: Cell) => (c.pacedRate === null ? 0 : 1e9) + plan.carriers.indexOf(c.carrier) * 1e6 + c.k
     return cells.sort((a, b) => order(a) - order(b))

@@ -22,6 +22,21 @@ import * as Postgres from "../src/Postgres.js"
 const root = fileURLToPath(new URL("..", import.meta.url))
 const read = (file: string) => Fs.readFileSync(Path.join(root, file), "utf8")
 
+/** Two lists of names hold the same names: what each has that the other lacks is said under its label. */
+const sameNames = (a: Iterable<string>, aLabel: string, b: Iterable<string>, bLabel: string): void => {
+  const [left, right] = [new Set(a), new Set(b)]
+  assert.deepStrictEqual(
+    [...left].filter((name) => !right.has(name)).sort(),
+    [],
+    `in ${aLabel}, not in ${bLabel}`
+  )
+  assert.deepStrictEqual(
+    [...right].filter((name) => !left.has(name)).sort(),
+    [],
+    `in ${bLabel}, not in ${aLabel}`
+  )
+}
+
 // ---------------------------------------------------------------------------------------------
 // the stats body and its table
 // ---------------------------------------------------------------------------------------------
@@ -244,16 +259,7 @@ describe("docs/cli.md's environment table", () => {
     const inHelp = new Set(
       EnvTable.forCommand("node").flatMap((v) => [v.name, ...(v.alias === undefined ? [] : [v.alias])])
     )
-    assert.deepStrictEqual(
-      [...inHelp].filter((name) => !inPage.has(name)).sort(),
-      [],
-      "in --help, not in docs/cli.md"
-    )
-    assert.deepStrictEqual(
-      [...inPage].filter((name) => !inHelp.has(name)).sort(),
-      [],
-      "in docs/cli.md, not in --help"
-    )
+    sameNames(inHelp, "--help", inPage, "docs/cli.md")
   })
 })
 
@@ -272,15 +278,6 @@ describe("README's list of what is in it", () => {
       )
     )
     assert.isAbove(exported.size, 10)
-    assert.deepStrictEqual(
-      [...exported].filter((name) => !named.has(name)).sort(),
-      [],
-      "exported, not in README"
-    )
-    assert.deepStrictEqual(
-      [...named].filter((name) => !exported.has(name)).sort(),
-      [],
-      "in README, not exported"
-    )
+    sameNames(exported, "src/index.ts's exports", named, "README")
   })
 })
